@@ -1,0 +1,1 @@
+"""Benchmarks are the seed document's claims; see each file's docstring."""

@@ -1,0 +1,18 @@
+"""Seed claim d: "mlx-lm draft model ... 0.9x-1.3x speedup (at best)".
+
+The document's own bound is ``speedup(max=1.3)``. On the embedded synthetic pair the
+verdict is for reference: that pair is built to give SD its best chance.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+QUOTE = "The complexity is not worth the 0.9x–1.3x speedup (at best)."
+
+
+@pytest.mark.claim(id="d", source="seed: mlx-lm Draft Model", quote=QUOTE, applies_to="seed")
+@pytest.mark.speedup(max=1.3)
+@pytest.mark.parametrize("category", ["code", "copy"])
+def test_mlx_draft_model_gives_at_most_1_3x(specdec, category):
+    specdec.compare(category=category)

@@ -1,0 +1,202 @@
+"""The one interface every backend implements, and the data it exchanges.
+
+A backend only *translates*: it turns a :class:`GenerationRequest` into calls of its
+library or server and yields the tokens as they arrive. Timing, pairing, the
+lossless and engaged checks and the statistics all live in ``measure.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, runtime_checkable
+
+from pytest_specdec.errors import SpecdecUsageError
+
+OptionValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of an A/B comparison.
+
+    ``speculative`` arms draft ``num_draft`` tokens per step; ``options`` carries
+    backend-specific switches (e.g. ``flash_attn``) that the adapter translates.
+    """
+
+    label: str
+    speculative: bool = False
+    num_draft: int = 0
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One greedy generation of a fixed token budget."""
+
+    prompt: str
+    arm: Arm
+    max_tokens: int
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TokenBurst:
+    """Tokens that arrived together; ``from_draft`` flags accepted draft tokens."""
+
+    token_ids: tuple[int, ...]
+    from_draft: tuple[bool, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """What a backend knows once its stream has ended.
+
+    Counts a backend cannot know are ``None``. ``server_decode_seconds`` and
+    ``server_ttft_seconds`` are set by servers that time themselves; the protocol
+    then prefers them over the client's wall clock.
+    """
+
+    prompt_tokens: int
+    drafted: int | None = None
+    accepted: int | None = None
+    peak_memory_bytes: int | None = None
+    server_decode_seconds: float | None = None
+    server_decode_tokens: int | None = None
+    server_ttft_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Which software and device produced a measurement."""
+
+    backend: str
+    release: str
+    versions: Mapping[str, str] = field(default_factory=dict)
+    device: str = "unknown"
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A target model and the draft that speculates for it (``None``: no draft)."""
+
+    target: str
+    draft: str | None = None
+
+
+GenerationStream = Generator[TokenBurst, None, GenerationStats]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A loaded model pair on one runtime.
+
+    Implementations are constructed by the registry with the model pair and
+    string options; loading happens in the constructor so a bad model is a usage
+    error before any trial runs.
+    """
+
+    name: ClassVar[str]
+
+    @property
+    def pair(self) -> ModelPair:
+        """The models this backend instance serves."""
+        ...
+
+    def fingerprint(self) -> Fingerprint:
+        """Library versions, device and model identities."""
+        ...
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Yield the tokens of one greedy generation, then return its stats."""
+        ...
+
+    def model_digest(self) -> str:
+        """A digest of the model files (or the server's digest) of the pair."""
+        ...
+
+    def close(self) -> None:
+        """Release models, servers and memory."""
+        ...
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How the registry finds and describes a backend without importing it."""
+
+    name: str
+    target: str  # "module:Class"
+    requires: tuple[str, ...] = ()  # top-level modules its runtime needs
+    extra: str | None = None  # the pytest-specdec extra that installs them
+    distributions: tuple[str, ...] = ()  # distributions whose versions it reports
+
+
+class BackendOptions:
+    """Typed reads of the ``--specdec-backend-option KEY=VALUE`` strings.
+
+    Every key a backend reads is recorded, so unknown keys can be reported as a
+    usage error instead of being silently ignored.
+    """
+
+    def __init__(self, backend: str, raw: Mapping[str, str]) -> None:
+        self._backend = backend
+        self._raw = dict(raw)
+        self._known: set[str] = set()
+
+    def text(self, key: str, default: str) -> str:
+        """A string option."""
+        self._known.add(key)
+        return self._raw.get(key, default)
+
+    def number(self, key: str, default: float, *, low: float | None = None, high: float | None = None) -> float:
+        """A float option, checked against an inclusive range."""
+        self._known.add(key)
+        if key not in self._raw:
+            return default
+        try:
+            value = float(self._raw[key])
+        except ValueError:
+            raise self._error(key, "a number") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self._error(key, f"a number in [{low}, {high}]")
+        return value
+
+    def integer(self, key: str, default: int, *, low: int | None = None, high: int | None = None) -> int:
+        """An integer option, checked against an inclusive range."""
+        self._known.add(key)
+        if key not in self._raw:
+            return default
+        try:
+            value = int(self._raw[key])
+        except ValueError:
+            raise self._error(key, "a whole number") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self._error(key, f"a whole number in [{low}, {high}]")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean option: true/false, yes/no, 1/0, on/off."""
+        self._known.add(key)
+        if key not in self._raw:
+            return default
+        value = self._raw[key].strip().lower()
+        if value in {"1", "true", "yes", "on"}:
+            return True
+        if value in {"0", "false", "no", "off"}:
+            return False
+        raise self._error(key, "true or false")
+
+    def reject_unknown(self) -> None:
+        """Fail on keys the backend never read (typos must not pass silently)."""
+        unknown = sorted(set(self._raw) - self._known)
+        if unknown:
+            known = ", ".join(sorted(self._known)) or "none"
+            raise SpecdecUsageError(
+                f"backend {self._backend!r} has no option {unknown[0]!r} (its options: {known}) — fix --specdec-backend-option"
+            )
+
+    def _error(self, key: str, expected: str) -> SpecdecUsageError:
+        return SpecdecUsageError(
+            f"backend option {key}={self._raw[key]!r} for {self._backend!r} must be {expected} — fix --specdec-backend-option {key}=..."
+        )

@@ -1,0 +1,176 @@
+"""mlx-lm adapter: plain ``stream_generate`` vs ``draft_model=`` speculative decoding.
+
+Runs on Metal on Apple silicon and on the CPU elsewhere (``pip install "mlx[cpu]"``).
+Acceptance comes from mlx-lm's ``from_draft`` flag; drafted counts are rebuilt from
+the round structure of ``speculative_generate_step`` (each round drafts
+``min(γ, tokens left)`` and ends with one target token).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_specdec import models
+from pytest_specdec.backends.base import (
+    BackendOptions,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+from pytest_specdec.backends.files import looks_like_path, model_dir_digest
+from pytest_specdec.errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+
+def drafted_tokens(from_draft: Sequence[bool], num_draft: int, max_tokens: int) -> int:
+    """Draft tokens proposed during a speculative run, from its ``from_draft`` flags.
+
+    Mirrors mlx-lm's loop: a round drafts ``min(num_draft, max_tokens - emitted)``
+    tokens, emits the accepted prefix (``True`` flags) and then one target token.
+    """
+    drafted = emitted = i = 0
+    while i < len(from_draft):
+        drafted += min(num_draft, max_tokens - emitted)
+        while i < len(from_draft) and from_draft[i]:
+            i += 1
+            emitted += 1
+        if i < len(from_draft):
+            i += 1  # the target's own token closes the round
+            emitted += 1
+    return drafted
+
+
+class _LoadedModel:
+    def __init__(self, reference: str, path: Path, model: Any, tokenizer: TokenizerWrapper) -> None:
+        self.reference = reference
+        self.path = path
+        self.model = model
+        self.tokenizer = tokenizer
+
+
+def _resolve(reference: str) -> str:
+    if models.is_embedded(reference):
+        try:
+            return str(models.materialize(reference))
+        except models.UnknownEmbeddedModel as error:
+            raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
+    if looks_like_path(reference):
+        path = Path(reference).expanduser()
+        if not path.exists():
+            raise ModelLoadError(f"model path {reference} does not exist — fix --specdec-model / --specdec-draft")
+        return str(path)
+    return reference
+
+
+def _load(reference: str) -> _LoadedModel:
+    from mlx_lm import load
+    from mlx_lm.utils import _download
+
+    resolved = _resolve(reference)
+    try:
+        path = _download(resolved)
+        model, tokenizer = load(str(path))
+    except Exception as error:  # mlx-lm raises many kinds; the user needs one line
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ModelLoadError(
+            f"cannot load mlx model {reference!r}: {first} — give a local mlx model directory or a cached Hugging Face repo id"
+        ) from None
+    return _LoadedModel(reference, Path(path), model, tokenizer)
+
+
+class MlxBackend:
+    """A target (and optional draft) loaded once with mlx-lm."""
+
+    name: ClassVar[str] = "mlx"
+
+    def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
+        reader = BackendOptions(self.name, options)
+        self._chat_template = reader.flag("chat_template", True)
+        reader.reject_unknown()
+        self._pair = pair
+        self._target = _load(pair.target)
+        self._draft = _load(pair.draft) if pair.draft else None
+        if self._draft is not None:
+            target_vocab = self._target.tokenizer.vocab_size
+            draft_vocab = self._draft.tokenizer.vocab_size
+            if self._target.tokenizer.get_vocab() != self._draft.tokenizer.get_vocab():
+                raise ModelLoadError(
+                    f"draft {pair.draft!r} has a different vocabulary from target {pair.target!r} "
+                    f"({draft_vocab} vs {target_vocab} tokens) — choose a draft of the same model family"
+                )
+
+    @property
+    def pair(self) -> ModelPair:
+        """The loaded target and draft."""
+        return self._pair
+
+    def fingerprint(self) -> Fingerprint:
+        """mlx and mlx-lm versions and the mlx device (Metal GPU name and arch, or CPU)."""
+        import mlx.core as mx
+        from importlib.metadata import version
+
+        info = mx.device_info()
+        kind = "gpu" if mx.default_device() == mx.gpu else "cpu"
+        device = f"{kind}: {info.get('device_name', platform.processor())} ({info.get('architecture', platform.machine())})"
+        details = {"memory_size": str(info.get("memory_size", "")), "max_recommended_working_set_size": str(info.get("max_recommended_working_set_size", ""))}
+        return Fingerprint(
+            backend=self.name,
+            release=f"mlx-lm {version('mlx-lm')}",
+            versions={"mlx": version("mlx"), "mlx-lm": version("mlx-lm")},
+            device=device,
+            details={k: v for k, v in details.items() if v},
+        )
+
+    def model_digest(self) -> str:
+        """Digest of the target's (and draft's) files."""
+        parts = [model_dir_digest(self._target.path)]
+        if self._draft is not None:
+            parts.append(model_dir_digest(self._draft.path))
+        return "+".join(parts)
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        tokenizer = self._target.tokenizer
+        if self._chat_template and getattr(tokenizer, "chat_template", None):
+            ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
+            return list(ids)
+        return list(tokenizer.encode(prompt))
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Stream one greedy generation; speculative arms pass the draft model."""
+        import mlx.core as mx
+        from mlx_lm import stream_generate
+
+        if request.arm.speculative and self._draft is None:
+            raise ModelLoadError("a speculative arm needs a draft model — set --specdec-draft")
+        mx.random.seed(request.seed)
+        mx.reset_peak_memory()
+        prompt = self._prompt_ids(request.prompt)
+        kwargs: dict[str, Any] = {"max_tokens": request.max_tokens}
+        if request.arm.speculative and self._draft is not None:
+            kwargs.update(draft_model=self._draft.model, num_draft_tokens=request.arm.num_draft)
+        flags: list[bool] = []
+        for response in stream_generate(self._target.model, self._target.tokenizer, prompt, **kwargs):
+            flags.append(bool(response.from_draft))
+            yield TokenBurst((int(response.token),), (bool(response.from_draft),))
+        speculative = request.arm.speculative
+        return GenerationStats(
+            prompt_tokens=len(prompt),
+            drafted=drafted_tokens(flags, request.arm.num_draft, request.max_tokens) if speculative else None,
+            accepted=sum(flags) if speculative else None,
+            peak_memory_bytes=int(mx.get_peak_memory()),
+        )
+
+    def close(self) -> None:
+        """Drop the models and mlx's buffer cache."""
+        import mlx.core as mx
+
+        self._draft = None
+        mx.clear_cache()

@@ -1,0 +1,106 @@
+"""A simulated backend with known truth, shipped for tests and protocol studies.
+
+It behaves like a server that times itself: every generation reports decode
+seconds drawn from a model with a known speedup, log-normal noise and a slow drift
+(e.g. thermal throttling) that depends on *when* the run happens. Because the truth
+is known, it measures how often the protocol's verdicts are wrong (README: R1, R2)
+and how much interleaving saves over a block protocol (P3). Nothing sleeps: the
+timings are reported, not waited for.
+
+Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
+``noise``, ``drift``, ``acceptance``, ``lossless``, ``engaged``, ``release``, ``seed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from pytest_specdec.backends.base import (
+    BackendOptions,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+
+_VOCAB = 1000
+
+
+class SimulatedBackend:
+    """Speculative decoding with a chosen true speedup, noise and drift."""
+
+    name: ClassVar[str] = "simulated"
+
+    def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
+        reader = BackendOptions(self.name, options)
+        self.true_speedup = reader.number("speedup", 1.0, low=0.01, high=100.0)
+        self.plain_tps = reader.number("plain_tps", 50.0, low=0.001)
+        self.noise = reader.number("noise", 0.03, low=0.0, high=2.0)
+        self.drift = reader.number("drift", 0.0, low=-0.5, high=0.5)
+        self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
+        self.lossless = reader.flag("lossless", True)
+        self.engaged = reader.flag("engaged", True)
+        self.release = reader.text("release", "1.0")
+        self._rng = np.random.default_rng(reader.integer("seed", 0))
+        reader.reject_unknown()
+        self._pair = pair
+        self.generations = 0
+
+    @property
+    def pair(self) -> ModelPair:
+        """The (fictional) model pair."""
+        return self._pair
+
+    def fingerprint(self) -> Fingerprint:
+        """Reports the simulated release so tests can inject a new one."""
+        return Fingerprint(
+            backend=self.name,
+            release=f"simulated {self.release}",
+            versions={"simulated": self.release},
+            device="simulated",
+        )
+
+    def model_digest(self) -> str:
+        """A digest of the model names (there are no files)."""
+        return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
+
+    def _tokens(self, prompt: str, count: int) -> list[int]:
+        seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "little")
+        return [int(t) for t in np.random.default_rng(seed).integers(0, _VOCAB, count)]
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Yield the prompt's deterministic tokens and report simulated timings."""
+        count = request.max_tokens
+        tokens = self._tokens(request.prompt, count)
+        speculative = request.arm.speculative
+        if speculative and not self.lossless:
+            tokens[count // 2] = (tokens[count // 2] + 1) % _VOCAB
+        # Drift: the machine slows (or speeds up) with every generation, whatever the arm.
+        rate = self.plain_tps * math.exp(-self.drift * self.generations)
+        rate *= self.true_speedup if speculative else 1.0
+        rate *= math.exp(self.noise * float(self._rng.standard_normal()))
+        self.generations += 1
+        drafted = accepted = None
+        if speculative:
+            drafted = (count * request.arm.num_draft) // 2 if self.engaged else 0
+            accepted = int(self._rng.binomial(drafted, self.acceptance)) if drafted else 0
+        for token in tokens:
+            yield TokenBurst((token,))
+        return GenerationStats(
+            prompt_tokens=len(request.prompt.split()),
+            drafted=drafted,
+            accepted=accepted,
+            server_decode_seconds=(count - 1) / rate,
+            server_decode_tokens=count - 1,
+            server_ttft_seconds=0.05,
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,242 @@
+"""Markers as data: what a test claims, and how a measurement answers it.
+
+``@pytest.mark.speedup(min=, max=)``, ``@pytest.mark.acceptance(min=)`` and
+``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` are parsed here into frozen
+dataclasses. Unknown or malformed arguments are usage errors with one line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from pytest_specdec.backends.base import Fingerprint, ModelPair
+from pytest_specdec.config import Settings
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.measure import Comparison, StopRule
+from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
+
+
+@dataclass(frozen=True)
+class SpeedupBounds:
+    """The claimed range of the speedup (SD tok/s ÷ plain tok/s)."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def describe(self) -> str:
+        """``min=1.0``, ``max=1.3`` or both."""
+        parts = [f"min={self.min:g}"] if self.min is not None else []
+        parts += [f"max={self.max:g}"] if self.max is not None else []
+        return " ".join(parts) or "none"
+
+
+@dataclass(frozen=True)
+class AcceptanceBound:
+    """The claimed minimum acceptance rate of draft tokens."""
+
+    min: float | None = None
+
+
+@dataclass(frozen=True)
+class ClaimInfo:
+    """Where a claim comes from, and which model profiles its bounds were made for."""
+
+    id: str
+    source: str
+    quote: str
+    applies_to: tuple[str, ...] = ()
+
+    def gates(self, profile: str) -> bool:
+        """Whether the claim's bounds decide pass/fail under ``profile``."""
+        return not self.applies_to or profile in self.applies_to
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """Everything a test's markers claim."""
+
+    speedup: SpeedupBounds = SpeedupBounds()
+    acceptance: AcceptanceBound = AcceptanceBound()
+    claim: ClaimInfo | None = None
+
+    @property
+    def has_bounds(self) -> bool:
+        """Whether any bound was stated."""
+        return self.speedup.min is not None or self.speedup.max is not None or self.acceptance.min is not None
+
+
+def _number(marker: str, key: str, value: object, *, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < float(value) < high:
+        raise SpecdecUsageError(f"@pytest.mark.{marker}({key}={value!r}): {key} must be a number in ({low:g}, {high:g})")
+    return float(value)
+
+
+def _keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object], allowed: Sequence[str]) -> None:
+    if args:
+        raise SpecdecUsageError(f"@pytest.mark.{marker} takes keyword arguments only ({', '.join(allowed)}), got {args!r}")
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise SpecdecUsageError(f"@pytest.mark.{marker} has no argument {unknown[0]!r} — use {', '.join(allowed)}")
+
+
+def parse_speedup(args: Sequence[object], kwargs: Mapping[str, object]) -> SpeedupBounds:
+    """``speedup(min=None, max=None)`` → bounds, with ``min ≤ max`` enforced."""
+    _keywords("speedup", args, kwargs, ("min", "max"))
+    low = kwargs.get("min")
+    high = kwargs.get("max")
+    bounds = SpeedupBounds(
+        min=None if low is None else _number("speedup", "min", low),
+        max=None if high is None else _number("speedup", "max", high),
+    )
+    if bounds.min is None and bounds.max is None:
+        raise SpecdecUsageError("@pytest.mark.speedup needs min=, max= or both")
+    if bounds.min is not None and bounds.max is not None and bounds.max < bounds.min:
+        raise SpecdecUsageError(f"@pytest.mark.speedup(min={bounds.min:g}, max={bounds.max:g}): max is below min")
+    return bounds
+
+
+def parse_acceptance(args: Sequence[object], kwargs: Mapping[str, object]) -> AcceptanceBound:
+    """``acceptance(min=None)`` → a bound on the acceptance rate in (0, 1]."""
+    _keywords("acceptance", args, kwargs, ("min",))
+    low = kwargs.get("min")
+    return AcceptanceBound(min=None if low is None else _number("acceptance", "min", low, high=1.000001))
+
+
+def parse_claim(args: Sequence[object], kwargs: Mapping[str, object]) -> ClaimInfo:
+    """``claim(id, source, quote, applies_to=...)``; id/source/quote may be positional."""
+    names = ("id", "source", "quote", "applies_to")
+    if len(args) > 3:
+        raise SpecdecUsageError("@pytest.mark.claim takes at most id, source, quote positionally")
+    merged = dict(zip(names, args, strict=False))
+    duplicated = set(merged) & set(kwargs)
+    if duplicated:
+        raise SpecdecUsageError(f"@pytest.mark.claim got {sorted(duplicated)[0]!r} twice")
+    merged.update(kwargs)
+    _keywords("claim", (), merged, names)
+    for key in ("id", "source", "quote"):
+        if not isinstance(merged.get(key), str) or not str(merged[key]).strip():
+            raise SpecdecUsageError(f"@pytest.mark.claim needs {key}= as a non-empty string")
+    applies = merged.get("applies_to", ())
+    if isinstance(applies, str):
+        applies = (applies,)
+    if not isinstance(applies, (tuple, list)) or not all(isinstance(p, str) for p in applies):
+        raise SpecdecUsageError("@pytest.mark.claim(applies_to=...) must be a profile name or a list of them")
+    return ClaimInfo(str(merged["id"]), str(merged["source"]), str(merged["quote"]), tuple(applies))
+
+
+@dataclass(frozen=True)
+class BoundVerdict:
+    """The verdict on one bound, e.g. ``speedup max=1.3: refuted``."""
+
+    metric: str  # "speedup" or "acceptance"
+    kind: str  # "min" or "max"
+    bound: float
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        """``speedup max=1.3``."""
+        return f"{self.metric} {self.kind}={self.bound:g}"
+
+
+def judge(expect: Expectations, speedup: Interval, acceptance: Interval | None) -> tuple[BoundVerdict, ...]:
+    """The verdict on every stated bound (acceptance bounds need acceptance data)."""
+    verdicts: list[BoundVerdict] = []
+    if expect.speedup.min is not None:
+        verdicts.append(BoundVerdict("speedup", "min", expect.speedup.min, verdict_at_least(speedup, expect.speedup.min)))
+    if expect.speedup.max is not None:
+        verdicts.append(BoundVerdict("speedup", "max", expect.speedup.max, verdict_at_most(speedup, expect.speedup.max)))
+    if expect.acceptance.min is not None:
+        result = Verdict.INCONCLUSIVE if acceptance is None else verdict_at_least(acceptance, expect.acceptance.min)
+        verdicts.append(BoundVerdict("acceptance", "min", expect.acceptance.min, result))
+    return tuple(verdicts)
+
+
+def overall(verdicts: Sequence[BoundVerdict]) -> Verdict | None:
+    """One verdict for the test, or ``None`` when it states no bound."""
+    return combine([v.verdict for v in verdicts]) if verdicts else None
+
+
+def refutation_message(bound: BoundVerdict, speedup: Interval, acceptance: Interval | None, release: str) -> str:
+    """The one line a refuted bound fails with."""
+    if bound.metric == "acceptance" and acceptance is not None:
+        return (
+            f"acceptance {acceptance.estimate:.2f} [{acceptance.low:.2f}, {acceptance.high:.2f}] "
+            f"< claimed min {bound.bound:g} ({release})"
+        )
+    shown = f"speedup {speedup.estimate:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]"
+    if bound.kind == "max":
+        return f"{shown} > claimed max {bound.bound:g}x — SD now pays off ({release})"
+    return f"{shown} < claimed min {bound.bound:g}x — SD does not pay off ({release})"
+
+
+def stop_rule(expect: Expectations) -> StopRule:
+    """Stop once every stated bound is decided (holds or refuted)."""
+
+    def decided(speedup: Interval, acceptance: Interval | None) -> bool:
+        return all(v.verdict is not Verdict.INCONCLUSIVE for v in judge(expect, speedup, acceptance))
+
+    return decided
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A comparison judged against the test's markers."""
+
+    nodeid: str
+    backend: str
+    pair: ModelPair
+    profile: str
+    fingerprint: Fingerprint
+    comparison: Comparison
+    expect: Expectations
+    gating: bool  # False: the claim was made for another profile; shown for reference
+    verdict: Verdict | None
+    bound_verdicts: tuple[BoundVerdict, ...] = ()
+    failure: str | None = None
+    warning: str | None = None
+
+    @property
+    def verdict_text(self) -> str:
+        """``holds``, ``refuted``, ``inconclusive``, ``reference: …`` or ``measured``."""
+        if self.failure and self.verdict is not Verdict.REFUTED:
+            return "failed"
+        if self.verdict is None:
+            return "measured"
+        return self.verdict.value if self.gating else f"reference: {self.verdict.value}"
+
+
+def judge_outcome(
+    nodeid: str, settings: Settings, fingerprint: Fingerprint, comparison: Comparison, expect: Expectations
+) -> Outcome:
+    """Apply the lossless and engaged checks, then the bounds, to one comparison."""
+    gating = expect.claim.gates(settings.profile) if expect.claim else True
+    verdicts = judge(expect, comparison.speedup, comparison.acceptance)
+    verdict = overall(verdicts)
+    outcome = Outcome(nodeid, settings.backend, settings.pair, settings.profile,
+                      fingerprint, comparison, expect, gating, verdict, verdicts)
+    output = comparison.output
+    if comparison.plan.require_identical_output and not output.identical:
+        return replace(outcome, failure=(
+            f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at token {output.position} "
+            f"(greedy speculative decoding must be lossless)"
+        ))
+    if comparison.engaged is False:
+        return replace(outcome, failure=f"SD never ran: the {comparison.plan.treatment.label} arm drafted 0 tokens")
+    speedup, acceptance = comparison.speedup, comparison.acceptance
+    if verdict is Verdict.REFUTED and gating:
+        first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)
+        return replace(outcome, failure=refutation_message(first, speedup, acceptance, fingerprint.release))
+    if verdict is Verdict.INCONCLUSIVE and gating:
+        message = (
+            f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
+            f"[{speedup.low:.2f}, {speedup.high:.2f}] vs {expect.speedup.describe()} — raise --specdec-max-trials"
+        )
+        if settings.strict:
+            return replace(outcome, failure=message + " (--specdec-strict)")
+        return replace(outcome, warning=message)
+    return outcome
+
+

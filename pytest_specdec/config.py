@@ -1,0 +1,212 @@
+"""Settings: one frozen value built from command line, ini file and ``[tool.specdec]``.
+
+Precedence, highest first: a command-line option, its ini twin (``specdec_*`` in
+``pytest.ini`` / ``[tool.pytest.ini_options]``), the ``[tool.specdec]`` table of
+``pyproject.toml``, the built-in default. ``[tool.specdec.<backend>]`` tables hold
+per-backend model pairs::
+
+    [tool.specdec]
+    backend = "mlx"
+    max_tokens = 64
+
+    [tool.specdec.mlx]
+    model = "mlx-community/Qwen2.5-7B-Instruct-4bit"
+    draft = "mlx-community/Qwen2.5-0.5B-Instruct-4bit"
+    num_draft = 3
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_specdec import models
+from pytest_specdec.backends.base import ModelPair
+from pytest_specdec.errors import SpecdecUsageError
+
+Lookup = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class OptionDef:
+    """One setting: its flag, ini twin, type and help, shared by plugin and CLI."""
+
+    key: str
+    kind: str  # "str", "int", "float", "bool", "list"
+    default: object
+    help: str
+
+    @property
+    def flag(self) -> str:
+        """``--specdec-max-tokens``."""
+        return "--specdec-" + self.key.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        """``specdec_max_tokens``."""
+        return "specdec_" + self.key
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef("backend", "str", "mlx", "backend to measure (mlx, simulated, or a registered third-party name)"),
+    OptionDef("model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"),
+    OptionDef("draft", "str", None, "draft model for speculative decoding (same tokenizer as the target)"),
+    OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
+    OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
+    OptionDef("min_trials", "int", 6, "paired trials before the first look"),
+    OptionDef("max_trials", "int", 30, "paired trials at most"),
+    OptionDef("confidence", "float", 0.95, "simultaneous confidence of the speedup interval, in (0, 1)"),
+    OptionDef("precision", "float", 0.05, "without bounds, stop once the interval half-width is this fraction of the speedup"),
+    OptionDef("strict", "bool", False, "fail tests whose verdict is inconclusive"),
+    OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
+)
+
+OPTION_BY_KEY = {option.key: option for option in OPTIONS}
+
+DEFAULT_PAIRS: dict[str, ModelPair] = {
+    "mlx": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
+    "simulated": ModelPair("simulated-target", "simulated-draft"),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know, validated."""
+
+    backend: str = "mlx"
+    pair: ModelPair = DEFAULT_PAIRS["mlx"]
+    profile: str = "embedded"
+    num_draft: int = 3
+    max_tokens: int = 32
+    min_trials: int = 6
+    max_trials: int = 30
+    confidence: float = 0.95
+    precision: float = 0.05
+    strict: bool = False
+    backend_options: Mapping[str, str] = field(default_factory=dict)
+    backend_explicit: bool = False
+
+
+def read_pyproject(rootdir: Path) -> dict[str, object]:
+    """The ``[tool.specdec]`` table of ``rootdir/pyproject.toml`` (empty if none)."""
+    path = rootdir / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SpecdecUsageError(f"{path} is not valid TOML ({error}) — fix the file") from None
+    table = document.get("tool", {}).get("specdec", {})
+    if not isinstance(table, dict):
+        raise SpecdecUsageError(f"{path}: [tool.specdec] must be a table")
+    return table
+
+
+def _convert(option: OptionDef, value: object, where: str) -> object:
+    try:
+        if option.kind == "int":
+            if isinstance(value, bool):
+                raise ValueError
+            return int(str(value))
+        if option.kind == "float":
+            return float(str(value))
+        if option.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text not in {"1", "0", "true", "false", "yes", "no", "on", "off"}:
+                raise ValueError
+            return text in {"1", "true", "yes", "on"}
+        if option.kind == "list":
+            items = value if isinstance(value, (list, tuple)) else str(value).split()
+            return tuple(str(item) for item in items)
+        return str(value)
+    except ValueError:
+        raise SpecdecUsageError(f"{where}: {value!r} is not a valid {option.kind} for {option.flag}") from None
+
+
+def _parse_backend_options(items: tuple[str, ...], table: Mapping[str, object]) -> dict[str, str]:
+    parsed = {str(k): str(v) for k, v in table.items()}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecdecUsageError(f"--specdec-backend-option {item!r} must look like KEY=VALUE")
+        parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) -> Settings:
+    """Merge the three sources; ``cli`` and ``ini`` return ``None`` when unset."""
+    values: dict[str, object] = {}
+    explicit: set[str] = set()
+    for option in OPTIONS:
+        for source, where in ((cli(option.key), option.flag), (ini(option.ini), option.ini), (pyproject.get(option.key), "[tool.specdec]")):
+            if source not in (None, "", ()):
+                values[option.key] = _convert(option, source, where)
+                explicit.add(option.key)
+                break
+        else:
+            values[option.key] = option.default
+    backend = str(values["backend"])
+    table = pyproject.get(backend, {})
+    backend_table: Mapping[str, object] = table if isinstance(table, dict) else {}
+    if "num_draft" not in explicit and "num_draft" in backend_table:
+        values["num_draft"] = _convert(OPTION_BY_KEY["num_draft"], backend_table["num_draft"], f"[tool.specdec.{backend}]")
+    options_table = backend_table.get("options", {})
+    backend_options = _parse_backend_options(
+        tuple(str(v) for v in values["backend_option"]),  # type: ignore[attr-defined]
+        options_table if isinstance(options_table, dict) else {},
+    )
+    pair, profile = _model_pair(backend, values, backend_table)
+    settings = Settings(
+        backend=backend,
+        pair=pair,
+        profile=profile,
+        num_draft=int(values["num_draft"]),  # type: ignore[call-overload]
+        max_tokens=int(values["max_tokens"]),  # type: ignore[call-overload]
+        min_trials=int(values["min_trials"]),  # type: ignore[call-overload]
+        max_trials=int(values["max_trials"]),  # type: ignore[call-overload]
+        confidence=float(values["confidence"]),  # type: ignore[arg-type]
+        precision=float(values["precision"]),  # type: ignore[arg-type]
+        strict=bool(values["strict"]),
+        backend_options=backend_options,
+        backend_explicit="backend" in explicit,
+    )
+    validate(settings)
+    return settings
+
+
+def _model_pair(backend: str, values: Mapping[str, object], table: Mapping[str, object]) -> tuple[ModelPair, str]:
+    model = values["model"] or table.get("model")
+    draft = values["draft"] or table.get("draft")
+    if model is None:
+        default = DEFAULT_PAIRS.get(backend)
+        if default is None:
+            raise SpecdecUsageError(
+                f"backend {backend!r} has no embedded default model — set --specdec-model (and --specdec-draft)"
+            )
+        pair = ModelPair(default.target, str(draft) if draft else default.draft)
+    else:
+        pair = ModelPair(str(model), str(draft) if draft else None)
+    profile = "embedded" if models.is_embedded(pair.target) or backend == "simulated" else "user"
+    return pair, profile
+
+
+def validate(settings: Settings) -> None:
+    """Range checks with one line each."""
+    if not 0.0 < settings.confidence < 1.0:
+        raise SpecdecUsageError(f"--specdec-confidence {settings.confidence:g} is outside (0, 1) — use e.g. 0.95")
+    if settings.min_trials < 2:
+        raise SpecdecUsageError(f"--specdec-min-trials {settings.min_trials} is below 2 — an interval needs two pairs")
+    if settings.max_trials < settings.min_trials:
+        raise SpecdecUsageError(
+            f"--specdec-max-trials {settings.max_trials} is below --specdec-min-trials {settings.min_trials} — raise it"
+        )
+    if settings.max_tokens < 2:
+        raise SpecdecUsageError(f"--specdec-max-tokens {settings.max_tokens} is below 2 — decode timing needs two tokens")
+    if settings.num_draft < 1:
+        raise SpecdecUsageError(f"--specdec-num-draft {settings.num_draft} is below 1 — draft at least one token")
+    if not 0.0 < settings.precision < 1.0:
+        raise SpecdecUsageError(f"--specdec-precision {settings.precision:g} is outside (0, 1)")

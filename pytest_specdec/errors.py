@@ -1,0 +1,23 @@
+"""Errors the plugin turns into one clear line (never a traceback).
+
+Every message names the problem and the fix. The pytest glue converts
+:class:`SpecdecUsageError` into ``pytest.UsageError``; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class SpecdecUsageError(ValueError):
+    """Bad input from the user: an option, a marker, a model path, a config table."""
+
+
+class BackendUnavailable(SpecdecUsageError):
+    """The backend's runtime library is not installed on this machine."""
+
+
+class ModelLoadError(SpecdecUsageError):
+    """A model or draft could not be loaded, or the pair does not fit together."""
+
+
+class BackendRuntimeError(RuntimeError):
+    """A backend failed while generating (server fault, stream cut, bad response)."""

@@ -1,0 +1,61 @@
+"""What machine this is: a stable *machine class* for baselines, and its details.
+
+The machine class keys baselines: ``Apple-M1-Max-64GB`` on a Mac (chip and
+memory), ``NVIDIA-H200`` where an NVIDIA GPU is present, ``Linux-x86_64-cpu``
+otherwise. Detailed machine info comes from pytest-benchmark's helper.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from functools import cache
+
+
+def _run(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
+
+
+@cache
+def machine_class() -> str:
+    """The class of machine whose results are comparable with each other."""
+    system = platform.system()
+    if system == "Darwin":
+        chip = _run(["sysctl", "-n", "machdep.cpu.brand_string"]) or platform.machine()
+        memory = _run(["sysctl", "-n", "hw.memsize"])
+        gigabytes = f"-{round(int(memory) / 2**30)}GB" if memory.isdigit() else ""
+        return _slug(chip) + gigabytes
+    if shutil.which("nvidia-smi"):
+        gpu = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]).splitlines()
+        if gpu:
+            name = gpu[0].replace("NVIDIA", "").split("NVL")[0].split("PCIe")[0].split("SXM")[0]
+            return "NVIDIA-" + _slug(name)
+    return f"{system}-{platform.machine()}-cpu"
+
+
+def machine_info() -> dict[str, object]:
+    """pytest-benchmark's machine info (node, processor, cpu, python), plus our class."""
+    from pytest_benchmark.utils import get_machine_id
+    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+    info = dict(pytest_benchmark_generate_machine_info())
+    info["machine_id"] = get_machine_id()
+    info["machine_class"] = machine_class()
+    return info
+
+
+def commit_info() -> dict[str, object]:
+    """pytest-benchmark's commit info for the working directory."""
+    from pytest_benchmark.utils import get_commit_info
+
+    return dict(get_commit_info())

@@ -1,0 +1,239 @@
+"""pytest glue: options, markers, fixtures, progress and the terminal summary.
+
+Everything with logic lives in the pytest-free modules; this file translates
+between pytest and :class:`~pytest_specdec.session.SpecdecSession`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from pytest_specdec import report
+from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
+from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.claims import Expectations, Outcome, parse_acceptance, parse_claim, parse_speedup
+from pytest_specdec.config import OPTIONS, build_settings, read_pyproject
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.hardware import machine_class
+from pytest_specdec.measure import Progress
+from pytest_specdec.session import SpecdecSession
+
+session_key = pytest.StashKey[SpecdecSession]()
+expectations_key = pytest.StashKey[Expectations]()
+
+MARKERS = (
+    "speedup(min=None, max=None): the claimed range of the SD speedup (SD tok/s / plain tok/s)",
+    "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
+    "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
+)
+BACKEND_FIXTURES = {"mlx_backend": "mlx"}
+
+
+class SpecdecInconclusiveWarning(UserWarning):
+    """A comparison ran out of trials before its interval cleared the bounds."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--backend`` / ``--specdec-*`` options and their ini twins."""
+    group = parser.getgroup("specdec", "speculative-decoding benchmarks (pytest-specdec)")
+    for option in OPTIONS:
+        names = ["--backend", option.flag] if option.key == "backend" else [option.flag]
+        dest = "specdec_" + option.key
+        if option.kind == "bool":
+            group.addoption(*names, action="store_true", default=None, dest=dest, help=option.help)
+        elif option.kind == "list":
+            group.addoption(*names, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=option.help)
+        else:
+            group.addoption(*names, default=None, dest=dest, help=f"{option.help} (default: {option.default})")
+        ini_type = {"bool": "bool", "list": "args"}.get(option.kind, "string")
+        parser.addini(option.ini, option.help, type=ini_type, default=None)  # type: ignore[arg-type]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register markers, validate settings and create the session object."""
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    try:
+        settings = build_settings(
+            lambda key: config.getoption("specdec_" + key),
+            lambda name: config.getini(name),
+            read_pyproject(config.rootpath),
+        )
+        spec = backend_spec(settings.backend)
+        if settings.backend_explicit:
+            require_runtime(spec)
+    except SpecdecUsageError as error:
+        raise pytest.UsageError(str(error)) from None
+    workers = getattr(config.option, "numprocesses", None)
+    if workers and settings.backend_explicit:
+        raise pytest.UsageError(
+            "pytest-specdec measurements cannot run under pytest-xdist (-n): parallel workers share memory "
+            "bandwidth and would skew every timing — run without -n"
+        )
+    config.stash[session_key] = SpecdecSession(settings, machine_class())
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Backend, versions, model pair, machine class."""
+    session = config.stash[session_key]
+    settings = session.settings
+    spec = backend_spec(settings.backend)
+    versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
+    return [
+        f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}",
+        f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
+        f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
+    ]
+
+
+def _expectations(item: pytest.Item) -> Expectations:
+    parsers = {"speedup": parse_speedup, "acceptance": parse_acceptance, "claim": parse_claim}
+    parsed: dict[str, Any] = {}
+    for name, parse in parsers.items():
+        marker = item.get_closest_marker(name)
+        if marker is not None:
+            try:
+                parsed[name] = parse(marker.args, marker.kwargs)
+            except SpecdecUsageError as error:
+                raise pytest.UsageError(f"{item.nodeid}: {error}") from None
+    return Expectations(**parsed)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Parse every test's markers (bad ones are usage errors) and load the backend once."""
+    needs_backend = False
+    for item in items:
+        item.stash[expectations_key] = _expectations(item)
+        needs_backend = needs_backend or "specdec" in getattr(item, "fixturenames", ())
+    if needs_backend and not config.option.collectonly:
+        specdec_session = config.stash[session_key]
+        try:
+            require_runtime(backend_spec(specdec_session.settings.backend))
+            specdec_session.backend()
+        except SpecdecUsageError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+class SpecdecFixture:
+    """What the ``specdec`` fixture gives a test: ``compare(...)`` runs the protocol."""
+
+    def __init__(self, request: pytest.FixtureRequest, session: SpecdecSession) -> None:
+        self._request = request
+        self._session = session
+        self.outcome: Outcome | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The configured backend (loaded once per session)."""
+        return self._session.backend()
+
+    def compare(
+        self,
+        category: str = "code",
+        *,
+        target: str | None = None,
+        draft: str | None = None,
+        num_draft: int | None = None,
+        max_tokens: int | None = None,
+        baseline: Arm | None = None,
+        treatment: Arm | None = None,
+    ) -> Outcome:
+        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers."""
+        item = self._request.node
+        expect = item.stash.get(expectations_key, Expectations())
+        settings = self._session.settings
+        pair = None
+        if target or draft:
+            pair = ModelPair(target or settings.pair.target, draft or settings.pair.draft)
+        reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            plan = self._session.plan(category, expect, num_draft=num_draft, max_tokens=max_tokens,
+                                      baseline=baseline, treatment=treatment)
+            outcome = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
+        except SpecdecUsageError as error:
+            pytest.fail(str(error), pytrace=False)
+        self.outcome = outcome
+        _record_properties(self._request, outcome)
+        if outcome.failure:
+            pytest.fail(outcome.failure, pytrace=False)
+        if outcome.warning:
+            warnings.warn(SpecdecInconclusiveWarning(outcome.warning), stacklevel=2)
+        return outcome
+
+
+def _progress_writer(reporter: Any) -> Any:
+    def write(update: Progress) -> None:
+        if reporter is None:
+            return
+        line = report.progress_line(update)
+        if update.done == 1:
+            reporter.ensure_newline()
+        if reporter.isatty():
+            reporter.rewrite("    " + line)
+        elif update.done in (1, update.planned_max) or update.done % 5 == 0:
+            reporter.write_line("    " + line)
+
+    return write
+
+
+def _record_properties(request: pytest.FixtureRequest, outcome: Outcome) -> None:
+    s = outcome.comparison.speedup
+    request.node.user_properties.extend([
+        ("specdec_speedup", f"{s.estimate:.4f}"),
+        ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
+        ("specdec_verdict", outcome.verdict_text),
+    ])
+
+
+@pytest.fixture
+def specdec(request: pytest.FixtureRequest) -> SpecdecFixture:
+    """Paired plain-vs-SD measurements on the ``--backend`` choice: ``specdec.compare("code")``."""
+    if hasattr(request.config, "workerinput"):
+        pytest.fail("pytest-specdec measurements cannot run under pytest-xdist — run without -n", pytrace=False)
+    return SpecdecFixture(request, request.config.stash[session_key])
+
+
+def _backend_fixture(name: str) -> Any:
+    @pytest.fixture(scope="session")
+    def fixture(request: pytest.FixtureRequest) -> Backend:
+        spec = backend_spec(name)
+        missing = missing_runtime(spec)
+        if missing is not None:
+            pytest.skip(f"backend {name!r} is not available here: {missing!r} is not installed (extra [{spec.extra}])")
+        session = request.config.stash[session_key]
+        try:
+            return session.backend(name=name, pair=_pair_for(session, name))
+        except SpecdecUsageError as error:
+            pytest.skip(f"backend {name!r} cannot load its models here: {error}")
+
+    fixture.__doc__ = f"The {name} backend with its configured model pair (session-scoped; skipped if absent)."
+    return fixture
+
+
+def _pair_for(session: SpecdecSession, name: str) -> ModelPair | None:
+    from pytest_specdec.config import DEFAULT_PAIRS
+
+    return session.settings.pair if name == session.settings.backend else DEFAULT_PAIRS.get(name)
+
+
+mlx_backend = _backend_fixture("mlx")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The verdict table, one row per comparison."""
+    outcomes = config.stash[session_key].outcomes
+    if not outcomes:
+        return
+    terminalreporter.write_sep("=", "specdec verdicts")
+    terminalreporter.write_line(report.terminal_table(outcomes))
+    for line in report.terminal_notes(outcomes):
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Release every loaded backend."""
+    if session_key in config.stash:
+        config.stash[session_key].close()
