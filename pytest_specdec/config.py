@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_specdec import models
+from pytest_specdec.backends import backend_spec
 from pytest_specdec.backends.base import ModelPair
 from pytest_specdec.errors import SpecdecUsageError
 
@@ -150,6 +151,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         else:
             values[option.key] = option.default
     backend = str(values["backend"])
+    backend_spec(backend)  # an unknown name is the first thing to report
     table = pyproject.get(backend, {})
     backend_table: Mapping[str, object] = table if isinstance(table, dict) else {}
     if "num_draft" not in explicit and "num_draft" in backend_table:

@@ -1,0 +1,129 @@
+"""Real mlx-lm runs (mlx on the CPU here) on the embedded synthetic pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
+
+from pytest_specdec import models  # noqa: E402
+from pytest_specdec.backends.base import Arm, ModelPair  # noqa: E402
+from pytest_specdec.backends.mlx import MlxBackend, drafted_tokens  # noqa: E402
+from pytest_specdec.errors import ModelLoadError  # noqa: E402
+from pytest_specdec.measure import ComparisonPlan, check_output, run_comparison, run_trial  # noqa: E402
+from pytest_specdec.prompts import prompts_for  # noqa: E402
+
+ALIGNED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-aligned")
+UNRELATED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-unrelated")
+
+
+@pytest.fixture(scope="module")
+def aligned() -> MlxBackend:
+    return MlxBackend(ALIGNED, {})
+
+
+@pytest.fixture(scope="module")
+def unrelated() -> MlxBackend:
+    return MlxBackend(UNRELATED, {})
+
+
+def plan(category: str = "code", trials: int = 3) -> ComparisonPlan:
+    return ComparisonPlan(
+        category=category,
+        prompts=prompts_for(category),
+        baseline=Arm("plain"),
+        treatment=Arm("sd", speculative=True, num_draft=3),
+        max_tokens=24,
+        min_trials=trials,
+        max_trials=trials,
+        confidence=0.95,
+    )
+
+
+def test_drafted_tokens_follows_mlx_rounds() -> None:
+    # round 1: 3 drafted, 2 accepted + target; round 2: 3 drafted, 3 accepted + target;
+    # round 3: 1 token left of the budget of 8 -> drafts 1, accepts it.
+    flags = [True, True, False, True, True, True, False, True]
+    assert drafted_tokens(flags, num_draft=3, max_tokens=8) == 3 + 3 + 1
+    assert drafted_tokens([False] * 4, num_draft=2, max_tokens=4) == 8
+
+
+def test_sd_reproduces_plain_tokens_exactly(aligned: MlxBackend) -> None:
+    comparison = run_comparison(aligned, plan("copy"))
+    assert comparison.output.identical
+    for pair in comparison.pairs:
+        assert len(pair.baseline.token_ids) == 24
+        assert pair.baseline.token_ids == pair.treatment.token_ids
+
+
+def test_the_lossless_check_really_compares_tokens(aligned: MlxBackend) -> None:
+    comparison = run_comparison(aligned, plan())
+    pair = comparison.pairs[0]
+    tampered = list(pair.treatment.token_ids)
+    tampered[5] += 1
+    from dataclasses import replace
+
+    broken = replace(pair, treatment=replace(pair.treatment, token_ids=tuple(tampered)))
+    check = check_output([broken])
+    assert not check.identical and check.position == 5 and check.prompt_id == pair.prompt_id
+
+
+def test_acceptance_is_a_rate_and_aligned_beats_unrelated(aligned: MlxBackend, unrelated: MlxBackend) -> None:
+    good = run_comparison(aligned, plan())
+    bad = run_comparison(unrelated, plan())
+    assert good.acceptance is not None and bad.acceptance is not None
+    assert 0.0 < good.acceptance.estimate <= 1.0
+    assert 0.0 <= bad.acceptance.estimate < 1.0
+    assert good.acceptance.estimate > bad.acceptance.estimate
+    assert good.engaged is True
+
+
+def test_trial_reports_tokens_timing_and_memory(aligned: MlxBackend) -> None:
+    prompt = prompts_for("prose")[0]
+    trial = run_trial(aligned, prompt, Arm("sd", speculative=True, num_draft=2), plan(), clock=__import__("time").perf_counter)
+    assert trial.prompt_tokens > 0
+    assert trial.decode_tokens == 23 and trial.decode_s > 0 and trial.ttft_s > 0
+    assert trial.drafted is not None and trial.accepted is not None and 0 <= trial.accepted <= trial.drafted
+    assert trial.peak_memory_bytes is not None and trial.peak_memory_bytes > 0
+
+
+def test_fingerprint_names_versions_and_cpu_device(aligned: MlxBackend) -> None:
+    fingerprint = aligned.fingerprint()
+    assert fingerprint.release.startswith("mlx-lm ")
+    assert set(fingerprint.versions) == {"mlx", "mlx-lm"}
+    assert fingerprint.device.startswith(("cpu", "gpu"))
+
+
+def test_draft_with_another_vocabulary_is_refused(tmp_path: pytest.TempPathFactory, aligned: MlxBackend) -> None:
+    import json
+    import shutil
+    from pathlib import Path
+
+    source = models.materialize("embedded:draft-aligned")
+    other = Path(str(tmp_path)) / "other-vocab"
+    shutil.copytree(source, other)
+    tokenizer = json.loads((other / "tokenizer.json").read_text())
+    tokenizer["model"]["vocab"]["zzzextra"] = len(tokenizer["model"]["vocab"])
+    (other / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(ModelLoadError, match="different vocabulary from target"):
+        MlxBackend(ModelPair(models.DEFAULT_TARGET, str(other)), {})
+
+
+def test_missing_model_path_is_a_clear_error() -> None:
+    with pytest.raises(ModelLoadError, match="model path /nonexistent/model does not exist"):
+        MlxBackend(ModelPair("/nonexistent/model"), {})
+
+
+def test_plugin_run_on_real_mlx(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.speedup(min=0.1)
+        def test_aligned(specdec):
+            specdec.compare(category="code", max_tokens=16)
+        """
+    )
+    result = pytester.runpytest("--backend=mlx", "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["mlx*embedded:target (synthetic)*code*holds"])

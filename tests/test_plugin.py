@@ -1,0 +1,192 @@
+"""Plugin behaviour through pytester, on the simulated backend that the package ships."""
+
+from __future__ import annotations
+
+import pytest
+
+SIM = ("--backend=simulated", "-p", "no:cacheprovider")
+
+CLAIM_TEST = """
+import pytest
+
+@pytest.mark.speedup({bounds})
+def test_claim(specdec):
+    specdec.compare(category="code")
+"""
+
+
+def run(pytester: pytest.Pytester, bounds: str, *options: str) -> pytest.RunResult:
+    pytester.makepyfile(CLAIM_TEST.format(bounds=bounds))
+    return pytester.runpytest(*SIM, *options)
+
+
+def test_holding_claim_passes_and_reports_a_verdict_row(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "min=1.1", "--specdec-backend-option", "speedup=1.3")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*specdec verdicts*", "simulated*code*1.3?x [[]*]*holds*"])
+
+
+def test_refuted_max_fails_with_one_line_naming_the_release(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "max=1.1", "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "release=2.0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*speedup 1.5?x [[]*] > claimed max 1.1x — SD now pays off (simulated 2.0)*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_refuted_min_says_sd_does_not_pay_off(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "min=1.0", "--specdec-backend-option", "speedup=0.8")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*< claimed min 1x — SD does not pay off*"])
+
+
+def test_inconclusive_warns_and_strict_fails(pytester: pytest.Pytester) -> None:
+    noisy = ("--specdec-backend-option", "speedup=1.3", "--specdec-backend-option", "noise=0.5", "--specdec-max-trials=6")
+    result = run(pytester, "max=1.3", *noisy)
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*SpecdecInconclusiveWarning*inconclusive after 6 pairs*"])
+    strict = pytester.runpytest(*SIM, *noisy, "--specdec-strict")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*inconclusive after 6 pairs*(--specdec-strict)*"])
+
+
+def test_claim_for_another_profile_is_reference_only(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.claim(id="d", source="seed: mlx", quote="at best 1.3x", applies_to="seed")
+        @pytest.mark.speedup(max=1.1)
+        def test_claim(specdec):
+            specdec.compare(category="copy")
+        """
+    )
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*reference: refuted*"])
+
+
+def test_sd_that_changes_tokens_fails_the_lossless_check(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "min=0.5", "--specdec-backend-option", "lossless=false")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*SD changed the output: prompt code-1 differs from plain decoding at token 16*"])
+
+
+def test_sd_that_never_drafts_fails_the_engaged_check(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "min=0.5", "--specdec-backend-option", "engaged=false")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*SD never ran: the sd arm drafted 0 tokens*"])
+
+
+def test_acceptance_marker_is_judged(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.acceptance(min=0.9)
+        def test_claim(specdec):
+            specdec.compare(category="prose")
+        """
+    )
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "acceptance=0.5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*acceptance 0.?? [[]*] < claimed min 0.9 (simulated 1.0)"])
+
+
+def test_header_shows_backend_versions_pair_and_machine(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest(*SIM)
+    result.stdout.fnmatch_lines([
+        "specdec: backend=simulated (numpy *), profile=embedded",
+        "specdec: target=simulated-target, draft=simulated-draft, γ=3, max_tokens=32, machine=*",
+    ])
+
+
+def test_junit_xml_carries_speedup_and_verdict(pytester: pytest.Pytester) -> None:
+    run(pytester, "min=1.1", "--specdec-backend-option", "speedup=1.4", "--junitxml=out.xml")
+    xml = (pytester.path / "out.xml").read_text()
+    assert 'name="specdec_verdict" value="holds"' in xml
+    assert 'name="specdec_speedup" value="1.4' in xml
+
+
+def test_progress_is_written_while_trials_run(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "min=1.1", "--specdec-backend-option", "speedup=1.3")
+    result.stdout.fnmatch_lines(["*specdec code: pair 1/30*"])
+
+
+def test_ini_and_pyproject_settings_apply(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        specdec_max_trials = "7"
+        [tool.specdec]
+        backend = "simulated"
+        min_trials = 7
+        [tool.specdec.simulated]
+        num_draft = 5
+        options = { speedup = "1.2", noise = "0.5" }
+        """
+    )
+    pytester.makepyfile(CLAIM_TEST.format(bounds="max=1.2"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*γ=5*", "*inconclusive after 7 pairs*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--backend=nope",), "ERROR: unknown backend 'nope' — choose one of: *"),
+        (("--specdec-confidence=1.5",), "ERROR: --specdec-confidence 1.5 is outside (0, 1)*"),
+        (("--specdec-confidence=high",), "ERROR: --specdec-confidence: 'high' is not a valid float*"),
+        (("--specdec-min-trials=10", "--specdec-max-trials=4"), "ERROR: --specdec-max-trials 4 is below*"),
+        (("--specdec-backend-option=sped=1",), "ERROR: backend 'simulated' has no option 'sped'*"),
+        (("--specdec-backend-option=speedup=fast",), "ERROR: backend option speedup='fast'*must be a number*"),
+    ],
+)
+def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: tuple[str, ...], message: str) -> None:
+    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    result = pytester.runpytest("--backend=simulated", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("speedup(min=1.5, max=1.2)", "*speedup(min=1.5, max=1.2): max is below min"),
+        ("speedup(max='fast')", "*speedup(max='fast'): max must be a number*"),
+        ("speedup(maximum=1.2)", "*speedup has no argument 'maximum'*"),
+        ("speedup(1.2)", "*speedup takes keyword arguments only*"),
+        ("acceptance(min=2)", "*acceptance(min=2): min must be a number in (0, 1)"),
+        ("claim(id='a', source='seed')", "*claim needs quote= as a non-empty string"),
+    ],
+)
+def test_bad_markers_are_one_line_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(f"import pytest\n\n@pytest.mark.{marker}\ndef test_x(specdec):\n    pass\n")
+    result = pytester.runpytest(*SIM)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: test_*.py::test_x: @pytest.mark." + message])
+
+
+def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(CLAIM_TEST.format(bounds="min=0.5"))
+    result = pytester.runpytest(*SIM, "--strict-markers", "--collect-only")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_measuring_under_xdist_is_refused(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    result = pytester.runpytest("--backend=simulated", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-specdec measurements cannot run under pytest-xdist (-n)*"])
+
+
+def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlx_lm" else real(name, *a))
+    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    result = pytester.runpytest("--backend=mlx")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: backend 'mlx' needs the Python package 'mlx_lm'*pip install 'pytest-specdec[[]mlx]'"])

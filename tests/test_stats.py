@@ -1,0 +1,104 @@
+"""Unit tests for the pure statistics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_specdec.stats import (
+    Interval,
+    Verdict,
+    combine,
+    drift_test,
+    look_schedule,
+    per_look_confidence,
+    proportion_interval,
+    speedup_interval,
+    verdict_at_least,
+    verdict_at_most,
+)
+
+
+def test_look_schedule_starts_at_min_grows_and_ends_at_max() -> None:
+    assert look_schedule(6, 30) == (6, 9, 14, 21, 30)
+    assert look_schedule(5, 5) == (5,)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 10), (7, 3)])
+def test_look_schedule_rejects_impossible_budgets(low: int, high: int) -> None:
+    with pytest.raises(ValueError, match="min_trials"):
+        look_schedule(low, high)
+
+
+def test_per_look_confidence_spends_alpha_evenly() -> None:
+    assert per_look_confidence(0.95, 5) == pytest.approx(0.99)
+
+
+def test_speedup_is_the_geometric_mean_of_pair_ratios() -> None:
+    ratios = [1.2, 1.5, 1.1, 1.4]
+    interval = speedup_interval([math.log(r) for r in ratios], 0.95)
+    assert interval.estimate == pytest.approx(float(np.prod(ratios)) ** 0.25)
+    assert interval.low < interval.estimate < interval.high
+    assert interval.n == 4
+
+
+def test_more_looks_widen_the_interval() -> None:
+    logs = [0.1, 0.3, 0.2, 0.25, 0.15, 0.22]
+    one, five = speedup_interval(logs, 0.95, 1), speedup_interval(logs, 0.95, 5)
+    assert five.low < one.low and five.high > one.high
+
+
+def test_interval_coverage_matches_its_level_on_simulated_data() -> None:
+    rng = np.random.default_rng(7)
+    true = 1.3
+    covered = 0
+    for _ in range(2000):
+        logs = rng.normal(math.log(true), 0.1, 8)
+        interval = speedup_interval(list(logs), 0.9)
+        covered += interval.low <= true <= interval.high
+    assert 0.88 <= covered / 2000 <= 0.92
+
+
+def test_single_sample_interval_is_unbounded() -> None:
+    interval = speedup_interval([0.2], 0.95)
+    assert interval.low == 0.0 and interval.high == math.inf
+
+
+def test_proportion_interval_is_clipped_to_unit_range() -> None:
+    interval = proportion_interval([1.0, 0.98, 1.0, 0.99], 0.95)
+    assert 0.0 <= interval.low <= interval.estimate <= interval.high <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "at_most", "at_least"),
+    [
+        (1.1, 1.2, Verdict.HOLDS, Verdict.HOLDS),  # bound 1.25 / 1.05
+        (1.3, 1.4, Verdict.REFUTED, Verdict.HOLDS),
+        (1.0, 1.3, Verdict.INCONCLUSIVE, Verdict.INCONCLUSIVE),
+        (0.9, 1.0, Verdict.HOLDS, Verdict.REFUTED),
+    ],
+)
+def test_three_valued_verdicts(low: float, high: float, at_most: Verdict, at_least: Verdict) -> None:
+    interval = Interval((low + high) / 2, low, high, 0.95, 10)
+    assert verdict_at_most(interval, 1.25) is at_most
+    assert verdict_at_least(interval, 1.05) is at_least
+
+
+def test_combine_refuted_wins_then_all_holds() -> None:
+    assert combine([Verdict.HOLDS, Verdict.REFUTED]) is Verdict.REFUTED
+    assert combine([Verdict.HOLDS, Verdict.HOLDS]) is Verdict.HOLDS
+    assert combine([Verdict.HOLDS, Verdict.INCONCLUSIVE]) is Verdict.INCONCLUSIVE
+    assert combine([]) is Verdict.INCONCLUSIVE
+
+
+def test_drift_needs_both_significance_and_minimum_effect() -> None:
+    rng = np.random.default_rng(3)
+    old = list(rng.normal(0.0, 0.01, 20))
+    small = list(rng.normal(0.02, 0.01, 20))  # ~2 %: significant but below 5 %
+    large = list(rng.normal(0.2, 0.01, 20))
+    assert drift_test(small, old, 0.05, 0.05).p_value < 0.05
+    assert not drift_test(small, old, 0.05, 0.05).significant
+    assert drift_test(large, old, 0.05, 0.05).significant
+    assert drift_test(large, old, 0.05, 0.05).ratio == pytest.approx(math.exp(0.2), rel=0.02)
