@@ -69,13 +69,17 @@ class Expectations:
 
 def _number(marker: str, key: str, value: object, *, low: float = 0.0, high: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < float(value) < high:
-        raise SpecdecUsageError(f"@pytest.mark.{marker}({key}={value!r}): {key} must be a number in ({low:g}, {high:g})")
+        raise SpecdecUsageError(
+            f"@pytest.mark.{marker}({key}={value!r}): {key} must be a number in ({low:g}, {high:g})"
+        )
     return float(value)
 
 
 def _keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object], allowed: Sequence[str]) -> None:
     if args:
-        raise SpecdecUsageError(f"@pytest.mark.{marker} takes keyword arguments only ({', '.join(allowed)}), got {args!r}")
+        raise SpecdecUsageError(
+            f"@pytest.mark.{marker} takes keyword arguments only ({', '.join(allowed)}), got {args!r}"
+        )
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise SpecdecUsageError(f"@pytest.mark.{marker} has no argument {unknown[0]!r} — use {', '.join(allowed)}")
@@ -145,9 +149,13 @@ def judge(expect: Expectations, speedup: Interval, acceptance: Interval | None) 
     """The verdict on every stated bound (acceptance bounds need acceptance data)."""
     verdicts: list[BoundVerdict] = []
     if expect.speedup.min is not None:
-        verdicts.append(BoundVerdict("speedup", "min", expect.speedup.min, verdict_at_least(speedup, expect.speedup.min)))
+        verdicts.append(
+            BoundVerdict("speedup", "min", expect.speedup.min, verdict_at_least(speedup, expect.speedup.min))
+        )
     if expect.speedup.max is not None:
-        verdicts.append(BoundVerdict("speedup", "max", expect.speedup.max, verdict_at_most(speedup, expect.speedup.max)))
+        verdicts.append(
+            BoundVerdict("speedup", "max", expect.speedup.max, verdict_at_most(speedup, expect.speedup.max))
+        )
     if expect.acceptance.min is not None:
         result = Verdict.INCONCLUSIVE if acceptance is None else verdict_at_least(acceptance, expect.acceptance.min)
         verdicts.append(BoundVerdict("acceptance", "min", expect.acceptance.min, result))
@@ -215,14 +223,27 @@ def judge_outcome(
     gating = expect.claim.gates(settings.profile) if expect.claim else True
     verdicts = judge(expect, comparison.speedup, comparison.acceptance)
     verdict = overall(verdicts)
-    outcome = Outcome(nodeid, settings.backend, settings.pair, settings.profile,
-                      fingerprint, comparison, expect, gating, verdict, verdicts)
+    outcome = Outcome(
+        nodeid,
+        settings.backend,
+        settings.pair,
+        settings.profile,
+        fingerprint,
+        comparison,
+        expect,
+        gating,
+        verdict,
+        verdicts,
+    )
     output = comparison.output
     if comparison.plan.require_identical_output and not output.identical:
-        return replace(outcome, failure=(
-            f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at token {output.position} "
-            f"(greedy speculative decoding must be lossless)"
-        ))
+        return replace(
+            outcome,
+            failure=(
+                f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at token {output.position} "
+                f"(greedy speculative decoding must be lossless)"
+            ),
+        )
     if comparison.engaged is False:
         return replace(outcome, failure=f"SD never ran: the {comparison.plan.treatment.label} arm drafted 0 tokens")
     speedup, acceptance = comparison.speedup, comparison.acceptance
@@ -238,5 +259,3 @@ def judge_outcome(
             return replace(outcome, failure=message + " (--specdec-strict)")
         return replace(outcome, warning=message)
     return outcome
-
-

@@ -52,14 +52,18 @@ class OptionDef:
 
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("backend", "str", "mlx", "backend to measure (mlx, simulated, or a registered third-party name)"),
-    OptionDef("model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"),
+    OptionDef(
+        "model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"
+    ),
     OptionDef("draft", "str", None, "draft model for speculative decoding (same tokenizer as the target)"),
     OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
     OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
     OptionDef("min_trials", "int", 6, "paired trials before the first look"),
     OptionDef("max_trials", "int", 30, "paired trials at most"),
     OptionDef("confidence", "float", 0.95, "simultaneous confidence of the speedup interval, in (0, 1)"),
-    OptionDef("precision", "float", 0.05, "without bounds, stop once the interval half-width is this fraction of the speedup"),
+    OptionDef(
+        "precision", "float", 0.05, "without bounds, stop once the interval half-width is this fraction of the speedup"
+    ),
     OptionDef("strict", "bool", False, "fail tests whose verdict is inconclusive"),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
 )
@@ -143,7 +147,11 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
     values: dict[str, object] = {}
     explicit: set[str] = set()
     for option in OPTIONS:
-        for source, where in ((cli(option.key), option.flag), (ini(option.ini), option.ini), (pyproject.get(option.key), "[tool.specdec]")):
+        for source, where in (
+            (cli(option.key), option.flag),
+            (ini(option.ini), option.ini),
+            (pyproject.get(option.key), "[tool.specdec]"),
+        ):
             if source not in (None, "", ()):
                 values[option.key] = _convert(option, source, where)
                 explicit.add(option.key)
@@ -155,7 +163,9 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
     table = pyproject.get(backend, {})
     backend_table: Mapping[str, object] = table if isinstance(table, dict) else {}
     if "num_draft" not in explicit and "num_draft" in backend_table:
-        values["num_draft"] = _convert(OPTION_BY_KEY["num_draft"], backend_table["num_draft"], f"[tool.specdec.{backend}]")
+        values["num_draft"] = _convert(
+            OPTION_BY_KEY["num_draft"], backend_table["num_draft"], f"[tool.specdec.{backend}]"
+        )
     options_table = backend_table.get("options", {})
     backend_options = _parse_backend_options(
         tuple(str(v) for v in values["backend_option"]),  # type: ignore[attr-defined]
@@ -207,7 +217,9 @@ def validate(settings: Settings) -> None:
             f"--specdec-max-trials {settings.max_trials} is below --specdec-min-trials {settings.min_trials} — raise it"
         )
     if settings.max_tokens < 2:
-        raise SpecdecUsageError(f"--specdec-max-tokens {settings.max_tokens} is below 2 — decode timing needs two tokens")
+        raise SpecdecUsageError(
+            f"--specdec-max-tokens {settings.max_tokens} is below 2 — decode timing needs two tokens"
+        )
     if settings.num_draft < 1:
         raise SpecdecUsageError(f"--specdec-num-draft {settings.num_draft} is below 1 — draft at least one token")
     if not 0.0 < settings.precision < 1.0:

@@ -45,8 +45,8 @@ def machine_class() -> str:
 
 def machine_info() -> dict[str, object]:
     """pytest-benchmark's machine info (node, processor, cpu, python), plus our class."""
-    from pytest_benchmark.utils import get_machine_id
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+    from pytest_benchmark.utils import get_machine_id
 
     info = dict(pytest_benchmark_generate_machine_info())
     info["machine_id"] = get_machine_id()

@@ -260,7 +260,9 @@ def _interleaved_pairs(
         first, second = (run_trial(backend, prompt, arm, plan, clock) for arm in arms)
         baseline, treatment = (first, second) if baseline_first else (second, first)
         pairs.append(Pair(index, prompt.id, arms[0].label, baseline, treatment))
-        interval = speedup_interval([p.log_ratio for p in pairs], plan.confidence, len(looks)) if len(pairs) >= 2 else None
+        interval = (
+            speedup_interval([p.log_ratio for p in pairs], plan.confidence, len(looks)) if len(pairs) >= 2 else None
+        )
         progress(Progress(plan.category, len(pairs), plan.max_trials, interval))
         if plan.require_identical_output and not check_output(pairs[-1:]).identical:
             return pairs, "stopped: the arms produced different tokens"

@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = build_settings(
             lambda key: config.getoption("specdec_" + key),
-            lambda name: config.getini(name),
+            config.getini,
             read_pyproject(config.rootpath),
         )
         spec = backend_spec(settings.backend)
@@ -150,8 +150,9 @@ class SpecdecFixture:
             pair = ModelPair(target or settings.pair.target, draft or settings.pair.draft)
         reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            plan = self._session.plan(category, expect, num_draft=num_draft, max_tokens=max_tokens,
-                                      baseline=baseline, treatment=treatment)
+            plan = self._session.plan(
+                category, expect, num_draft=num_draft, max_tokens=max_tokens, baseline=baseline, treatment=treatment
+            )
             outcome = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
         except SpecdecUsageError as error:
             pytest.fail(str(error), pytrace=False)
@@ -181,11 +182,13 @@ def _progress_writer(reporter: Any) -> Any:
 
 def _record_properties(request: pytest.FixtureRequest, outcome: Outcome) -> None:
     s = outcome.comparison.speedup
-    request.node.user_properties.extend([
-        ("specdec_speedup", f"{s.estimate:.4f}"),
-        ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
-        ("specdec_verdict", outcome.verdict_text),
-    ])
+    request.node.user_properties.extend(
+        [
+            ("specdec_speedup", f"{s.estimate:.4f}"),
+            ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
+            ("specdec_verdict", outcome.verdict_text),
+        ]
+    )
 
 
 @pytest.fixture

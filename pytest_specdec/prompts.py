@@ -33,7 +33,7 @@ wall plug 6mm,grey,760,B2
 hinge 60mm,steel,44,C7
 """
 
-_FUNCTION = '''\
+_FUNCTION = """\
 def moving_average(values, window):
     if window <= 0:
         raise ValueError("window must be positive")
@@ -46,25 +46,71 @@ def moving_average(values, window):
         if index >= window - 1:
             result.append(total / window)
     return result
-'''
+"""
 
 SUITE: tuple[Prompt, ...] = (
-    Prompt("code-1", "code", "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring and type hints."),
-    Prompt("code-2", "code", "Write a small Python class Stack with push, pop, peek and __len__, raising IndexError when empty."),
-    Prompt("code-3", "code", "Complete this function so it parses 'key=value' lines into a dict, skipping blank lines and comments:\n\ndef parse_settings(text: str) -> dict[str, str]:\n"),
-    Prompt("code-4", "code", "Write a SQL query that lists each customer's name and the total of their orders in 2025, highest first."),
+    Prompt(
+        "code-1",
+        "code",
+        "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring and type hints.",
+    ),
+    Prompt(
+        "code-2",
+        "code",
+        "Write a small Python class Stack with push, pop, peek and __len__, raising IndexError when empty.",
+    ),
+    Prompt(
+        "code-3",
+        "code",
+        "Complete this function so it parses 'key=value' lines into a dict, skipping blank lines and comments:\n\ndef parse_settings(text: str) -> dict[str, str]:\n",
+    ),
+    Prompt(
+        "code-4",
+        "code",
+        "Write a SQL query that lists each customer's name and the total of their orders in 2025, highest first.",
+    ),
     Prompt("copy-1", "copy", "Repeat the following table exactly, but sort the rows by shelf:\n\n" + _INVENTORY),
-    Prompt("copy-2", "copy", "Rename the variable `total` to `running_sum` in this code and print the whole function again:\n\n" + _FUNCTION),
+    Prompt(
+        "copy-2",
+        "copy",
+        "Rename the variable `total` to `running_sum` in this code and print the whole function again:\n\n" + _FUNCTION,
+    ),
     Prompt("copy-3", "copy", "Extract every line that mentions zinc from this list, unchanged:\n\n" + _INVENTORY),
-    Prompt("copy-4", "copy", "Add a type hint to every parameter of this function and return it in full:\n\n" + _FUNCTION),
-    Prompt("prose-1", "prose", "Explain to a new colleague why a bicycle stays upright when it moves, in two paragraphs."),
-    Prompt("prose-2", "prose", "Describe a quiet harbour town in early spring, from the point of view of a ferry captain."),
-    Prompt("prose-3", "prose", "Summarise the trade-offs between renting and buying a home for someone who moves every few years."),
-    Prompt("prose-4", "prose", "Write a short letter thanking a neighbour for looking after your plants during a trip."),
-    Prompt("unpredictable-1", "unpredictable", "List forty unrelated English nouns, separated by commas, with no pattern or theme."),
-    Prompt("unpredictable-2", "unpredictable", "Write a sequence of thirty random four-digit numbers separated by spaces."),
-    Prompt("unpredictable-3", "unpredictable", "Invent twenty-five made-up surnames from different imaginary languages, one per line."),
-    Prompt("unpredictable-4", "unpredictable", "Give a random mix of twenty colours, animals and cities, in no particular order."),
+    Prompt(
+        "copy-4", "copy", "Add a type hint to every parameter of this function and return it in full:\n\n" + _FUNCTION
+    ),
+    Prompt(
+        "prose-1", "prose", "Explain to a new colleague why a bicycle stays upright when it moves, in two paragraphs."
+    ),
+    Prompt(
+        "prose-2", "prose", "Describe a quiet harbour town in early spring, from the point of view of a ferry captain."
+    ),
+    Prompt(
+        "prose-3",
+        "prose",
+        "Summarise the trade-offs between renting and buying a home for someone who moves every few years.",
+    ),
+    Prompt(
+        "prose-4", "prose", "Write a short letter thanking a neighbour for looking after your plants during a trip."
+    ),
+    Prompt(
+        "unpredictable-1",
+        "unpredictable",
+        "List forty unrelated English nouns, separated by commas, with no pattern or theme.",
+    ),
+    Prompt(
+        "unpredictable-2", "unpredictable", "Write a sequence of thirty random four-digit numbers separated by spaces."
+    ),
+    Prompt(
+        "unpredictable-3",
+        "unpredictable",
+        "Invent twenty-five made-up surnames from different imaginary languages, one per line.",
+    ),
+    Prompt(
+        "unpredictable-4",
+        "unpredictable",
+        "Give a random mix of twenty colours, animals and cities, in no particular order.",
+    ),
 )
 
 CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable")

@@ -7,10 +7,21 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from pytest_specdec import models
-from pytest_specdec.measure import Progress
 from pytest_specdec.claims import Outcome
+from pytest_specdec.measure import Progress
 
-HEADERS = ("backend", "target", "draft", "category", "plain tok/s", "SD tok/s", "speedup [CI]", "acceptance", "trials", "verdict")
+HEADERS = (
+    "backend",
+    "target",
+    "draft",
+    "category",
+    "plain tok/s",
+    "SD tok/s",
+    "speedup [CI]",
+    "acceptance",
+    "trials",
+    "verdict",
+)
 
 
 def short_model(reference: str | None) -> str:
@@ -39,18 +50,20 @@ def verdict_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
     rows = []
     for outcome in outcomes:
         c = outcome.comparison
-        rows.append([
-            outcome.backend,
-            short_model(outcome.pair.target),
-            short_model(outcome.pair.draft),
-            c.plan.category,
-            f"{c.arm_tps('baseline'):.1f}",
-            f"{c.arm_tps('treatment'):.1f}",
-            speedup_cell(outcome),
-            acceptance_cell(outcome),
-            str(len(c.pairs)),
-            outcome.verdict_text,
-        ])
+        rows.append(
+            [
+                outcome.backend,
+                short_model(outcome.pair.target),
+                short_model(outcome.pair.draft),
+                c.plan.category,
+                f"{c.arm_tps('baseline'):.1f}",
+                f"{c.arm_tps('treatment'):.1f}",
+                speedup_cell(outcome),
+                acceptance_cell(outcome),
+                str(len(c.pairs)),
+                outcome.verdict_text,
+            ]
+        )
     return rows
 
 

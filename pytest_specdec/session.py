@@ -14,7 +14,7 @@ from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rule
 from pytest_specdec.config import Settings
-from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
+from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
 from pytest_specdec.prompts import prompts_for
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The three-valued answer to "does this claim hold here?"."""
 
     HOLDS = "holds"

@@ -6,12 +6,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 # pytester's in-process runs drop modules first imported inside them; native
 # extensions such as numpy cannot be imported twice, so load them up front.
 import numpy  # noqa: F401
+import pytest
 import scipy.stats  # noqa: F401
+
 import pytest_specdec.backends.simulated  # noqa: F401
 
 

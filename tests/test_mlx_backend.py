@@ -6,12 +6,12 @@ import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
-from pytest_specdec import models  # noqa: E402
-from pytest_specdec.backends.base import Arm, ModelPair  # noqa: E402
-from pytest_specdec.backends.mlx import MlxBackend, drafted_tokens  # noqa: E402
-from pytest_specdec.errors import ModelLoadError  # noqa: E402
-from pytest_specdec.measure import ComparisonPlan, check_output, run_comparison, run_trial  # noqa: E402
-from pytest_specdec.prompts import prompts_for  # noqa: E402
+from pytest_specdec import models
+from pytest_specdec.backends.base import Arm, ModelPair
+from pytest_specdec.backends.mlx import MlxBackend, drafted_tokens
+from pytest_specdec.errors import ModelLoadError
+from pytest_specdec.measure import ComparisonPlan, check_output, run_comparison, run_trial
+from pytest_specdec.prompts import prompts_for
 
 ALIGNED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-aligned")
 UNRELATED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-unrelated")
@@ -45,7 +45,7 @@ def test_drafted_tokens_follows_mlx_rounds() -> None:
     # round 3: 1 token left of the budget of 8 -> drafts 1, accepts it.
     flags = [True, True, False, True, True, True, False, True]
     assert drafted_tokens(flags, num_draft=3, max_tokens=8) == 3 + 3 + 1
-    assert drafted_tokens([False] * 4, num_draft=2, max_tokens=4) == 8
+    assert drafted_tokens([False] * 4, num_draft=2, max_tokens=4) == 2 + 2 + 2 + 1
 
 
 def test_sd_reproduces_plain_tokens_exactly(aligned: MlxBackend) -> None:
@@ -65,13 +65,16 @@ def test_the_lossless_check_really_compares_tokens(aligned: MlxBackend) -> None:
 
     broken = replace(pair, treatment=replace(pair.treatment, token_ids=tuple(tampered)))
     check = check_output([broken])
-    assert not check.identical and check.position == 5 and check.prompt_id == pair.prompt_id
+    assert not check.identical
+    assert check.position == 5
+    assert check.prompt_id == pair.prompt_id
 
 
 def test_acceptance_is_a_rate_and_aligned_beats_unrelated(aligned: MlxBackend, unrelated: MlxBackend) -> None:
     good = run_comparison(aligned, plan())
     bad = run_comparison(unrelated, plan())
-    assert good.acceptance is not None and bad.acceptance is not None
+    assert good.acceptance is not None
+    assert bad.acceptance is not None
     assert 0.0 < good.acceptance.estimate <= 1.0
     assert 0.0 <= bad.acceptance.estimate < 1.0
     assert good.acceptance.estimate > bad.acceptance.estimate
@@ -80,11 +83,18 @@ def test_acceptance_is_a_rate_and_aligned_beats_unrelated(aligned: MlxBackend, u
 
 def test_trial_reports_tokens_timing_and_memory(aligned: MlxBackend) -> None:
     prompt = prompts_for("prose")[0]
-    trial = run_trial(aligned, prompt, Arm("sd", speculative=True, num_draft=2), plan(), clock=__import__("time").perf_counter)
+    trial = run_trial(
+        aligned, prompt, Arm("sd", speculative=True, num_draft=2), plan(), clock=__import__("time").perf_counter
+    )
     assert trial.prompt_tokens > 0
-    assert trial.decode_tokens == 23 and trial.decode_s > 0 and trial.ttft_s > 0
-    assert trial.drafted is not None and trial.accepted is not None and 0 <= trial.accepted <= trial.drafted
-    assert trial.peak_memory_bytes is not None and trial.peak_memory_bytes > 0
+    assert trial.decode_tokens == 23
+    assert trial.decode_s > 0
+    assert trial.ttft_s > 0
+    assert trial.drafted is not None
+    assert trial.accepted is not None
+    assert 0 <= trial.accepted <= trial.drafted
+    assert trial.peak_memory_bytes is not None
+    assert trial.peak_memory_bytes > 0
 
 
 def test_fingerprint_names_versions_and_cpu_device(aligned: MlxBackend) -> None:
@@ -124,6 +134,8 @@ def test_plugin_run_on_real_mlx(pytester: pytest.Pytester) -> None:
             specdec.compare(category="code", max_tokens=16)
         """
     )
-    result = pytester.runpytest("--backend=mlx", "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--backend=mlx", "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["mlx*embedded:target (synthetic)*code*holds"])

@@ -24,7 +24,9 @@ def test_aligned_draft_is_the_targets_first_layer() -> None:
     unrelated = models.layer_weights(models.EMBEDDED_MODELS["draft-unrelated"], 64)
     for name, tensor in draft.items():
         np.testing.assert_array_equal(tensor, target[name])
-    assert not np.array_equal(unrelated["model.layers.0.mlp.up_proj.weight"], draft["model.layers.0.mlp.up_proj.weight"])
+    assert not np.array_equal(
+        unrelated["model.layers.0.mlp.up_proj.weight"], draft["model.layers.0.mlp.up_proj.weight"]
+    )
     assert len([n for n in target if n.endswith("q_proj.weight")]) == models.EMBEDDED_MODELS["target"].num_layers
 
 

@@ -27,7 +27,9 @@ def test_holding_claim_passes_and_reports_a_verdict_row(pytester: pytest.Pyteste
 
 
 def test_refuted_max_fails_with_one_line_naming_the_release(pytester: pytest.Pytester) -> None:
-    result = run(pytester, "max=1.1", "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "release=2.0")
+    result = run(
+        pytester, "max=1.1", "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "release=2.0"
+    )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*speedup 1.5?x [[]*] > claimed max 1.1x — SD now pays off (simulated 2.0)*"])
     result.stdout.no_fnmatch_line("*Traceback*")
@@ -40,7 +42,13 @@ def test_refuted_min_says_sd_does_not_pay_off(pytester: pytest.Pytester) -> None
 
 
 def test_inconclusive_warns_and_strict_fails(pytester: pytest.Pytester) -> None:
-    noisy = ("--specdec-backend-option", "speedup=1.3", "--specdec-backend-option", "noise=0.5", "--specdec-max-trials=6")
+    noisy = (
+        "--specdec-backend-option",
+        "speedup=1.3",
+        "--specdec-backend-option",
+        "noise=0.5",
+        "--specdec-max-trials=6",
+    )
     result = run(pytester, "max=1.3", *noisy)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*SpecdecInconclusiveWarning*inconclusive after 6 pairs*"])
@@ -95,10 +103,12 @@ def test_acceptance_marker_is_judged(pytester: pytest.Pytester) -> None:
 def test_header_shows_backend_versions_pair_and_machine(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest(*SIM)
-    result.stdout.fnmatch_lines([
-        "specdec: backend=simulated (numpy *), profile=embedded",
-        "specdec: target=simulated-target, draft=simulated-draft, γ=3, max_tokens=32, machine=*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "specdec: backend=simulated (numpy *), profile=embedded",
+            "specdec: target=simulated-target, draft=simulated-draft, γ=3, max_tokens=32, machine=*",
+        ]
+    )
 
 
 def test_junit_xml_carries_speedup_and_verdict(pytester: pytest.Pytester) -> None:
@@ -189,4 +199,6 @@ def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch:
     pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
     result = pytester.runpytest("--backend=mlx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: backend 'mlx' needs the Python package 'mlx_lm'*pip install 'pytest-specdec[[]mlx]'"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: backend 'mlx' needs the Python package 'mlx_lm'*pip install 'pytest-specdec[[]mlx]'"]
+    )

@@ -47,7 +47,8 @@ def test_speedup_is_the_geometric_mean_of_pair_ratios() -> None:
 def test_more_looks_widen_the_interval() -> None:
     logs = [0.1, 0.3, 0.2, 0.25, 0.15, 0.22]
     one, five = speedup_interval(logs, 0.95, 1), speedup_interval(logs, 0.95, 5)
-    assert five.low < one.low and five.high > one.high
+    assert five.low < one.low
+    assert five.high > one.high
 
 
 def test_interval_coverage_matches_its_level_on_simulated_data() -> None:
@@ -63,7 +64,8 @@ def test_interval_coverage_matches_its_level_on_simulated_data() -> None:
 
 def test_single_sample_interval_is_unbounded() -> None:
     interval = speedup_interval([0.2], 0.95)
-    assert interval.low == 0.0 and interval.high == math.inf
+    assert interval.low == 0.0
+    assert interval.high == math.inf
 
 
 def test_proportion_interval_is_clipped_to_unit_range() -> None:

@@ -70,7 +70,9 @@ def require_runtime(spec: BackendSpec) -> None:
     module = missing_runtime(spec)
     if module is not None:
         fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {module}"
-        raise BackendUnavailable(f"backend {spec.name!r} needs the Python package {module!r}, which is not installed — run: {fix}")
+        raise BackendUnavailable(
+            f"backend {spec.name!r} needs the Python package {module!r}, which is not installed — run: {fix}"
+        )
 
 
 def distribution_versions(spec: BackendSpec) -> dict[str, str]:

@@ -114,13 +114,19 @@ class MlxBackend:
 
     def fingerprint(self) -> Fingerprint:
         """mlx and mlx-lm versions and the mlx device (Metal GPU name and arch, or CPU)."""
-        import mlx.core as mx
         from importlib.metadata import version
+
+        import mlx.core as mx
 
         info = mx.device_info()
         kind = "gpu" if mx.default_device() == mx.gpu else "cpu"
-        device = f"{kind}: {info.get('device_name', platform.processor())} ({info.get('architecture', platform.machine())})"
-        details = {"memory_size": str(info.get("memory_size", "")), "max_recommended_working_set_size": str(info.get("max_recommended_working_set_size", ""))}
+        device = (
+            f"{kind}: {info.get('device_name', platform.processor())} ({info.get('architecture', platform.machine())})"
+        )
+        details = {
+            "memory_size": str(info.get("memory_size", "")),
+            "max_recommended_working_set_size": str(info.get("max_recommended_working_set_size", "")),
+        }
         return Fingerprint(
             backend=self.name,
             release=f"mlx-lm {version('mlx-lm')}",

@@ -1,0 +1,28 @@
+# Quick start: `make bench` (verdict table on the embedded default) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A prebuilt llama-cpp-python wheel next to the checkout saves a ~12 minute compile.
+WHEELS := $(wildcard ../shared/wheels)
+FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
+
+.PHONY: bench test lint install
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(FIND_LINKS) -e '.[all,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+bench: $(VENV)/.installed
+	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(PY) -m pytest
