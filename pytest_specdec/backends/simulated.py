@@ -1,14 +1,15 @@
 """A simulated backend with known truth, shipped for tests and protocol studies.
 
 It behaves like a server that times itself: every generation reports decode
-seconds drawn from a model with a known speedup, log-normal noise and a slow drift
-(e.g. thermal throttling) that depends on *when* the run happens. Because the truth
+seconds drawn from a model with a known speedup, log-normal noise, a steady drift
+(e.g. thermal throttling) and a random walk of the machine's speed (``wander``),
+both of which depend on *when* the run happens. Because the truth
 is known, it measures how often the protocol's verdicts are wrong (README: R1, R2)
 and how much interleaving saves over a block protocol (P3). Nothing sleeps: the
 timings are reported, not waited for.
 
 Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
-``noise``, ``drift``, ``acceptance``, ``lossless``, ``engaged``, ``release``, ``seed``.
+``noise``, ``drift``, ``wander``, ``acceptance``, ``lossless``, ``engaged``, ``release``, ``seed``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class SimulatedBackend:
         self.plain_tps = reader.number("plain_tps", 50.0, low=0.001)
         self.noise = reader.number("noise", 0.03, low=0.0, high=2.0)
         self.drift = reader.number("drift", 0.0, low=-0.5, high=0.5)
+        self.wander = reader.number("wander", 0.0, low=0.0, high=1.0)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
         self.engaged = reader.flag("engaged", True)
@@ -52,6 +54,7 @@ class SimulatedBackend:
         reader.reject_unknown()
         self._pair = pair
         self.generations = 0
+        self._walk = 0.0  # log-rate random walk: the machine's state wanders
 
     @property
     def pair(self) -> ModelPair:
@@ -83,7 +86,8 @@ class SimulatedBackend:
         if speculative and not self.lossless:
             tokens[count // 2] = (tokens[count // 2] + 1) % _VOCAB
         # Drift: the machine slows (or speeds up) with every generation, whatever the arm.
-        rate = self.plain_tps * math.exp(-self.drift * self.generations)
+        self._walk += self.wander * float(self._rng.standard_normal())
+        rate = self.plain_tps * math.exp(-self.drift * self.generations + self._walk)
         rate *= self.true_speedup if speculative else 1.0
         rate *= math.exp(self.noise * float(self._rng.standard_normal()))
         self.generations += 1
