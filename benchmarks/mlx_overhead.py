@@ -37,13 +37,13 @@ def main() -> None:
     def bare() -> tuple[float, float]:
         first = last = 0.0
         count = 0
-        response = None
+        own = 0.0
         for response in stream_generate(model, tokenizer, prompt.text, max_tokens=args.max_tokens):
             last = time.perf_counter()
             first = first or last
             count += 1
-        assert response is not None
-        return (count - 1) / (last - first), response.generation_tps
+            own = response.generation_tps
+        return (count - 1) / (last - first), own
 
     bare()
     run_trial(backend, prompt, Arm("plain"), plan, time.perf_counter)

@@ -126,6 +126,11 @@ class SpecdecFixture:
         self.outcome: Outcome | None = None
 
     @property
+    def profile(self) -> str:
+        """The model profile in use (``embedded`` for the synthetic pairs)."""
+        return self._session.settings.profile
+
+    @property
     def backend(self) -> Backend:
         """The configured backend (loaded once per session)."""
         return self._session.backend()
