@@ -2,7 +2,7 @@
 
 The machine class keys baselines: ``Apple-M1-Max-64GB`` on a Mac (chip and
 memory), ``NVIDIA-H200`` where an NVIDIA GPU is present, ``Linux-x86_64-cpu``
-otherwise. Detailed machine info comes from pytest-benchmark's helper.
+otherwise.
 """
 
 from __future__ import annotations
@@ -41,21 +41,3 @@ def machine_class() -> str:
             name = gpu[0].replace("NVIDIA", "").split("NVL")[0].split("PCIe")[0].split("SXM")[0]
             return "NVIDIA-" + _slug(name)
     return f"{system}-{platform.machine()}-cpu"
-
-
-def machine_info() -> dict[str, object]:
-    """pytest-benchmark's machine info (node, processor, cpu, python), plus our class."""
-    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
-    from pytest_benchmark.utils import get_machine_id
-
-    info = dict(pytest_benchmark_generate_machine_info())
-    info["machine_id"] = get_machine_id()
-    info["machine_class"] = machine_class()
-    return info
-
-
-def commit_info() -> dict[str, object]:
-    """pytest-benchmark's commit info for the working directory."""
-    from pytest_benchmark.utils import get_commit_info
-
-    return dict(get_commit_info())

@@ -15,7 +15,7 @@ from pytest_specdec import report
 from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.claims import Expectations, Outcome, parse_acceptance, parse_claim, parse_speedup
-from pytest_specdec.config import OPTIONS, build_settings, read_pyproject
+from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.measure import Progress
@@ -222,8 +222,6 @@ def _backend_fixture(name: str) -> Any:
 
 
 def _pair_for(session: SpecdecSession, name: str) -> ModelPair | None:
-    from pytest_specdec.config import DEFAULT_PAIRS
-
     return session.settings.pair if name == session.settings.backend else DEFAULT_PAIRS.get(name)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
@@ -83,9 +86,7 @@ def test_acceptance_is_a_rate_and_aligned_beats_unrelated(aligned: MlxBackend, u
 
 def test_trial_reports_tokens_timing_and_memory(aligned: MlxBackend) -> None:
     prompt = prompts_for("prose")[0]
-    trial = run_trial(
-        aligned, prompt, Arm("sd", speculative=True, num_draft=2), plan(), clock=__import__("time").perf_counter
-    )
+    trial = run_trial(aligned, prompt, Arm("sd", speculative=True, num_draft=2), plan(), clock=time.perf_counter)
     assert trial.prompt_tokens > 0
     assert trial.decode_tokens == 23
     assert trial.decode_s > 0
@@ -135,7 +136,9 @@ def test_plugin_run_on_real_mlx(pytester: pytest.Pytester) -> None:
         """
     )
     result = pytester.runpytest(
-        "--backend=mlx", "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider"
+        "--backend=mlx", "--specdec-min-trials=3", "--specdec-max-trials=3", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["mlx*embedded:target (synthetic)*code*holds"])
+    # Three pairs of real timings: the aligned pair is far above 0.1x, but with so few
+    # pairs the interval may still straddle the bound; it must never be refuted.
+    assert re.search(r"^mlx .*embedded:target \(synthetic\).* code .*(holds|inconclusive)$", result.stdout.str(), re.M)

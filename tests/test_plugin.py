@@ -6,17 +6,15 @@ import pytest
 
 SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 
-CLAIM_TEST = """
-import pytest
 
-@pytest.mark.speedup({bounds})
-def test_claim(specdec):
-    specdec.compare(category="code")
-"""
+def claim_test(*markers: str, category: str = "code") -> str:
+    """A test module with one test carrying ``markers`` that compares on ``category``."""
+    decorators = "".join(f"@pytest.mark.{marker}\n" for marker in markers)
+    return f"import pytest\n\n{decorators}def test_claim(specdec):\n    specdec.compare(category={category!r})\n"
 
 
 def run(pytester: pytest.Pytester, bounds: str, *options: str) -> pytest.RunResult:
-    pytester.makepyfile(CLAIM_TEST.format(bounds=bounds))
+    pytester.makepyfile(claim_test(f"speedup({bounds})"))
     return pytester.runpytest(*SIM, *options)
 
 
@@ -58,16 +56,8 @@ def test_inconclusive_warns_and_strict_fails(pytester: pytest.Pytester) -> None:
 
 
 def test_claim_for_another_profile_is_reference_only(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
-        import pytest
-
-        @pytest.mark.claim(id="d", source="seed: mlx", quote="at best 1.3x", applies_to="seed")
-        @pytest.mark.speedup(max=1.1)
-        def test_claim(specdec):
-            specdec.compare(category="copy")
-        """
-    )
+    claim = 'claim(id="d", source="seed: mlx", quote="at best 1.3x", applies_to="seed")'
+    pytester.makepyfile(claim_test(claim, "speedup(max=1.1)", category="copy"))
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*reference: refuted*"])
@@ -86,15 +76,7 @@ def test_sd_that_never_drafts_fails_the_engaged_check(pytester: pytest.Pytester)
 
 
 def test_acceptance_marker_is_judged(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
-        import pytest
-
-        @pytest.mark.acceptance(min=0.9)
-        def test_claim(specdec):
-            specdec.compare(category="prose")
-        """
-    )
+    pytester.makepyfile(claim_test("acceptance(min=0.9)", category="prose"))
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "acceptance=0.5")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*acceptance 0.?? [[]*] < claimed min 0.9 (simulated 1.0)"])
@@ -136,7 +118,7 @@ def test_ini_and_pyproject_settings_apply(pytester: pytest.Pytester) -> None:
         options = { speedup = "1.2", noise = "0.5" }
         """
     )
-    pytester.makepyfile(CLAIM_TEST.format(bounds="max=1.2"))
+    pytester.makepyfile(claim_test("speedup(max=1.2)"))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*γ=5*", "*inconclusive after 7 pairs*"])
 
@@ -153,7 +135,7 @@ def test_ini_and_pyproject_settings_apply(pytester: pytest.Pytester) -> None:
     ],
 )
 def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: tuple[str, ...], message: str) -> None:
-    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    pytester.makepyfile(claim_test("speedup(min=1.0)"))
     result = pytester.runpytest("--backend=simulated", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
@@ -179,13 +161,13 @@ def test_bad_markers_are_one_line_usage_errors(pytester: pytest.Pytester, marker
 
 
 def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(CLAIM_TEST.format(bounds="min=0.5"))
+    pytester.makepyfile(claim_test("speedup(min=0.5)"))
     result = pytester.runpytest(*SIM, "--strict-markers", "--collect-only")
     assert result.ret == pytest.ExitCode.OK
 
 
 def test_measuring_under_xdist_is_refused(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    pytester.makepyfile(claim_test("speedup(min=1.0)"))
     result = pytester.runpytest("--backend=simulated", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: pytest-specdec measurements cannot run under pytest-xdist (-n)*"])
@@ -196,7 +178,7 @@ def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch:
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlx_lm" else real(name, *a))
-    pytester.makepyfile(CLAIM_TEST.format(bounds="min=1.0"))
+    pytester.makepyfile(claim_test("speedup(min=1.0)"))
     result = pytester.runpytest("--backend=mlx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
