@@ -66,8 +66,17 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("strict", "bool", False, "fail tests whose verdict is inconclusive"),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
+    OptionDef("baselines", "str", "baselines", "baselines directory, relative to the rootdir"),
+    OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
+    OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
+    OptionDef("drift_min_effect", "float", 0.05, "smallest relative speedup change reported as drift"),
+    OptionDef("report_md", "str", None, "write a Markdown report (for $GITHUB_STEP_SUMMARY) to PATH"),
+    OptionDef("json", "str", None, "write the whole run as JSON to PATH"),
+    OptionDef("plot", "str", None, "write a forest plot of every comparison to PATH.png (needs matplotlib)"),
+    OptionDef("benchmark_json", "str", None, "write tok/s per arm in pytest-benchmark's JSON format to PATH"),
 )
 
+OUTPUT_KEYS = ("report_md", "json", "plot", "benchmark_json")
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
 
 DEFAULT_PAIRS: dict[str, ModelPair] = {
@@ -92,6 +101,11 @@ class Settings:
     strict: bool = False
     backend_options: Mapping[str, str] = field(default_factory=dict)
     backend_explicit: bool = False
+    baselines: str = "baselines"
+    update_baselines: bool = False
+    fail_on_drift: bool = False
+    drift_min_effect: float = 0.05
+    outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
 
 
 def read_pyproject(rootdir: Path) -> dict[str, object]:
@@ -185,6 +199,11 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         strict=bool(values["strict"]),
         backend_options=backend_options,
         backend_explicit="backend" in explicit,
+        baselines=str(values["baselines"]),
+        update_baselines=bool(values["update_baselines"]),
+        fail_on_drift=bool(values["fail_on_drift"]),
+        drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
+        outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
     )
     validate(settings)
     return settings
@@ -222,5 +241,12 @@ def validate(settings: Settings) -> None:
         )
     if settings.num_draft < 1:
         raise SpecdecUsageError(f"--specdec-num-draft {settings.num_draft} is below 1 — draft at least one token")
+    if not 0.0 <= settings.drift_min_effect < 1.0:
+        raise SpecdecUsageError(
+            f"--specdec-drift-min-effect {settings.drift_min_effect:g} is outside [0, 1) — use e.g. 0.05"
+        )
+    plot = settings.outputs.get("plot")
+    if plot and not plot.lower().endswith(".png"):
+        raise SpecdecUsageError(f"--specdec-plot {plot!r} must name a .png file")
     if not 0.0 < settings.precision < 1.0:
         raise SpecdecUsageError(f"--specdec-precision {settings.precision:g} is outside (0, 1)")

@@ -7,6 +7,7 @@ otherwise.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
@@ -26,9 +27,18 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
 
-@cache
 def machine_class() -> str:
-    """The class of machine whose results are comparable with each other."""
+    """The class of machine whose results are comparable with each other.
+
+    ``SPECDEC_MACHINE_CLASS`` overrides the detection (e.g. to split one class of
+    runners into finer groups).
+    """
+    override = os.environ.get("SPECDEC_MACHINE_CLASS", "").strip()
+    return _slug(override) if override else _detected_machine_class()
+
+
+@cache
+def _detected_machine_class() -> str:
     system = platform.system()
     if system == "Darwin":
         chip = _run(["sysctl", "-n", "machdep.cpu.brand_string"]) or platform.machine()

@@ -14,15 +14,20 @@ import pytest
 from pytest_specdec import report
 from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.claims import Expectations, Outcome, parse_acceptance, parse_claim, parse_speedup
+from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_class
+from pytest_specdec.ledger import default_root
 from pytest_specdec.measure import Progress
-from pytest_specdec.session import SpecdecSession
+from pytest_specdec.outputs import RunClock, write_outputs
+from pytest_specdec.session import Result, SpecdecSession
 
 session_key = pytest.StashKey[SpecdecSession]()
 expectations_key = pytest.StashKey[Expectations]()
+clock_key = pytest.StashKey["RunClock"]()
+deselected_key = pytest.StashKey[bool]()
+finish_key = pytest.StashKey[list[str]]()
 
 MARKERS = (
     "speedup(min=None, max=None): the claimed range of the SD speedup (SD tok/s / plain tok/s)",
@@ -73,7 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
             "pytest-specdec measurements cannot run under pytest-xdist (-n): parallel workers share memory "
             "bandwidth and would skew every timing — run without -n"
         )
-    config.stash[session_key] = SpecdecSession(settings, machine_class())
+    root = default_root(config.rootpath, settings.baselines)
+    config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
+    config.stash[clock_key] = RunClock.start()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -113,6 +120,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         try:
             require_runtime(backend_spec(specdec_session.settings.backend))
             specdec_session.backend()
+            specdec_session.ledger.store.load(specdec_session.settings.backend)
         except SpecdecUsageError as error:
             raise pytest.UsageError(str(error)) from None
 
@@ -123,7 +131,7 @@ class SpecdecFixture:
     def __init__(self, request: pytest.FixtureRequest, session: SpecdecSession) -> None:
         self._request = request
         self._session = session
-        self.outcome: Outcome | None = None
+        self.result: Result | None = None
 
     @property
     def profile(self) -> str:
@@ -145,8 +153,8 @@ class SpecdecFixture:
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
-    ) -> Outcome:
-        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers."""
+    ) -> Result:
+        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline."""
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
         settings = self._session.settings
@@ -158,16 +166,16 @@ class SpecdecFixture:
             plan = self._session.plan(
                 category, expect, num_draft=num_draft, max_tokens=max_tokens, baseline=baseline, treatment=treatment
             )
-            outcome = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
+            result = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
         except SpecdecUsageError as error:
             pytest.fail(str(error), pytrace=False)
-        self.outcome = outcome
-        _record_properties(self._request, outcome)
-        if outcome.failure:
-            pytest.fail(outcome.failure, pytrace=False)
-        if outcome.warning:
-            warnings.warn(SpecdecInconclusiveWarning(outcome.warning), stacklevel=2)
-        return outcome
+        self.result = result
+        _record_properties(self._request, result)
+        if result.failure:
+            pytest.fail(result.failure, pytrace=False)
+        if result.warning:
+            warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
+        return result
 
 
 def _progress_writer(reporter: Any) -> Any:
@@ -185,13 +193,15 @@ def _progress_writer(reporter: Any) -> Any:
     return write
 
 
-def _record_properties(request: pytest.FixtureRequest, outcome: Outcome) -> None:
-    s = outcome.comparison.speedup
+def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:
+    record = result.record
+    s = record.speedup
     request.node.user_properties.extend(
         [
             ("specdec_speedup", f"{s.estimate:.4f}"),
             ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
-            ("specdec_verdict", outcome.verdict_text),
+            ("specdec_verdict", record.verdict),
+            ("specdec_baseline", record.check.change if record.check else "none"),
         ]
     )
 
@@ -228,15 +238,67 @@ def _pair_for(session: SpecdecSession, name: str) -> ModelPair | None:
 mlx_backend = _backend_fixture("mlx")
 
 
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Remember that a subset ran: stale baselines cannot be judged then."""
+    if items:
+        items[0].config.stash[deselected_key] = True
+
+
+def _whole_suite(session: pytest.Session) -> tuple[set[str] | None, tuple[str, ...]]:
+    config = session.config
+    if config.stash.get(deselected_key, False) or config.getoption("lf", False) or config.getoption("sw", False):
+        return None, ()
+    scopes = []
+    for arg in config.args:
+        path = config.invocation_params.dir / arg
+        if "::" in arg or not path.is_dir():
+            return None, ()
+        try:
+            relative = path.resolve().relative_to(config.rootpath.resolve()).as_posix()
+            scopes.append("" if relative == "." else relative)
+        except ValueError:
+            return None, ()
+    return {item.nodeid for item in session.items}, tuple(scopes)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write baselines, candidates, history and the report files, once."""
+    config = session.config
+    if session_key not in config.stash:
+        return
+    specdec_session = config.stash[session_key]
+    ledger = specdec_session.ledger
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    if ledger.records:
+        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+        from pytest_benchmark.utils import get_commit_info
+
+        ledger.machine_info = pytest_benchmark_generate_machine_info()
+        ledger.commit_info = get_commit_info()
+    collected, scopes = _whole_suite(session)
+    finished = ledger.finish(interrupted=interrupted, collected=collected, scopes=scopes)
+    lines = list(finished.lines)
+    errors = [finished.error] if finished.error else []
+    if specdec_session.records:
+        written, output_errors = write_outputs(specdec_session, config.stash[clock_key], config.invocation_params.dir)
+        lines += [f"wrote {path}" for path in written]
+        errors += output_errors
+    config.stash[finish_key] = lines + [f"ERROR: {error}" for error in errors]
+    if errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The verdict table, one row per comparison."""
-    outcomes = config.stash[session_key].outcomes
-    if not outcomes:
+    """The verdict table, one row per comparison, then what was written."""
+    records = config.stash[session_key].records
+    finished = config.stash.get(finish_key, [])
+    if not records and not finished:
         return
     terminalreporter.write_sep("=", "specdec verdicts")
-    terminalreporter.write_line(report.terminal_table(outcomes))
-    for line in report.terminal_notes(outcomes):
-        terminalreporter.write_line(line)
+    if records:
+        terminalreporter.write_line(report.terminal_table(records))
+    for line in report.terminal_notes(records) + finished:
+        terminalreporter.write_line(line, red=line.startswith("ERROR"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

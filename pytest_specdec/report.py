@@ -1,4 +1,9 @@
-"""Pure renderers: outcomes in, text out. No pytest, no I/O."""
+"""Pure renderers: records in, text out. No pytest, no I/O.
+
+The same records drive the terminal summary, the Markdown for
+``$GITHUB_STEP_SUMMARY`` and ``specdec report``, so a saved run renders exactly as
+it did live.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from pytest_specdec import models
-from pytest_specdec.claims import Outcome
 from pytest_specdec.measure import Progress
+from pytest_specdec.records import ComparisonRecord, RunRecord
+from pytest_specdec.stats import Interval
 
 HEADERS = (
     "backend",
@@ -22,6 +28,8 @@ HEADERS = (
     "trials",
     "verdict",
 )
+BASELINE_HEADERS = ("baseline", "baseline release", "change")
+CHANGE_ORDER = {"flip": 0, "drift": 1, "new": 2, "re-confirmed": 3, "unchanged": 4}
 
 
 def short_model(reference: str | None) -> str:
@@ -33,65 +41,125 @@ def short_model(reference: str | None) -> str:
     return reference.rstrip("/").rsplit("/", 1)[-1]
 
 
-def speedup_cell(outcome: Outcome) -> str:
-    """``1.52x [1.31, 1.76]``."""
-    s = outcome.comparison.speedup
-    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+def interval_cell(interval: Interval | None, unit: str = "x") -> str:
+    """``1.52x [1.31, 1.76]``, or ``-``."""
+    if interval is None:
+        return "-"
+    return f"{interval.estimate:.2f}{unit} [{interval.low:.2f}, {interval.high:.2f}]"
 
 
-def acceptance_cell(outcome: Outcome) -> str:
-    """``0.74 [0.70, 0.78]`` or ``-`` when the backend cannot count drafts."""
-    a = outcome.comparison.acceptance
-    return "-" if a is None else f"{a.estimate:.2f} [{a.low:.2f}, {a.high:.2f}]"
+def verdict_cell(record: ComparisonRecord) -> str:
+    """The verdict, flagged when the baseline comparison failed the test."""
+    if record.check is not None and record.check.change == "flip":
+        return f"{record.verdict} (FLIPPED)"
+    return record.verdict
 
 
-def verdict_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
-    """One row per comparison, in the order they ran."""
+def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
+    """One row per comparison."""
     rows = []
-    for outcome in outcomes:
-        c = outcome.comparison
-        rows.append(
-            [
-                outcome.backend,
-                short_model(outcome.pair.target),
-                short_model(outcome.pair.draft),
-                c.plan.category,
-                f"{c.arm_tps('baseline'):.1f}",
-                f"{c.arm_tps('treatment'):.1f}",
-                speedup_cell(outcome),
-                acceptance_cell(outcome),
-                str(len(c.pairs)),
-                outcome.verdict_text,
+    for r in records:
+        row = [
+            r.backend,
+            short_model(r.target),
+            short_model(r.draft),
+            r.category,
+            f"{r.baseline_tps:.1f}",
+            f"{r.treatment_tps:.1f}",
+            interval_cell(r.speedup),
+            interval_cell(r.acceptance, ""),
+            str(r.trials),
+            verdict_cell(r),
+        ]
+        if with_baseline:
+            check = r.check
+            row += [
+                interval_cell(check.baseline_speedup) if check else "-",
+                (check.baseline_release or "-") if check else "-",
+                check.change if check else "-",
             ]
-        )
+        rows.append(row)
     return rows
 
 
-def terminal_table(outcomes: Sequence[Outcome]) -> str:
+def has_baselines(records: Sequence[ComparisonRecord]) -> bool:
+    """Whether any record was checked against a baseline store."""
+    return any(r.check is not None for r in records)
+
+
+def terminal_table(records: Sequence[ComparisonRecord]) -> str:
     """The verdict table for the terminal summary."""
-    return tabulate(verdict_rows(outcomes), headers=HEADERS, tablefmt="simple", disable_numparse=True)
+    with_baseline = has_baselines(records)
+    headers = HEADERS + BASELINE_HEADERS if with_baseline else HEADERS
+    rows = verdict_rows(records, with_baseline=with_baseline)
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def terminal_notes(outcomes: Sequence[Outcome]) -> list[str]:
-    """Lines under the table: profile, confidence, synthetic models, warnings."""
-    if not outcomes:
+def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
+    """Lines under the table: profile, confidence, synthetic models, warnings, changes."""
+    if not records:
         return []
-    first = outcomes[0]
-    confidence = first.comparison.speedup.confidence
+    first = records[0]
     lines = [
-        f"profile: {first.profile}; device: {first.fingerprint.device}; release: {first.fingerprint.release}",
-        f"intervals: {confidence:.0%} simultaneous over each run's planned looks (Bonferroni alpha spending)",
+        f"profile: {', '.join(sorted({r.profile for r in records}))}; device: {first.device}; release: {first.release}",
+        f"intervals: {first.speedup.confidence:.0%} simultaneous over each run's planned looks (Bonferroni alpha spending)",
     ]
-    if any(models.is_embedded(o.pair.target) for o in outcomes):
+    if any(models.is_embedded(r.target) for r in records):
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
-    lines += [f"{o.nodeid}: {o.failure or o.warning}" for o in outcomes if o.failure or o.warning]
+    for r in records:
+        lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
+        shown = r.failure or r.warning
+        if shown:
+            lines.append(f"{r.nodeid} [{r.category}]: {shown}")
+        if r.check is not None and r.check.change in {"re-confirmed", "new"}:
+            lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
     return lines
 
 
 def progress_line(update: Progress) -> str:
     """``specdec code: pair 7/30, speedup 1.52x [1.31, 1.76]``."""
-    shown = ""
-    if update.interval is not None:
-        i = update.interval
-        shown = f", speedup {i.estimate:.2f}x [{i.low:.2f}, {i.high:.2f}]"
+    shown = "" if update.interval is None else f", speedup {interval_cell(update.interval)}"
     return f"specdec {update.category}: pair {update.done}/{update.planned_max}{shown}"
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_report(run: RunRecord) -> str:
+    """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine."""
+    records = sorted(run.comparisons, key=lambda r: (CHANGE_ORDER.get(r.check.change if r.check else "", 5), r.nodeid))
+    flips = run.flips
+    lines = ["# pytest-specdec verdicts", ""]
+    if flips:
+        lines += [f"## ❌ Conclusion changed ({len(flips)})", ""]
+        lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.check.message)}" for r in flips if r.check]
+        lines.append("")
+    failures = [r for r in records if r.failure and r not in flips]
+    if failures:
+        lines += [f"## Failed ({len(failures)})", ""]
+        lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.failure or '')}" for r in failures]
+        lines.append("")
+    with_baseline = has_baselines(records)
+    headers = (*HEADERS, *BASELINE_HEADERS) if with_baseline else HEADERS
+    rows = [[_markdown_cell(cell) for cell in row] for row in verdict_rows(records, with_baseline=with_baseline)]
+    lines += [tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True), ""]
+    lines += [f"Profile: {', '.join(sorted({r.profile for r in records})) or '-'}. "]
+    if any(models.is_embedded(r.target) for r in records):
+        lines[-1] += "Synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs. "
+    if records:
+        lines[-1] += f"Intervals are {records[0].speedup.confidence:.0%} simultaneous (Bonferroni alpha spending)."
+    lines += ["", "## Machine and versions", ""]
+    versions = sorted({f"{k} {v}" for r in records for k, v in r.versions.items()})
+    info = run.machine_info
+    commit = run.commit_info
+    lines += [
+        f"- machine class: `{run.machine_class}`",
+        f"- device: {', '.join(sorted({r.device for r in records})) or '-'}",
+        f"- python: {info.get('python_version', '-')} on {info.get('system', '-')} {info.get('machine', '-')}",
+        f"- versions: {', '.join(versions) or '-'}",
+        f"- commit: `{commit.get('id', '-')}`{' (dirty)' if commit.get('dirty') else ''} on {commit.get('branch', '-')}",
+        f"- pytest-specdec {run.specdec_version}, run {run.started} → {run.finished}",
+        "",
+    ]
+    return "\n".join(lines)

@@ -9,24 +9,56 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.baselines import BaselineStore
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rule
 from pytest_specdec.config import Settings
+from pytest_specdec.ledger import BaselineLedger, LedgerPolicy
 from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
 from pytest_specdec.prompts import prompts_for
+from pytest_specdec.records import ComparisonRecord, record_outcome
+
+
+@dataclass(frozen=True)
+class Result:
+    """A judged comparison, its record (with the baseline check) and what the test must do."""
+
+    outcome: Outcome
+    record: ComparisonRecord
+    failure: str | None
+    warning: str | None
 
 
 @dataclass
 class SpecdecSession:
-    """Backends loaded once per pair, and every outcome of the run."""
+    """Backends loaded once per pair, the baseline ledger, and every result of the run."""
 
     settings: Settings
     machine_class: str
+    ledger: BaselineLedger
     loader: Callable[[str, ModelPair, Mapping[str, str]], Backend] = load_backend
-    outcomes: list[Outcome] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
     _backends: dict[tuple[str, ModelPair], Backend] = field(default_factory=dict)
+    _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
+        """A session whose ledger follows the settings' baseline options."""
+        policy = LedgerPolicy(
+            update=settings.update_baselines,
+            fail_on_drift=settings.fail_on_drift,
+            alpha=1.0 - settings.confidence,
+            min_effect=settings.drift_min_effect,
+        )
+        return cls(settings, machine_class, BaselineLedger(BaselineStore(baselines_root, machine_class), policy))
+
+    @property
+    def records(self) -> list[ComparisonRecord]:
+        """Every result's record, in the order they ran."""
+        return [r.record for r in self.results]
 
     def backend(self, pair: ModelPair | None = None, name: str | None = None) -> Backend:
         """The backend for ``pair`` (default: the configured pair), loaded once."""
@@ -69,14 +101,27 @@ class SpecdecSession:
         expect: Expectations,
         pair: ModelPair | None = None,
         progress: Callable[[Progress], None] = lambda _: None,
-    ) -> Outcome:
-        """Run one comparison on the pair's backend and judge it."""
+    ) -> Result:
+        """Run one comparison on the pair's backend, judge it and check its baseline."""
         backend = self.backend(pair)
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
-        self.outcomes.append(outcome)
-        return outcome
+        record = self.ledger.check(record_outcome(outcome, self._digest(backend)))
+        baseline_failure = self.ledger.failure(record)
+        failure = baseline_failure or outcome.failure
+        warning = outcome.warning
+        if record.check is not None and record.check.change == "drift" and not baseline_failure:
+            warning = "; ".join(w for w in (warning, record.check.message) if w)
+        result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
+        self.results.append(result)
+        return result
+
+    def _digest(self, backend: Backend) -> str:
+        key = (backend.name, backend.pair)
+        if key not in self._digests:
+            self._digests[key] = backend.model_digest()
+        return self._digests[key]
 
     def close(self) -> None:
         """Release every backend."""

@@ -1,0 +1,349 @@
+"""Accepted results, kept per machine class, and what a new result says against them.
+
+Layout under the baselines directory (``baselines/`` at the rootdir by default)::
+
+    <machine class>/<backend>.json             accepted baselines (commit these)
+    candidates/<machine class>/<backend>.json  results without a baseline, for review
+    history/<machine class>.jsonl              every result of every run, append-only
+
+A baseline file is ``{"schema_version": 1, "machine_class", "backend", "entries"}``
+with one :class:`BaselineEntry` per key (node id, prompt category, γ, model pair and
+model digest). Files are JSON with sorted keys, indent 2 and a trailing newline,
+written atomically (temporary file + rename) under a lock, once per session, and
+only when their content changes: an untouched baseline stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.records import (
+    SCHEMA_VERSION,
+    CheckRecord,
+    ComparisonRecord,
+    check_schema,
+    dumps,
+    read_json,
+    validate,
+)
+from pytest_specdec.stats import drift_test
+
+PUBLISHED_DIGEST = "*"  # published figures match any model digest
+LOCK_TIMEOUT_S = 60.0
+
+
+class Change(StrEnum):
+    """What a result says against its baseline."""
+
+    NEW = "new"
+    FLIP = "flip"
+    DRIFT = "drift"
+    RECONFIRMED = "re-confirmed"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """One accepted result and where it came from."""
+
+    result: ComparisonRecord
+    provenance: str  # "measured" or "published"
+    accepted_at: str
+    machine_info: Mapping[str, Any] = field(default_factory=dict)
+    commit_info: Mapping[str, Any] = field(default_factory=dict)
+    source: str | None = None  # for published figures: the document and section
+
+
+@dataclass(frozen=True)
+class BaselineFile:
+    """The accepted baselines of one backend on one machine class."""
+
+    machine_class: str
+    backend: str
+    entries: Mapping[str, BaselineEntry]
+    schema_version: int = SCHEMA_VERSION
+
+
+def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
+    """``nodeid [category, γ=3, target + draft @digest]``: what makes results comparable."""
+    models = record.target + (f" + {record.draft}" if record.draft else "")
+    return f"{record.nodeid} [{record.category}, γ={record.num_draft}, {models} @{digest or record.model_digest}]"
+
+
+def now_iso() -> str:
+    """The current UTC time, to the second."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """The change, and the entry it was measured against."""
+
+    change: Change
+    message: str
+    entry: BaselineEntry | None = None
+    drift_ratio: float | None = None
+    drift_p_value: float | None = None
+
+    def as_record(self) -> CheckRecord:
+        """The check as stored with the result."""
+        baseline = self.entry.result if self.entry else None
+        return CheckRecord(
+            change=self.change.value,
+            message=self.message,
+            baseline_speedup=baseline.speedup if baseline else None,
+            baseline_release=baseline.release if baseline else None,
+            provenance=self.entry.provenance if self.entry else None,
+            drift_ratio=self.drift_ratio,
+            drift_p_value=self.drift_p_value,
+        )
+
+
+def _interval_text(record: ComparisonRecord) -> str:
+    s = record.speedup
+    return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+
+
+def release_change(old: str, new: str) -> str:
+    """``mlx-lm 0.32.2 → 0.33.0`` (the shared name is said once)."""
+    old_name, _, _ = old.rpartition(" ")
+    new_name, _, new_version = new.rpartition(" ")
+    return f"{old} → {new_version}" if old_name and old_name == new_name else f"{old} → {new}"
+
+
+def compare_with_baseline(
+    new: ComparisonRecord, entry: BaselineEntry | None, machine_class: str, alpha: float, min_effect: float
+) -> BaselineCheck:
+    """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline."""
+    if entry is None:
+        return BaselineCheck(
+            Change.NEW,
+            f"no baseline for {baseline_key(new)} on {machine_class} — accept with --specdec-update-baselines",
+        )
+    old = entry.result
+    before = old.bound_verdicts
+    flipped = [
+        b
+        for b in new.bounds
+        if {before.get(b.label), b.verdict} == {"holds", "refuted"}  # inconclusive is never a flip
+    ]
+    if flipped:
+        what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
+        label = "published figure" if entry.provenance == "published" else "baseline"
+        return BaselineCheck(
+            Change.FLIP,
+            f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
+            f"speedup {_interval_text(old)} → {_interval_text(new)}; {what} "
+            f"(against the {label} accepted {entry.accepted_at[:10]}; if this is the new normal, "
+            f"accept it with --specdec-update-baselines)",
+            entry,
+        )
+    if new.log_ratios and old.log_ratios:
+        drift = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect)
+        if drift.significant:
+            return BaselineCheck(
+                Change.DRIFT,
+                f"speedup drifted {drift.ratio - 1:+.1%} against the baseline ({_interval_text(old)}, "
+                f"{old.release}) → {_interval_text(new)}, p={drift.p_value:.3g}; the conclusion is unchanged",
+                entry,
+                drift.ratio,
+                drift.p_value,
+            )
+        ratio, p_value = drift.ratio, drift.p_value
+    else:
+        ratio, p_value = None, None
+    if old.release != new.release:
+        return BaselineCheck(
+            Change.RECONFIRMED,
+            f"re-confirmed on {new.release} (baseline {old.release}: {_interval_text(old)})",
+            entry,
+            ratio,
+            p_value,
+        )
+    return BaselineCheck(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+
+
+@dataclass
+class BaselineStore:
+    """Reads and writes the baselines directory for one machine class."""
+
+    root: Path
+    machine_class: str
+    lock_timeout_s: float = LOCK_TIMEOUT_S
+    _loaded: dict[str, BaselineFile] = field(default_factory=dict)
+
+    def path(self, backend: str, *, candidates: bool = False) -> Path:
+        """Where one backend's (candidate) baselines live."""
+        base = self.root / "candidates" if candidates else self.root
+        return base / self.machine_class / f"{backend}.json"
+
+    def history_path(self) -> Path:
+        """The append-only history of this machine class."""
+        return self.root / "history" / f"{self.machine_class}.jsonl"
+
+    def load(self, backend: str) -> BaselineFile:
+        """The accepted baselines for ``backend`` (empty when there are none)."""
+        if backend not in self._loaded:
+            self._loaded[backend] = read_baseline_file(self.path(backend), self.machine_class, backend)
+        return self._loaded[backend]
+
+    def lookup(self, record: ComparisonRecord) -> BaselineEntry | None:
+        """The entry for ``record``'s key, or a published one for any digest."""
+        entries = self.load(record.backend).entries
+        return entries.get(baseline_key(record)) or entries.get(baseline_key(record, PUBLISHED_DIGEST))
+
+    def write(self, backend: str, entries: Mapping[str, BaselineEntry], *, candidates: bool = False) -> Path | None:
+        """Merge ``entries`` into a file under the lock; ``None`` when nothing changed."""
+        path = self.path(backend, candidates=candidates)
+        with self.locked():
+            current = read_baseline_file(path, self.machine_class, backend)
+            merged = {**current.entries, **entries}
+            updated = BaselineFile(self.machine_class, backend, dict(sorted(merged.items())))
+            text = dumps(updated)
+            if path.is_file() and path.read_text(encoding="utf-8") == text:
+                return None
+            write_atomically(path, text)
+        if not candidates:
+            self._loaded[backend] = updated
+        return path
+
+    def discard_candidates(self, backend: str, keys: Sequence[str]) -> None:
+        """Drop candidates that were accepted in this session."""
+        path = self.path(backend, candidates=True)
+        if not path.is_file():
+            return
+        with self.locked():
+            current = read_baseline_file(path, self.machine_class, backend)
+            kept = {k: v for k, v in current.entries.items() if k not in keys}
+            if len(kept) == len(current.entries):
+                return
+            if kept:
+                write_atomically(path, dumps(BaselineFile(self.machine_class, backend, kept)))
+            else:
+                path.unlink()
+
+    def append_history(self, lines: Sequence[Mapping[str, object]]) -> Path:
+        """Append whole JSON lines to the history (never rewrites earlier lines)."""
+        path = self.history_path()
+        text = "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines)
+        with self.locked():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as stream:
+                stream.write(text)
+                stream.flush()
+                os.fsync(stream.fileno())
+        return path
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """An exclusive lock on the baselines directory, shared with other sessions."""
+        from filelock import FileLock, Timeout
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.root / ".specdec.lock"), timeout=self.lock_timeout_s)
+            with lock:
+                yield
+        except Timeout:
+            raise SpecdecUsageError(
+                f"{self.root} is locked by another pytest-specdec session for over {self.lock_timeout_s:g} s — "
+                "wait for it to finish, then run again"
+            ) from None
+
+
+def read_baseline_file(path: Path, machine_class: str, backend: str) -> BaselineFile:
+    """A validated baseline file; an empty one when it does not exist."""
+    if not path.exists():
+        return BaselineFile(machine_class, backend, {})
+    data = check_schema(read_json(path), path)
+    loaded = validate(BaselineFile, data, str(path))
+    if loaded.machine_class != machine_class or loaded.backend != backend:
+        raise SpecdecUsageError(
+            f"{path} holds baselines of {loaded.machine_class}/{loaded.backend}, not {machine_class}/{backend} — "
+            "move it back to its own folder"
+        )
+    return loaded
+
+
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write through a temporary file in the same folder and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def list_baseline_files(root: Path) -> list[Path]:
+    """Every accepted baseline file under ``root`` (candidates and history excluded)."""
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob("*/*.json") if p.parent.name not in {"candidates", "history"} and p.is_file())
+
+
+def load_any(path: Path) -> BaselineFile:
+    """A baseline file found on disk, whatever its machine class."""
+    data = check_schema(read_json(path), path)
+    return validate(BaselineFile, data, str(path))
+
+
+def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, when: str) -> dict[str, object]:
+    """One history line: enough to plot speedup against release without the samples."""
+    s = record.speedup
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "time": when,
+        "machine_class": machine_class,
+        "backend": record.backend,
+        "release": record.release,
+        "versions": dict(record.versions),
+        "key": baseline_key(record),
+        "nodeid": record.nodeid,
+        "category": record.category,
+        "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence, "n": s.n},
+        "baseline_tps": record.baseline_tps,
+        "treatment_tps": record.treatment_tps,
+        "acceptance": None if record.acceptance is None else record.acceptance.estimate,
+        "verdict": record.verdict,
+        "bounds": record.bound_verdicts,
+        "change": record.check.change if record.check else None,
+        "accepted": accepted,
+    }
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """History lines; a malformed line is a one-line error naming its number."""
+    lines: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecdecUsageError(f"{path}: no such history file — run the benchmarks first") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SpecdecUsageError(f"{path}:{number} is not valid JSON ({error.msg})") from None
+        if not isinstance(parsed, dict) or "speedup" not in parsed or "release" not in parsed:
+            raise SpecdecUsageError(f"{path}:{number} is not a pytest-specdec history line")
+        lines.append(parsed)
+    return lines

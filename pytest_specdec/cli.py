@@ -1,0 +1,194 @@
+"""The ``specdec`` command: baselines, reports and history outside a pytest run.
+
+It never imports the pytest plugin module. Bad input prints one line on stderr and
+exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tabulate import tabulate
+
+from pytest_specdec.baselines import (
+    BaselineFile,
+    list_baseline_files,
+    load_any,
+    read_baseline_file,
+    read_history,
+)
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.records import dumps, load_run
+from pytest_specdec.report import interval_cell, markdown_report
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _baselines_list(args: argparse.Namespace) -> int:
+    rows = []
+    for path in list_baseline_files(args.dir):
+        stored = load_any(path)
+        if args.machine and stored.machine_class != args.machine:
+            continue
+        for key, entry in sorted(stored.entries.items()):
+            r = entry.result
+            rows.append(
+                [
+                    stored.machine_class,
+                    stored.backend,
+                    key,
+                    interval_cell(r.speedup),
+                    r.release,
+                    r.verdict,
+                    entry.provenance,
+                ]
+            )
+    if not rows:
+        print(f"no baselines under {args.dir}")
+        return 0
+    headers = ("machine class", "backend", "key", "speedup", "release", "verdict", "provenance")
+    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    return 0
+
+
+def _baselines_show(args: argparse.Namespace) -> int:
+    matches = []
+    for path in list_baseline_files(args.dir):
+        stored = load_any(path)
+        matches += [(path, key, entry) for key, entry in stored.entries.items() if args.key in key]
+    if not matches:
+        raise SpecdecUsageError(
+            f"no baseline under {args.dir} has a key containing {args.key!r} — see 'specdec baselines list'"
+        )
+    for path, key, entry in matches:
+        print(f"# {path}: {key}")
+        print(dumps(entry), end="")
+    return 0
+
+
+def _baselines_diff(args: argparse.Namespace) -> int:
+    """Candidates against the accepted baselines: what accepting them would change."""
+    rows = []
+    candidates_root = args.dir / "candidates"
+    for path in list_baseline_files(candidates_root):
+        pending = load_any(path)
+        accepted = read_baseline_file(
+            args.dir / pending.machine_class / f"{pending.backend}.json", pending.machine_class, pending.backend
+        )
+        rows += _diff_rows(pending, accepted)
+    if not rows:
+        print(f"no candidates under {candidates_root}")
+        return 0
+    headers = ("machine class", "backend", "key", "accepted", "candidate", "verdicts")
+    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    return 0
+
+
+def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]:
+    rows = []
+    for key, entry in sorted(pending.entries.items()):
+        old = accepted.entries.get(key)
+        new = entry.result
+        before = f"{interval_cell(old.result.speedup)} ({old.result.release})" if old else "(none)"
+        after = f"{interval_cell(new.speedup)} ({new.release})"
+        verdicts = f"{old.result.verdict} → {new.verdict}" if old else new.verdict
+        rows.append([pending.machine_class, pending.backend, key, before, after, verdicts])
+    return rows
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_specdec.baselines import write_atomically
+
+    run = load_run(args.results)
+    text = markdown_report(run)
+    if args.md:
+        write_atomically(args.md, text)
+        print(f"wrote {args.md}")
+    if args.png:
+        from pytest_specdec.plots import forest_plot
+
+        forest_plot(list(run.comparisons), args.png, f"pytest-specdec on {run.machine_class}")
+        print(f"wrote {args.png}")
+    if not args.md and not args.png:
+        print(text, end="")
+    return 1 if run.flips else 0
+
+
+def _plot_history(args: argparse.Namespace) -> int:
+    from pytest_specdec.plots import history_plot
+
+    histories = sorted((args.dir / "history").glob("*.jsonl"))
+    if args.machine:
+        histories = [p for p in histories if p.stem == args.machine]
+    if not histories:
+        raise SpecdecUsageError(f"no history under {args.dir / 'history'} — run the benchmarks first")
+    lines = [line for path in histories for line in read_history(path)]
+    if args.backend:
+        lines = [line for line in lines if line.get("backend") == args.backend]
+    if args.match:
+        lines = [line for line in lines if args.match in str(line.get("key", ""))]
+    if not lines:
+        raise SpecdecUsageError("no history line matches the filters — loosen --backend / --match")
+    history_plot(lines, args.out, "speedup by backend release")
+    print(f"wrote {args.out} ({len(lines)} results)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``specdec`` argument parser."""
+    parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    baselines = commands.add_parser("baselines", help="inspect accepted baselines and candidates")
+    actions = baselines.add_subparsers(dest="action", required=True)
+    for name, handler, help_text in (
+        ("list", _baselines_list, "one line per accepted baseline"),
+        ("show", _baselines_show, "every field of the baselines whose key contains KEY"),
+        ("diff", _baselines_diff, "candidates against the accepted baselines"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory")
+        if name == "show":
+            action.add_argument("key", help="part of a baseline key (e.g. a node id)")
+        if name == "list":
+            action.add_argument("--machine", help="only this machine class")
+        action.set_defaults(handler=handler)
+
+    report = commands.add_parser("report", help="render a --specdec-json results file")
+    report.add_argument("results", type=Path)
+    report.add_argument("--md", type=Path, help="write Markdown here (default: print it)")
+    report.add_argument("--png", type=Path, help="write the forest plot here")
+    report.set_defaults(handler=_report)
+
+    history = commands.add_parser("plot-history", help="speedup against backend release, from the history")
+    history.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory")
+    history.add_argument("--machine", help="only this machine class")
+    history.add_argument("--backend", help="only this backend")
+    history.add_argument("--match", help="only keys containing this text (e.g. a node id)")
+    history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
+    history.set_defaults(handler=_plot_history)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``specdec`` console script."""
+    args = build_parser().parse_args(argv)
+    handler: Command = args.handler
+    try:
+        return handler(args)
+    except SpecdecUsageError as error:
+        print(f"specdec: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(f"specdec: error: {error.name} is not installed — pip install 'pytest-specdec[plot]'", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

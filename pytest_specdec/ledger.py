@@ -1,0 +1,168 @@
+"""One session's dealings with the baseline store.
+
+Every result is checked against its accepted baseline as soon as it is measured (so
+a flip fails its own test), and the session's writes wait for :meth:`finish`: once,
+at the end, all accepted entries, candidates and history lines go out together. An
+interrupted session writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.baselines import (
+    BaselineEntry,
+    BaselineStore,
+    Change,
+    baseline_key,
+    compare_with_baseline,
+    history_line,
+    now_iso,
+)
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.records import ComparisonRecord
+
+
+@dataclass(frozen=True)
+class LedgerPolicy:
+    """How results are judged against baselines and what gets written."""
+
+    update: bool = False  # --specdec-update-baselines
+    fail_on_drift: bool = False
+    alpha: float = 0.05
+    min_effect: float = 0.05
+    write: bool = True  # False: compare only (e.g. --specdec-baselines-readonly)
+
+
+@dataclass(frozen=True)
+class FinishReport:
+    """What :meth:`BaselineLedger.finish` did, line by line."""
+
+    lines: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class BaselineLedger:
+    """Checks results against the store and writes them out at the end."""
+
+    store: BaselineStore
+    policy: LedgerPolicy = LedgerPolicy()
+    machine_info: Mapping[str, Any] = field(default_factory=dict)
+    commit_info: Mapping[str, Any] = field(default_factory=dict)
+    records: list[ComparisonRecord] = field(default_factory=list)
+
+    def check(self, record: ComparisonRecord) -> ComparisonRecord:
+        """``record`` with its baseline check attached, remembered for :meth:`finish`."""
+        entry = self.store.lookup(record)
+        check = compare_with_baseline(
+            record, entry, self.store.machine_class, self.policy.alpha, self.policy.min_effect
+        )
+        checked = replace(record, check=check.as_record())
+        self.records.append(checked)
+        return checked
+
+    def failure(self, record: ComparisonRecord) -> str | None:
+        """Why the baseline comparison fails the test, if it does."""
+        check = record.check
+        if check is None or self.policy.update:
+            return None
+        if check.change == Change.FLIP.value:
+            return check.message
+        if check.change == Change.DRIFT.value and self.policy.fail_on_drift:
+            return check.message + " (--specdec-fail-on-drift)"
+        return None
+
+    def finish(
+        self, *, interrupted: bool, collected: Collection[str] | None, scopes: Sequence[str] = ("",)
+    ) -> FinishReport:
+        """Write accepted entries, candidates and history; report stale baselines.
+
+        ``collected`` is every node id of a run that collected whole folders
+        (``None`` when a subset ran, so staleness cannot be judged); ``scopes`` are
+        those folders relative to the rootdir (``""`` for the rootdir itself).
+        """
+        if not self.records and collected is None:
+            return FinishReport()
+        if interrupted:
+            return FinishReport(("interrupted: no baseline, candidate or history line was written",))
+        if not self.policy.write:
+            return FinishReport(self._stale(collected, scopes))
+        try:
+            lines = self._write()
+        except SpecdecUsageError as error:
+            return FinishReport(error=str(error))
+        except OSError as error:
+            return FinishReport(
+                error=f"cannot write under {self.store.root}: {error.strerror or error} — make it writable "
+                "or point --specdec-baselines at another folder; existing baselines were left as they were"
+            )
+        return FinishReport(tuple(lines) + self._stale(collected, scopes))
+
+    def _write(self) -> list[str]:
+        when = now_iso()
+        accepted: dict[str, dict[str, BaselineEntry]] = {}
+        candidates: dict[str, dict[str, BaselineEntry]] = {}
+        for record in self.records:
+            if record.verdict == "failed":  # lossless or engaged check failed: never a baseline
+                continue
+            entry = BaselineEntry(
+                result=replace(record, check=None),
+                provenance="measured",
+                accepted_at=when,
+                machine_info=self.machine_info,
+                commit_info=self.commit_info,
+            )
+            is_new = record.check is not None and record.check.change == Change.NEW.value
+            if self.policy.update:
+                accepted.setdefault(record.backend, {})[baseline_key(record)] = entry
+            elif is_new:
+                candidates.setdefault(record.backend, {})[baseline_key(record)] = entry
+        lines: list[str] = []
+        for backend, entries in sorted(accepted.items()):
+            path = self.store.write(backend, entries)
+            self.store.discard_candidates(backend, list(entries))
+            state = f"wrote {path}" if path else "unchanged on disk"
+            lines.append(f"accepted {len(entries)} baseline(s) for {self.store.machine_class}/{backend}: {state}")
+        for backend, entries in sorted(candidates.items()):
+            path = self.store.write(backend, entries, candidates=True)
+            shown = path or self.store.path(backend, candidates=True)
+            lines.append(
+                f"{len(entries)} result(s) without a baseline written as candidates to {shown} — "
+                "accept with --specdec-update-baselines"
+            )
+        history = [
+            history_line(r, self.store.machine_class, self.policy.update and r.verdict != "failed", when)
+            for r in self.records
+        ]
+        if history:
+            lines.append(f"history: {len(history)} line(s) appended to {self.store.append_history(history)}")
+        return lines
+
+    def _stale(self, collected: Collection[str] | None, scopes: Sequence[str]) -> tuple[str, ...]:
+        if collected is None:
+            return ()
+
+        def in_scope(nodeid: str) -> bool:
+            return any(not scope or nodeid.startswith(scope.rstrip("/") + "/") for scope in scopes)
+
+        backends = {r.backend for r in self.records}
+        stale = []
+        for backend in sorted(backends):
+            for key, entry in self.store.load(backend).entries.items():
+                nodeid = entry.result.nodeid
+                if entry.provenance == "measured" and in_scope(nodeid) and nodeid not in collected:
+                    stale.append(
+                        f"stale baseline: {key} in {self.store.path(backend)} — its test no longer exists; "
+                        "remove the entry"
+                    )
+        return tuple(stale)
+
+
+def default_root(rootdir: Path, configured: str | None) -> Path:
+    """``--specdec-baselines DIR`` relative to the rootdir, default ``baselines/``."""
+    path = Path(configured) if configured else Path("baselines")
+    return path if path.is_absolute() else rootdir / path

@@ -1,0 +1,90 @@
+"""Report files at the end of a run: Markdown, results JSON, forest plot, benchmark JSON.
+
+Every file is written atomically; a file that cannot be written is reported in one
+line and never stops the others.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from pytest_specdec.baselines import now_iso, write_atomically
+from pytest_specdec.exports import benchmark_document, results_document
+from pytest_specdec.plots import forest_plot
+from pytest_specdec.records import RunRecord, dumps, specdec_version
+from pytest_specdec.report import markdown_report
+from pytest_specdec.session import SpecdecSession
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """When the run started (ISO-8601, UTC)."""
+
+    started: str
+
+    @classmethod
+    def start(cls) -> RunClock:
+        """Now."""
+        return cls(now_iso())
+
+
+def run_record(session: SpecdecSession, clock: RunClock) -> RunRecord:
+    """The session's results as one record."""
+    ledger = session.ledger
+    return RunRecord(
+        machine_class=session.machine_class,
+        started=clock.started,
+        finished=now_iso(),
+        comparisons=tuple(session.records),
+        machine_info=dict(ledger.machine_info),
+        commit_info=dict(ledger.commit_info),
+        specdec_version=specdec_version(),
+    )
+
+
+def _pytest_benchmark_version() -> str:
+    try:
+        return metadata.version("pytest-benchmark")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def render_outputs(run: RunRecord, wanted: dict[str, Path]) -> tuple[list[Path], list[str]]:
+    """Write each wanted output (``report_md``, ``json``, ``plot``, ``benchmark_json``)."""
+    writers: dict[str, Callable[[Path], None]] = {
+        "report_md": lambda path: write_atomically(path, markdown_report(run)),
+        "json": lambda path: write_atomically(path, dumps(results_document(run))),
+        "benchmark_json": lambda path: write_atomically(
+            path, json.dumps(benchmark_document(run, _pytest_benchmark_version()), indent=2, sort_keys=True) + "\n"
+        ),
+        "plot": lambda path: _plot(run, path),
+    }
+    written: list[Path] = []
+    errors: list[str] = []
+    for key, path in wanted.items():
+        try:
+            writers[key](path)
+        except ImportError as error:
+            errors.append(f"cannot draw {path}: {error.name} is not installed — pip install 'pytest-specdec[plot]'")
+            continue
+        except OSError as error:
+            errors.append(f"cannot write {path}: {error.strerror or error} — choose a writable path")
+            continue
+        written.append(path)
+    return written, errors
+
+
+def _plot(run: RunRecord, path: Path) -> None:
+    forest_plot(list(run.comparisons), path, f"pytest-specdec on {run.machine_class}")
+
+
+def write_outputs(session: SpecdecSession, clock: RunClock, base: Path) -> tuple[list[Path], list[str]]:
+    """The outputs the settings ask for, paths relative to ``base``."""
+    wanted = {key: base / value for key, value in session.settings.outputs.items()}
+    if not wanted:
+        return [], []
+    return render_outputs(run_record(session, clock), wanted)

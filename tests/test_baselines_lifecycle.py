@@ -1,0 +1,202 @@
+"""The accept workflow end to end, in the style of pytest-regressions' lifecycle tests.
+
+Each test drives real pytest runs (pytester) on the simulated backend, whose
+release and true speedup are options, so a "new backend release" that changes the
+conclusion can be injected.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.hardware import machine_class
+
+SIM = ("--backend=simulated", "-p", "no:cacheprovider")
+MACHINE = "Test-Machine-A"
+
+
+def option(key: str, value: object) -> tuple[str, str]:
+    return ("--specdec-backend-option", f"{key}={value}")
+
+
+def claim_file(pytester: pytest.Pytester, bounds: str = "max=1.3", name: str = "test_claim") -> None:
+    pytester.makepyfile(
+        **{
+            name: "import pytest\n\n"
+            f"@pytest.mark.speedup({bounds})\n"
+            "def test_sd(specdec):\n"
+            "    specdec.compare(category='code')\n"
+        }
+    )
+
+
+def run(pytester: pytest.Pytester, *args: str, speedup: float = 1.0, release: str = "1.0") -> pytest.RunResult:
+    return pytester.runpytest(*SIM, *option("speedup", speedup), *option("release", release), *args)
+
+
+def baseline_path(pytester: pytest.Pytester, machine: str = MACHINE) -> Path:
+    return pytester.path / "baselines" / machine / "simulated.json"
+
+
+@pytest.fixture(autouse=True)
+def _machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+
+
+def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytest.Pytester) -> None:
+    claim_file(pytester)
+    first = run(pytester)
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(
+        [
+            f"*no baseline for test_claim.py::test_sd [[]code, γ=3, simulated-target + simulated-draft @*] on {MACHINE}"
+            " — accept with --specdec-update-baselines*",
+            f"*1 result(s) without a baseline written as candidates to */candidates/{MACHINE}/simulated.json*",
+        ]
+    )
+    assert not baseline_path(pytester).exists()
+    candidate = pytester.path / "baselines" / "candidates" / MACHINE / "simulated.json"
+    assert json.loads(candidate.read_text())["entries"]
+
+    accept = run(pytester, "--specdec-update-baselines")
+    accept.assert_outcomes(passed=1)
+    accept.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
+    stored = json.loads(baseline_path(pytester).read_text())
+    (entry,) = stored["entries"].values()
+    assert stored["schema_version"] == 1
+    assert entry["provenance"] == "measured"
+    assert entry["result"]["release"] == "simulated 1.0"
+    assert len(entry["result"]["samples"]) == entry["result"]["trials"] >= 6
+    assert entry["commit_info"]["id"]
+    assert entry["machine_info"]["python_version"]
+    assert not candidate.exists(), "accepted candidates are removed"
+
+    same = run(pytester)
+    same.assert_outcomes(passed=1)
+    same.stdout.fnmatch_lines(["*holds*unchanged*"])
+    newer = run(pytester, release="1.1")
+    newer.assert_outcomes(passed=1)
+    newer.stdout.fnmatch_lines(["*re-confirmed on simulated 1.1 (baseline simulated 1.0: *x [[]*])*"])
+    history = (pytester.path / "baselines" / "history" / f"{MACHINE}.jsonl").read_text().splitlines()
+    assert [json.loads(line)["accepted"] for line in history] == [False, True, False, False]
+
+
+def test_flip_with_a_new_release_fails_naming_both_releases(pytester: pytest.Pytester) -> None:
+    claim_file(pytester)
+    run(pytester, "--specdec-update-baselines", speedup=1.0).assert_outcomes(passed=1)
+    before = baseline_path(pytester).read_bytes()
+    flipped = run(pytester, speedup=1.6, release="2.0")
+    flipped.assert_outcomes(failed=1)
+    flipped.stdout.fnmatch_lines(
+        [
+            f"*CONCLUSION CHANGED on {MACHINE}: simulated 1.0 → 2.0: speedup 1.00x [[]*] → 1.6?x [[]*]; "
+            "claim max=1.3 now refuted*accept it with --specdec-update-baselines*",
+            "*refuted (FLIPPED)*flip*",
+        ]
+    )
+    assert baseline_path(pytester).read_bytes() == before, "a flip never rewrites the baseline"
+    accepted = run(pytester, "--specdec-update-baselines", speedup=1.6, release="2.0")
+    accepted.assert_outcomes(failed=1)  # the claim itself is refuted, which still fails
+    accepted.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
+    assert json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["verdict"] == "refuted"
+
+
+def test_drift_is_reported_and_fails_only_when_asked(pytester: pytest.Pytester) -> None:
+    claim_file(pytester, "min=1.1")
+    run(pytester, "--specdec-update-baselines", speedup=1.3).assert_outcomes(passed=1)
+    drifted = run(pytester, speedup=1.5)
+    drifted.assert_outcomes(passed=1, warnings=1)
+    drifted.stdout.fnmatch_lines(["*speedup drifted +1?.?% against the baseline*the conclusion is unchanged*"])
+    strict = run(pytester, "--specdec-fail-on-drift", speedup=1.5)
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(["*speedup drifted*(--specdec-fail-on-drift)*"])
+
+
+def test_baseline_of_another_machine_class_is_never_used(pytester: pytest.Pytester) -> None:
+    claim_file(pytester)
+    run(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECDEC_MACHINE_CLASS", "Test-Machine-B")
+        elsewhere = run(pytester, speedup=1.6, release="2.0")
+    elsewhere.assert_outcomes(failed=1)
+    elsewhere.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
+    elsewhere.stdout.fnmatch_lines(["*no baseline for * on Test-Machine-B*"])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"schema_version": 99, "entries": {}}', "schema_version 99 is not one this pytest-specdec"),
+        (
+            '{"schema_version": 1, "machine_class": "Test-Machine-A", "backend": "simulated", "entries": {"k": {}}}',
+            "field 'entries.k.result': field required",
+        ),
+    ],
+    ids=["corrupt", "unknown-schema", "missing-field"],
+)
+def test_bad_baseline_files_are_refused_untouched(pytester: pytest.Pytester, content: str, message: str) -> None:
+    claim_file(pytester)
+    path = baseline_path(pytester)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    result = run(pytester, "--specdec-update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {path}*{message}*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert path.read_text() == content
+    assert not (pytester.path / "baselines" / "history").exists()
+
+
+def test_unwritable_baselines_directory_is_one_error_line(pytester: pytest.Pytester) -> None:
+    claim_file(pytester)
+    (pytester.path / "blocked").write_text("a file where the baselines folder should be")
+    result = run(pytester, "--specdec-baselines=blocked/baselines")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["ERROR: cannot write under */blocked/baselines: * — make it writable*"])
+    assert (pytester.path / "blocked").read_text().startswith("a file")
+
+
+def test_interrupted_run_writes_nothing(pytester: pytest.Pytester) -> None:
+    claim_file(pytester)
+    run(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)
+    before = baseline_path(pytester).read_bytes()
+    history = pytester.path / "baselines" / "history" / f"{MACHINE}.jsonl"
+    lines_before = history.read_text()
+    pytester.makepyfile(
+        test_zz_interrupt="def test_stop():\n    raise KeyboardInterrupt\n",
+    )
+    result = pytester.runpytest_subprocess(
+        *SIM, *option("speedup", 1.6), *option("release", "2.0"), "--specdec-update-baselines"
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*interrupted: no baseline, candidate or history line was written*"])
+    assert baseline_path(pytester).read_bytes() == before
+    assert history.read_text() == lines_before
+
+
+def test_stale_baselines_are_reported_when_the_whole_suite_ran(pytester: pytest.Pytester) -> None:
+    claim_file(pytester, name="test_one")
+    claim_file(pytester, name="test_two")
+    run(pytester, "--specdec-update-baselines").assert_outcomes(passed=2)
+    (pytester.path / "test_two.py").unlink()
+    subset = run(pytester, "test_one.py")
+    subset.stdout.no_fnmatch_line("*stale baseline*")
+    whole = run(pytester)
+    whole.assert_outcomes(passed=1)
+    whole.stdout.fnmatch_lines(["*stale baseline: test_two.py::test_sd [[]code*its test no longer exists*"])
+    deselected = run(pytester, "-k", "nothing_matches_this or test_sd")
+    deselected.stdout.fnmatch_lines(["*stale baseline*"])  # nothing was deselected
+
+
+def test_current_machine_class_is_detected_without_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECDEC_MACHINE_CLASS")
+    detected = machine_class()
+    assert detected
+    assert detected != MACHINE
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Apple M1 Max 64GB")
+    assert machine_class() == "Apple-M1-Max-64GB"

@@ -1,0 +1,119 @@
+"""The ``specdec`` command and the baseline store's locking and atomic writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from pytest_specdec.baselines import BaselineEntry, BaselineStore, baseline_key
+from pytest_specdec.cli import main
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.records import dumps
+from tests.test_reports import comparison, sample_run
+
+
+def accepted_store(root: Path) -> BaselineStore:
+    store = BaselineStore(root, "Apple-M1-Max-64GB")
+    record = comparison("code", 0.94, "holds", None)
+    store.write("mlx", {baseline_key(record): BaselineEntry(record, "measured", "2026-11-01T00:00:00+00:00")})
+    return store
+
+
+def test_cli_never_imports_the_pytest_plugin() -> None:
+    code = "import sys, pytest_specdec.cli; assert 'pytest_specdec.plugin' not in sys.modules and 'pytest' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_baselines_list_show_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = accepted_store(tmp_path)
+    newer = comparison("code", 1.41, "refuted", None)
+    store.write("mlx", {baseline_key(newer): BaselineEntry(newer, "measured", "2026-11-30")}, candidates=True)
+    assert main(["baselines", "list", "--dir", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert "Apple-M1-Max-64GB" in listed
+    assert "0.94x [0.89, 0.99]" in listed
+    assert "measured" in listed
+    assert main(["baselines", "show", "--dir", str(tmp_path), "test_mlx_draft[code]"]) == 0
+    shown = capsys.readouterr().out
+    assert json.loads(shown.split("\n", 1)[1])["result"]["speedup"]["estimate"] == 0.94
+    assert main(["baselines", "diff", "--dir", str(tmp_path)]) == 0
+    assert "0.94x [0.89, 0.99] (mlx-lm 0.33.0)" in capsys.readouterr().out
+
+
+def test_report_renders_markdown_and_png_and_exits_1_on_a_flip(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    results.write_text(dumps(sample_run()))
+    md, png = tmp_path / "out.md", tmp_path / "out.png"
+    assert main(["report", str(results), "--md", str(md), "--png", str(png)]) == 1
+    assert md.read_text().startswith("# pytest-specdec verdicts")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_history_from_a_real_history_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = BaselineStore(tmp_path, "M")
+    from pytest_specdec.baselines import history_line
+
+    lines = [
+        history_line(comparison("code", s, "holds", None), "M", False, f"2026-11-0{i}")
+        for i, s in enumerate((0.9, 1.2), 1)
+    ]
+    store.append_history(lines)
+    out = tmp_path / "h.png"
+    assert main(["plot-history", "--dir", str(tmp_path), "--out", str(out)]) == 0
+    assert "2 results" in capsys.readouterr().out
+    assert out.is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "missing.json"], "missing.json: no such file"),
+        (["baselines", "show", "--dir", "nowhere", "x"], "no baseline under nowhere has a key containing 'x'"),
+        (["plot-history", "--dir", "nowhere"], "no history under nowhere/history"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err
+
+
+def test_corrupt_results_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "r.json"
+    bad.write_text('{"schema_version": 1, "comparisons": []}')
+    assert main(["report", str(bad)]) == 2
+    assert f"{bad}: field 'machine_class': field required" in capsys.readouterr().err
+
+
+def test_second_session_waits_for_the_lock_then_gives_up_clearly(tmp_path: Path) -> None:
+    store = accepted_store(tmp_path)
+    before = store.path("mlx").read_bytes()
+    waiting = BaselineStore(tmp_path, "Apple-M1-Max-64GB", lock_timeout_s=0.2)
+    with FileLock(str(tmp_path / ".specdec.lock")):
+        record = comparison("prose", 1.0, "holds", None)
+        with pytest.raises(SpecdecUsageError, match=r"is locked by another pytest-specdec session for over 0\.2 s"):
+            waiting.write("mlx", {baseline_key(record): BaselineEntry(record, "measured", "now")})
+    assert store.path("mlx").read_bytes() == before
+
+
+def test_rewriting_the_same_entries_leaves_the_file_untouched(tmp_path: Path) -> None:
+    store = accepted_store(tmp_path)
+    path = store.path("mlx")
+    stamp = path.stat().st_mtime_ns
+    entry = next(iter(store.load("mlx").entries.items()))
+    assert store.write("mlx", dict([entry])) is None
+    assert path.stat().st_mtime_ns == stamp
+    text = path.read_text()
+    assert text.endswith("}\n")
+    assert json.loads(text)["schema_version"] == 1
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert not list(tmp_path.rglob("*.tmp")), "no temporary file is left behind"
