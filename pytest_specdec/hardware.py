@@ -51,3 +51,14 @@ def _detected_machine_class() -> str:
             name = gpu[0].replace("NVIDIA", "").split("NVL")[0].split("PCIe")[0].split("SXM")[0]
             return "NVIDIA-" + _slug(name)
     return f"{system}-{platform.machine()}-cpu"
+
+
+def nvidia_gpu_summary() -> str:
+    """``NVIDIA H200 (143771 MiB)`` for the first GPU, or ``""`` without nvidia-smi."""
+    if not shutil.which("nvidia-smi"):
+        return ""
+    rows = _run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]).splitlines()
+    if not rows:
+        return ""
+    name, _, memory = rows[0].partition(",")
+    return f"{name.strip()} ({memory.strip()} MiB)" if memory.strip() else name.strip()

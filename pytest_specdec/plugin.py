@@ -16,7 +16,7 @@ from pytest_specdec.backends import backend_spec, distribution_versions, missing
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject
-from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.ledger import default_root
 from pytest_specdec.measure import Progress
@@ -34,7 +34,6 @@ MARKERS = (
     "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
     "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
 )
-BACKEND_FIXTURES = {"mlx_backend": "mlx"}
 
 
 class SpecdecInconclusiveWarning(UserWarning):
@@ -139,6 +138,11 @@ class SpecdecFixture:
         return self._session.settings.profile
 
     @property
+    def backend_name(self) -> str:
+        """The ``--backend`` choice (the backend is not loaded by asking)."""
+        return self._session.settings.backend
+
+    @property
     def backend(self) -> Backend:
         """The configured backend (loaded once per session)."""
         return self._session.backend()
@@ -167,7 +171,7 @@ class SpecdecFixture:
                 category, expect, num_draft=num_draft, max_tokens=max_tokens, baseline=baseline, treatment=treatment
             )
             result = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
-        except SpecdecUsageError as error:
+        except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
         self.result = result
         _record_properties(self._request, result)
@@ -236,6 +240,9 @@ def _pair_for(session: SpecdecSession, name: str) -> ModelPair | None:
 
 
 mlx_backend = _backend_fixture("mlx")
+llama_cpp_backend = _backend_fixture("llama-cpp")
+ollama_backend = _backend_fixture("ollama")
+mtplx_backend = _backend_fixture("mtplx")
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

@@ -124,3 +124,28 @@ def prompts_for(category: str) -> tuple[Prompt, ...]:
     if not chosen:
         raise SpecdecUsageError(f"unknown prompt category {category!r} — use one of: {', '.join(CATEGORIES)}, all")
     return chosen
+
+
+_PROBE_PASSAGES = (
+    "The ferry leaves the north pier at seven, crosses the bay in forty minutes and returns at nine.",
+    "Keep the seedlings in shade for a week, then water them every second morning until they flower.",
+    "The archive opens on weekdays from ten to four; bring an identity card and a pencil, not a pen.",
+    "Each crate holds twelve jars of plum jam, packed in straw and sealed with a strip of brown tape.",
+)
+
+
+def probe_prompts() -> tuple[tuple[Prompt, Prompt], ...]:
+    """Equal-length pairs for the engagement probe: (predictable, unpredictable).
+
+    The first asks for a verbatim copy of a passage (a drafter can guess most of the
+    answer); the second for random words unlike the same passage's words reversed
+    (nothing to guess). Both prompts of a pair have the same number of characters.
+    """
+    pairs = []
+    for index, passage in enumerate(_PROBE_PASSAGES):
+        copy = f"Copy this sentence exactly, then copy it again:\n{passage}\n"
+        scrambled = " ".join(reversed(passage.rstrip(".").split())) + "."
+        shuffle = f"Write unrelated random words, not these ones:\n{scrambled}\n"
+        shuffle = shuffle[: len(copy)].ljust(len(copy))
+        pairs.append((Prompt(f"probe-copy-{index}", "probe", copy), Prompt(f"probe-random-{index}", "probe", shuffle)))
+    return tuple(pairs)

@@ -18,6 +18,7 @@ from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rul
 from pytest_specdec.config import Settings
 from pytest_specdec.ledger import BaselineLedger, LedgerPolicy
 from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
+from pytest_specdec.probe import probe_engagement
 from pytest_specdec.prompts import prompts_for
 from pytest_specdec.records import ComparisonRecord, record_outcome
 
@@ -43,6 +44,7 @@ class SpecdecSession:
     results: list[Result] = field(default_factory=list)
     _backends: dict[tuple[str, ModelPair], Backend] = field(default_factory=dict)
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
+    _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
@@ -107,7 +109,10 @@ class SpecdecSession:
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
-        record = self.ledger.check(record_outcome(outcome, self._digest(backend)))
+        notes = list(comparison.output.near_ties)
+        if comparison.engaged is None and plan.treatment.speculative:
+            notes += self._engagement_notes(backend, plan)
+        record = self.ledger.check(record_outcome(outcome, self._digest(backend), notes))
         baseline_failure = self.ledger.failure(record)
         failure = baseline_failure or outcome.failure
         warning = outcome.warning
@@ -116,6 +121,20 @@ class SpecdecSession:
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
         return result
+
+    def _engagement_notes(self, backend: Backend, plan: ComparisonPlan) -> list[str]:
+        """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""
+        key = (backend.name, backend.pair, plan.treatment.label, plan.treatment.num_draft)
+        if key not in self._probes:
+            probe = probe_engagement(
+                backend,
+                baseline=plan.baseline,
+                treatment=plan.treatment,
+                max_tokens=plan.max_tokens,
+                confidence=plan.confidence,
+            )
+            self._probes[key] = probe.describe()
+        return [self._probes[key]]
 
     def _digest(self, backend: Backend) -> str:
         key = (backend.name, backend.pair)

@@ -52,7 +52,7 @@ def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytes
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(
         [
-            f"*no baseline for test_claim.py::test_sd [[]code, γ=3, simulated-target + simulated-draft @*] on {MACHINE}"
+            f"*no baseline for test_claim.py::test_sd [[]code, γ=3] on {MACHINE}"
             " — accept with --specdec-update-baselines*",
             f"*1 result(s) without a baseline written as candidates to */candidates/{MACHINE}/simulated.json*",
         ]

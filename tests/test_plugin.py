@@ -69,6 +69,20 @@ def test_sd_that_changes_tokens_fails_the_lossless_check(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*SD changed the output: prompt code-1 differs from plain decoding at token 16*"])
 
 
+@pytest.mark.parametrize(("margin", "passes"), [(0.01, True), (0.5, False)])
+def test_divergence_on_a_near_tie_is_noted_not_failed(pytester: pytest.Pytester, margin: float, passes: bool) -> None:
+    lossy = ("--specdec-backend-option", "lossless=false", "--specdec-backend-option", f"tie_margin={margin}")
+    result = run(pytester, "min=0.5", *lossy)
+    if passes:
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(
+            ["*prompt code-1: the arms diverged at token 16 on a near-tie (plain logit margin 0.010 ≤ 0.1)*"]
+        )
+    else:
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*SD changed the output: prompt code-1 differs from plain decoding at token 16*"])
+
+
 def test_sd_that_never_drafts_fails_the_engaged_check(pytester: pytest.Pytester) -> None:
     result = run(pytester, "min=0.5", "--specdec-backend-option", "engaged=false")
     result.assert_outcomes(failed=1)

@@ -64,6 +64,8 @@ class GenerationStats:
     server_decode_seconds: float | None = None
     server_decode_tokens: int | None = None
     server_ttft_seconds: float | None = None
+    # Tokens generated, for backends whose bursts carry text units instead of token ids.
+    generated_tokens: int | None = None
 
 
 @dataclass(frozen=True)

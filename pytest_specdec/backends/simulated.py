@@ -9,14 +9,14 @@ and how much interleaving saves over a block protocol (P3). Nothing sleeps: the
 timings are reported, not waited for.
 
 Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
-``noise``, ``drift``, ``wander``, ``acceptance``, ``lossless``, ``engaged``, ``release``, ``seed``.
+``noise``, ``drift``, ``wander``, ``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -48,6 +48,8 @@ class SimulatedBackend:
         self.wander = reader.number("wander", 0.0, low=0.0, high=1.0)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
+        # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
+        self.tie_margin = reader.number("tie_margin", -1.0, low=-1.0)
         self.engaged = reader.flag("engaged", True)
         self.release = reader.text("release", "1.0")
         self._rng = np.random.default_rng(reader.integer("seed", 0))
@@ -105,6 +107,10 @@ class SimulatedBackend:
             server_decode_tokens=count - 1,
             server_ttft_seconds=0.05,
         )
+
+    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
+        """The configured ``tie_margin`` (``None`` when unset)."""
+        return None if self.tie_margin < 0 else self.tie_margin
 
     def close(self) -> None:
         """Nothing to release."""

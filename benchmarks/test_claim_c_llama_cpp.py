@@ -1,0 +1,24 @@
+"""Seed claim c: "llama.cpp Metal MTP: overhead exceeds the benefit".
+
+The document's bound is ``speedup(max=1.0)``: SD never pays off. Measured through
+llama-cpp-python (``--backend=llama-cpp``: a draft GGUF, or prompt lookup when the
+profile has no draft, e.g. ``--specdec-profile gemma``) and through a running
+``llama-server`` with MTP (``--backend=llama-server``), which is the document's own
+setting. On other profiles than ``seed`` the verdict is for reference.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+QUOTE = "The overhead of coordinating draft and target on the same GPU exceeds the benefit."
+LLAMA_BACKENDS = ("llama-cpp", "llama-server")
+
+
+@pytest.mark.claim(id="c", source="seed: llama.cpp Metal MTP", quote=QUOTE, applies_to="seed")
+@pytest.mark.speedup(max=1.0)
+@pytest.mark.parametrize("category", ["code", "copy", "prose", "unpredictable"])
+def test_llama_cpp_sd_overhead_exceeds_benefit(specdec, category):
+    if specdec.backend_name not in LLAMA_BACKENDS:
+        pytest.skip("not measurable here: claim c is about llama.cpp — run with --backend=llama-cpp or llama-server")
+    specdec.compare(category=category)

