@@ -120,14 +120,15 @@ class StandinHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for index, chunk in enumerate(chunks):
+        for index, original in enumerate(chunks):
             if "cut" in self.server.faults and index == (cut_after or 3):
                 self.close_connection = True
                 self.wfile.flush()
                 return
+            chunk = original
             if "malformed" in self.server.faults and index == 1:
-                ending = b"\n\n" if chunk.endswith(b"\n\n") else b"\n"
-                chunk = chunk.rstrip(b"\n")[: len(chunk) // 2] + ending
+                ending = b"\n\n" if original.endswith(b"\n\n") else b"\n"
+                chunk = original.rstrip(b"\n")[: len(original) // 2] + ending
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
