@@ -101,6 +101,11 @@ PROFILES: dict[str, dict[str, ModelPair]] = {
     "embedded": DEFAULT_PAIRS,
     # A real small model from PyPI (pytest-specdec[gemma]); SD is prompt lookup (no draft).
     "gemma": {"llama-cpp": ModelPair(GEMMA_GGUF, None)},
+    # A ~1.2B synthetic target with its one-layer draft (2.5 GB in float16): for GPUs.
+    "embedded-1b": {
+        "mlx": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
+        "llama-cpp": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
+    },
 }
 
 

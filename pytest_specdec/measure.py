@@ -222,7 +222,8 @@ def check_output(pairs: Sequence[Pair], backend: object = None, plan: Comparison
         note = _near_tie(backend, plan, pair, position) if plan is not None else None
         if note is None:
             return OutputCheck(False, pair.prompt_id, position, tuple(near_ties))
-        near_ties.append(note)
+        if note not in near_ties:  # the same prompt diverges the same way every time it comes round
+            near_ties.append(note)
     return OutputCheck(True, near_ties=tuple(near_ties))
 
 

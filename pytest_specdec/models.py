@@ -90,6 +90,19 @@ EMBEDDED_MODELS: dict[str, SyntheticSpec] = {
     ),
 }
 
+# A ~1.2-billion-parameter pair for GPUs, where a 10M model would only measure launch overhead.
+_TARGET_1B = replace(
+    _TARGET,
+    name="target-1b",
+    hidden_size=2048,
+    num_layers=24,
+    intermediate_size=5632,
+    num_heads=16,
+    weak_layer_scale=0.01,
+)
+EMBEDDED_MODELS["target-1b"] = _TARGET_1B
+EMBEDDED_MODELS["draft-1b-aligned"] = replace(_TARGET_1B, name="draft-1b-aligned", num_layers=_TARGET_1B.strong_layers)
+
 DEFAULT_TARGET = EMBEDDED_PREFIX + "target"
 DEFAULT_DRAFT = EMBEDDED_PREFIX + "draft-aligned"
 

@@ -56,6 +56,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(option.ini, option.help, type=ini_type, default=None)  # type: ignore[arg-type]
 
 
+def _requested_backend(args: list[str]) -> str | None:
+    for index, arg in enumerate(args):
+        for flag in ("--backend", "--specdec-backend"):
+            if arg == flag and index + 1 < len(args):
+                return args[index + 1]
+            if arg.startswith(flag + "="):
+                return arg.partition("=")[2]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Load llama.cpp's libraries before any conftest imports numpy.
+
+    On some CUDA images, numpy's native libraries loaded before llama.cpp's CUDA
+    libraries make the first ``Llama(...)`` crash; ``llama_cpp`` loads its own
+    libraries before it imports numpy, so importing it first is safe.
+    """
+    if _requested_backend(args) in ("llama-cpp",) and missing_runtime(backend_spec("llama-cpp")) is None:
+        import llama_cpp  # noqa: F401
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Register markers, validate settings and create the session object."""
     for marker in MARKERS:

@@ -80,6 +80,22 @@ class CheckRecord:
 
 
 @dataclass(frozen=True)
+class TheoryRecord:
+    """α, c, r_v and the speedup they predict (see :mod:`pytest_specdec.theory`)."""
+
+    alpha: float
+    gamma: int
+    c: float | None
+    r_v: float | None
+    predicted: float | None
+    break_even_alpha: float | None
+    agrees: bool | None
+    cause: str
+    method: str
+    text: str
+
+
+@dataclass(frozen=True)
 class ComparisonRecord:
     """Everything one paired comparison measured and concluded."""
 
@@ -111,6 +127,8 @@ class ComparisonRecord:
     warning: str | None = None
     notes: tuple[str, ...] = ()
     check: CheckRecord | None = None
+    theory: TheoryRecord | None = None
+    scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms and other context of the verdict
 
     @property
     def log_ratios(self) -> list[float]:

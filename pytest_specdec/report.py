@@ -108,6 +108,8 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
     for r in records:
         lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
+        if r.theory is not None:
+            lines.append(f"{r.nodeid} [{r.category}]: {r.theory.text}")
         shown = r.failure or r.warning
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")

@@ -12,15 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_specdec.backends import load_backend
-from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, MeasuresStepCosts, ModelPair
 from pytest_specdec.baselines import BaselineStore
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.ledger import BaselineLedger, LedgerPolicy
-from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
+from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
 from pytest_specdec.probe import probe_engagement
 from pytest_specdec.prompts import prompts_for
-from pytest_specdec.records import ComparisonRecord, record_outcome
+from pytest_specdec.records import ComparisonRecord, TheoryRecord, record_outcome
+from pytest_specdec.theory import Costs, alpha_from_rate, explain
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class SpecdecSession:
     _backends: dict[tuple[str, ModelPair], Backend] = field(default_factory=dict)
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
     _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
+    _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
 
     @classmethod
     def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
@@ -112,7 +114,9 @@ class SpecdecSession:
         notes = list(comparison.output.near_ties)
         if comparison.engaged is None and plan.treatment.speculative:
             notes += self._engagement_notes(backend, plan)
-        record = self.ledger.check(record_outcome(outcome, self._digest(backend), notes))
+        record = record_outcome(outcome, self._digest(backend), notes)
+        record = replace(record, theory=self._theory(backend, comparison), scope=self._scope(plan))
+        record = self.ledger.check(record)
         baseline_failure = self.ledger.failure(record)
         failure = baseline_failure or outcome.failure
         warning = outcome.warning
@@ -121,6 +125,56 @@ class SpecdecSession:
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
         return result
+
+    def _scope(self, plan: ComparisonPlan) -> dict[str, str]:
+        return {
+            "profile": self.settings.profile,
+            "baseline": plan.baseline.label,
+            "treatment": plan.treatment.label,
+            "max_tokens": str(plan.max_tokens),
+        }
+
+    def _theory(self, backend: Backend, comparison: Comparison) -> TheoryRecord | None:
+        """α from accepted/drafted, c and r_v where the backend can time its steps."""
+        plan = comparison.plan
+        gamma = plan.treatment.num_draft
+        drafted = sum(p.treatment.drafted or 0 for p in comparison.pairs)
+        accepted = sum(p.treatment.accepted or 0 for p in comparison.pairs)
+        if not plan.treatment.speculative or drafted == 0 or gamma < 1:
+            return None
+        rate = accepted / drafted
+        alpha = alpha_from_rate(min(1.0, rate), gamma)
+        if not isinstance(backend, MeasuresStepCosts):
+            return TheoryRecord(
+                alpha,
+                gamma,
+                None,
+                None,
+                None,
+                None,
+                None,
+                "c and r_v are not measurable through this backend",
+                "accepted/drafted only",
+                f"α={alpha:.2f} γ={gamma} (c and r_v are not measurable through this backend)",
+            )
+        key = (backend.name, backend.pair, gamma)
+        if key not in self._costs:
+            draft_s, one_s, wide_s, method = backend.step_costs(plan.prompts[0].text, gamma)
+            self._costs[key] = Costs(c=draft_s / one_s, r_v=wide_s / one_s, target_step_s=one_s, method=method)
+        costs = self._costs[key]
+        why = explain(rate, gamma, costs, comparison.speedup)
+        return TheoryRecord(
+            why.alpha,
+            gamma,
+            why.c,
+            why.r_v,
+            why.predicted,
+            why.break_even_alpha,
+            why.agrees,
+            why.cause,
+            costs.method,
+            why.describe(),
+        )
 
     def _engagement_notes(self, backend: Backend, plan: ComparisonPlan) -> list[str]:
         """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""

@@ -123,6 +123,15 @@ class Backend(Protocol):
         ...
 
 
+@runtime_checkable
+class MeasuresStepCosts(Protocol):
+    """A backend that can time target and draft forward passes directly (for c and r_v)."""
+
+    def step_costs(self, prompt: str, num_draft: int) -> tuple[float, float, float, str]:
+        """``(draft step s, target 1-token step s, target (γ+1)-token step s, method)``."""
+        ...
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """How the registry finds and describes a backend without importing it."""

@@ -229,6 +229,27 @@ class LlamaCppBackend:
         row = self._llm.scores[len(tokens) - 1]
         return float(row[first] - row[second])
 
+    def step_costs(self, prompt: str, num_draft: int, repeats: int = 9) -> tuple[float, float, float, str]:
+        """Median times of a draft step, a 1-token and a (γ+1)-token target step after ``prompt``."""
+        tokens = self.prompt_tokens(prompt)
+        filler = (tokens * (num_draft + 2))[: num_draft + 1]
+        self._llm.draft_model = None
+        self._llm.reset()
+        self._llm.eval(tokens)
+        base = self._llm.n_tokens
+        one = _median_seconds(self._llm, base, filler[:1], repeats)
+        wide = _median_seconds(self._llm, base, filler, repeats)
+        if self.spec_mode == "draft" and self._draft_llm is not None:
+            self._draft_llm.reset()
+            self._draft_llm.eval(tokens)
+            draft = _median_seconds(self._draft_llm, self._draft_llm.n_tokens, filler[:1], repeats)
+            self._draft_llm.reset()
+            method = "llama.cpp eval() timings, median of 9"
+        else:
+            draft, method = 0.0, "llama.cpp eval() timings, median of 9; n-gram lookup counted as free"
+        self._llm.reset()
+        return draft, one, wide, method
+
     def _drafter(self, num_draft: int) -> Any:
         if self.spec_mode == "draft" and self._draft_llm is not None:
             inner = make_second_model_drafter(self._draft_llm, num_draft)
@@ -282,3 +303,16 @@ def _nvidia_gpu() -> str:
     from pytest_specdec.hardware import nvidia_gpu_summary
 
     return nvidia_gpu_summary()
+
+
+def _median_seconds(model: Llama, base: int, tokens: list[int], repeats: int) -> float:
+    import statistics
+    import time
+
+    samples = []
+    for _ in range(repeats):
+        model.n_tokens = base  # eval drops the cache past n_tokens first
+        start = time.perf_counter()
+        model.eval(tokens)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

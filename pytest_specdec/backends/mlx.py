@@ -149,6 +149,15 @@ class MlxBackend:
             return list(ids)
         return list(tokenizer.encode(prompt))
 
+    def step_costs(self, prompt: str, num_draft: int, repeats: int = 9) -> tuple[float, float, float, str]:
+        """Median times of a draft step, a 1-token and a (γ+1)-token target step after ``prompt``."""
+        tokens = self._prompt_ids(prompt)
+        filler = (tokens * (num_draft + 2))[: num_draft + 1]
+        one = _forward_seconds(self._target.model, tokens, filler[:1], repeats)
+        wide = _forward_seconds(self._target.model, tokens, filler, repeats)
+        draft = _forward_seconds(self._draft.model, tokens, filler[:1], repeats) if self._draft else 0.0
+        return draft, one, wide, "mlx forward passes on a prompt cache, median of 9"
+
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Stream one greedy generation; speculative arms pass the draft model."""
         import mlx.core as mx
@@ -180,3 +189,23 @@ class MlxBackend:
 
         self._draft = None
         mx.clear_cache()
+
+
+def _forward_seconds(model: Any, prefix: Sequence[int], tokens: Sequence[int], repeats: int) -> float:
+    """Median time of one forward pass over ``tokens`` after a cached ``prefix``."""
+    import statistics
+    import time
+
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+    cache = make_prompt_cache(model)
+    mx.eval(model(mx.array(list(prefix))[None], cache=cache))
+    batch = mx.array(list(tokens))[None]
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mx.eval(model(batch, cache=cache))
+        samples.append(time.perf_counter() - start)
+        trim_prompt_cache(cache, len(tokens))
+    return statistics.median(samples)

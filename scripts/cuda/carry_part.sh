@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Step 2 on the CUDA machine: keep one carried part of the Gemma GGUF in /tmp/gemma.
+set -euo pipefail
+cp .gemma/gemma.part"$1" /tmp/gemma/
+ls -la /tmp/gemma; tail -n 3 /tmp/build.log || true; cat /tmp/gguf.log || true
