@@ -241,7 +241,13 @@ def judge_outcome(
             outcome,
             failure=(
                 f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at token {output.position} "
-                f"(greedy speculative decoding must be lossless)"
+                f"(greedy speculative decoding must be lossless"
+                + (
+                    f"; plain logit margin {output.margin:.3f} > near-tie limit "
+                    f"{comparison.plan.near_tie_logits:g}, see --specdec-near-tie)"
+                    if output.margin is not None
+                    else ")"
+                )
             ),
         )
     if comparison.engaged is False:

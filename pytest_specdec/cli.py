@@ -20,6 +20,7 @@ from pytest_specdec.baselines import (
     read_baseline_file,
     read_history,
 )
+from pytest_specdec.config import requested_backend
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.records import dumps, load_run
 from pytest_specdec.report import interval_cell, markdown_report
@@ -137,6 +138,28 @@ def _plot_history(args: argparse.Namespace) -> int:
     return 0
 
 
+NATIVE_FIRST = {"llama-cpp": "llama_cpp"}
+
+
+def run_pytest(argv: Sequence[str]) -> int:
+    """``specdec pytest ARGS``: pytest in this process, the backend's native libraries loaded first.
+
+    On CUDA images where numpy's native libraries, once loaded, make llama.cpp's first
+    ``Llama(...)`` crash, any pytest plugin that imports numpy at start-up (jaxtyping,
+    hypothesis extensions, …) is enough to trigger it; loading ``llama_cpp`` before
+    pytest and its plugins avoids it.
+    """
+    import importlib
+    import importlib.util
+
+    module = NATIVE_FIRST.get(requested_backend(argv) or "")
+    if module is not None and importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+    import pytest
+
+    return int(pytest.main(list(argv)))
+
+
 def _standin(args: argparse.Namespace) -> int:
     from pytest_specdec.standins.__main__ import main as serve
 
@@ -177,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
     history.set_defaults(handler=_plot_history)
 
+    commands.add_parser(
+        "pytest", help="run pytest with the backend's native libraries loaded first (CUDA images: see README)"
+    )
     standin = commands.add_parser("standin", help="serve a stand-in Ollama / MTPLX / llama-server on loopback")
     standin.add_argument("kind", choices=("ollama", "mtplx", "llama-server"))
     standin.add_argument("--port", type=int, default=0)
@@ -189,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``specdec`` console script."""
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["pytest"]:
+        return run_pytest(arguments[1:])
+    args = build_parser().parse_args(arguments)
     handler: Command = args.handler
     try:
         return handler(args)

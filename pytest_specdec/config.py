@@ -18,7 +18,7 @@ per-backend model pairs::
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +66,9 @@ OPTIONS: tuple[OptionDef, ...] = (
         "precision", "float", 0.05, "without bounds, stop once the interval half-width is this fraction of the speedup"
     ),
     OptionDef("strict", "bool", False, "fail tests whose verdict is inconclusive"),
+    OptionDef(
+        "near_tie", "float", 0.1, "logit margin under which a first divergence of the arms counts as arithmetic noise"
+    ),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
     OptionDef(
         "ollama_host", "str", None, "Ollama server URL for --backend=ollama (default: $OLLAMA_HOST or 127.0.0.1:11434)"
@@ -123,6 +126,7 @@ class Settings:
     confidence: float = 0.95
     precision: float = 0.05
     strict: bool = False
+    near_tie: float = 0.1
     backend_options: Mapping[str, str] = field(default_factory=dict)
     backend_explicit: bool = False
     baselines: str = "baselines"
@@ -226,6 +230,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         confidence=float(values["confidence"]),  # type: ignore[arg-type]
         precision=float(values["precision"]),  # type: ignore[arg-type]
         strict=bool(values["strict"]),
+        near_tie=float(values["near_tie"]),  # type: ignore[arg-type]
         backend_options=backend_options,
         backend_explicit="backend" in explicit,
         baselines=str(values["baselines"]),
@@ -300,6 +305,8 @@ def validate(settings: Settings) -> None:
         )
     if settings.num_draft < 1:
         raise SpecdecUsageError(f"--specdec-num-draft {settings.num_draft} is below 1 — draft at least one token")
+    if settings.near_tie < 0.0:
+        raise SpecdecUsageError(f"--specdec-near-tie {settings.near_tie:g} is negative — use 0 to demand exact output")
     if not 0.0 <= settings.drift_min_effect < 1.0:
         raise SpecdecUsageError(
             f"--specdec-drift-min-effect {settings.drift_min_effect:g} is outside [0, 1) — use e.g. 0.05"
@@ -309,3 +316,14 @@ def validate(settings: Settings) -> None:
         raise SpecdecUsageError(f"--specdec-plot {plot!r} must name a .png file")
     if not 0.0 < settings.precision < 1.0:
         raise SpecdecUsageError(f"--specdec-precision {settings.precision:g} is outside (0, 1)")
+
+
+def requested_backend(args: Sequence[str]) -> str | None:
+    """The ``--backend`` / ``--specdec-backend`` value on a command line, before pytest parses it."""
+    for index, arg in enumerate(args):
+        for flag in ("--backend", "--specdec-backend"):
+            if arg == flag and index + 1 < len(args):
+                return args[index + 1]
+            if arg.startswith(flag + "="):
+                return arg.partition("=")[2]
+    return None

@@ -99,6 +99,7 @@ class OutputCheck:
     prompt_id: str | None = None
     position: int | None = None
     near_ties: tuple[str, ...] = ()  # tolerated divergences, one note each
+    margin: float | None = None  # the plain arm's logit margin at the failing divergence, when known
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ class ExplainsDivergence(Protocol):
         ...
 
 
-def _near_tie(backend: object, plan: ComparisonPlan, pair: Pair, position: int) -> str | None:
+def _margin(backend: object, plan: ComparisonPlan, pair: Pair, position: int) -> float | None:
     if not isinstance(backend, ExplainsDivergence):
         return None
     plain, sd = pair.baseline.token_ids, pair.treatment.token_ids
@@ -204,11 +205,13 @@ def _near_tie(backend: object, plan: ComparisonPlan, pair: Pair, position: int) 
         return None
     prompt = next(p for p in plan.prompts if p.id == pair.prompt_id)
     margin = backend.logit_margin(prompt.text, plain[:position], plain[position], sd[position])
-    if margin is None or abs(margin) > plan.near_tie_logits:
-        return None
+    return None if margin is None else abs(margin)
+
+
+def _near_tie_note(plan: ComparisonPlan, pair: Pair, position: int, margin: float) -> str:
     return (
         f"prompt {pair.prompt_id}: the arms diverged at token {position} on a near-tie "
-        f"(plain logit margin {abs(margin):.3f} ≤ {plan.near_tie_logits:g}) — batch-size-dependent arithmetic, not an SD error"
+        f"(plain logit margin {margin:.3f} ≤ {plan.near_tie_logits:g}) — batch-size-dependent arithmetic, not an SD error"
     )
 
 
@@ -219,9 +222,10 @@ def check_output(pairs: Sequence[Pair], backend: object = None, plan: Comparison
         position = _first_difference(pair.baseline.token_ids, pair.treatment.token_ids)
         if position is None:
             continue
-        note = _near_tie(backend, plan, pair, position) if plan is not None else None
-        if note is None:
-            return OutputCheck(False, pair.prompt_id, position, tuple(near_ties))
+        margin = _margin(backend, plan, pair, position) if plan is not None else None
+        if plan is None or margin is None or margin > plan.near_tie_logits:
+            return OutputCheck(False, pair.prompt_id, position, tuple(near_ties), margin)
+        note = _near_tie_note(plan, pair, position, margin)
         if note not in near_ties:  # the same prompt diverges the same way every time it comes round
             near_ties.append(note)
     return OutputCheck(True, near_ties=tuple(near_ties))

@@ -7,6 +7,7 @@ between pytest and :class:`~pytest_specdec.session.SpecdecSession`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,13 +16,13 @@ from pytest_specdec import report
 from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
-from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject
+from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.ledger import default_root
 from pytest_specdec.measure import Progress
 from pytest_specdec.outputs import RunClock, write_outputs
-from pytest_specdec.session import Result, SpecdecSession
+from pytest_specdec.session import Result, SpecdecSession, sweep_summary
 
 session_key = pytest.StashKey[SpecdecSession]()
 expectations_key = pytest.StashKey[Expectations]()
@@ -56,16 +57,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(option.ini, option.help, type=ini_type, default=None)  # type: ignore[arg-type]
 
 
-def _requested_backend(args: list[str]) -> str | None:
-    for index, arg in enumerate(args):
-        for flag in ("--backend", "--specdec-backend"):
-            if arg == flag and index + 1 < len(args):
-                return args[index + 1]
-            if arg.startswith(flag + "="):
-                return arg.partition("=")[2]
-    return None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """Load llama.cpp's libraries before any conftest imports numpy.
@@ -74,7 +65,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     libraries make the first ``Llama(...)`` crash; ``llama_cpp`` loads its own
     libraries before it imports numpy, so importing it first is safe.
     """
-    if _requested_backend(args) in ("llama-cpp",) and missing_runtime(backend_spec("llama-cpp")) is None:
+    if requested_backend(args) in ("llama-cpp",) and missing_runtime(backend_spec("llama-cpp")) is None:
         import llama_cpp  # noqa: F401
 
 
@@ -180,7 +171,47 @@ class SpecdecFixture:
         baseline: Arm | None = None,
         treatment: Arm | None = None,
     ) -> Result:
-        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline."""
+        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
+
+        ``baseline`` / ``treatment`` pair any two arms instead, e.g. flash attention off
+        vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
+        (``Arm("7b", options={"model": "qwen2.5:7b"})``).
+        """
+        result = self._measure(
+            category,
+            target=target,
+            draft=draft,
+            num_draft=num_draft,
+            max_tokens=max_tokens,
+            baseline=baseline,
+            treatment=treatment,
+        )
+        if result.failure:
+            pytest.fail(result.failure, pytrace=False)
+        if result.warning:
+            warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
+        return result
+
+    def sweep(self, num_draft: Sequence[int], category: str = "code", *, max_tokens: int | None = None) -> list[Result]:
+        """``compare`` at each γ; reports the best γ and each γ's break-even α, then fails if any γ failed."""
+        results = [self._measure(category, num_draft=gamma, max_tokens=max_tokens) for gamma in num_draft]
+        self._session.notes.append(sweep_summary(self._request.node.nodeid, category, results))
+        failures = [f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure]
+        if failures:
+            pytest.fail("; ".join(failures), pytrace=False)
+        return results
+
+    def _measure(
+        self,
+        category: str,
+        *,
+        target: str | None = None,
+        draft: str | None = None,
+        num_draft: int | None = None,
+        max_tokens: int | None = None,
+        baseline: Arm | None = None,
+        treatment: Arm | None = None,
+    ) -> Result:
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
         settings = self._session.settings
@@ -197,10 +228,6 @@ class SpecdecFixture:
             pytest.fail(str(error), pytrace=False)
         self.result = result
         _record_properties(self._request, result)
-        if result.failure:
-            pytest.fail(result.failure, pytrace=False)
-        if result.warning:
-            warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
         return result
 
 
@@ -326,7 +353,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("=", "specdec verdicts")
     if records:
         terminalreporter.write_line(report.terminal_table(records))
-    for line in report.terminal_notes(records) + finished:
+    for line in report.terminal_notes(records) + config.stash[session_key].notes + finished:
         terminalreporter.write_line(line, red=line.startswith("ERROR"))
 
 

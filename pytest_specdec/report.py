@@ -48,6 +48,13 @@ def interval_cell(interval: Interval | None, unit: str = "x") -> str:
     return f"{interval.estimate:.2f}{unit} [{interval.low:.2f}, {interval.high:.2f}]"
 
 
+def category_cell(record: ComparisonRecord) -> str:
+    """``code``, or ``code (fa-off → fa-on)`` when the arms are not plain and SD."""
+    if (record.baseline_arm, record.treatment_arm) == ("plain", "sd"):
+        return record.category
+    return f"{record.category} ({record.baseline_arm} → {record.treatment_arm})"
+
+
 def verdict_cell(record: ComparisonRecord) -> str:
     """The verdict, flagged when the baseline comparison failed the test."""
     if record.check is not None and record.check.change == "flip":
@@ -63,7 +70,7 @@ def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = F
             r.backend,
             short_model(r.target),
             short_model(r.draft),
-            r.category,
+            category_cell(r),
             f"{r.baseline_tps:.1f}",
             f"{r.treatment_tps:.1f}",
             interval_cell(r.speedup),

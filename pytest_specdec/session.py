@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pytest_specdec.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
 from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.base import Arm, Backend, MeasuresStepCosts, ModelPair
 from pytest_specdec.baselines import BaselineStore
@@ -43,7 +44,8 @@ class SpecdecSession:
     ledger: BaselineLedger
     loader: Callable[[str, ModelPair, Mapping[str, str]], Backend] = load_backend
     results: list[Result] = field(default_factory=list)
-    _backends: dict[tuple[str, ModelPair], Backend] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # run-level lines for the summary (γ sweeps)
+    _backends: dict[tuple[str, ModelPair, tuple[tuple[str, str], ...]], Backend] = field(default_factory=dict)
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
     _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
     _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
@@ -64,13 +66,29 @@ class SpecdecSession:
         """Every result's record, in the order they ran."""
         return [r.record for r in self.results]
 
-    def backend(self, pair: ModelPair | None = None, name: str | None = None) -> Backend:
-        """The backend for ``pair`` (default: the configured pair), loaded once."""
-        key = (name or self.settings.backend, pair or self.settings.pair)
+    def backend(
+        self, pair: ModelPair | None = None, name: str | None = None, extra_options: Mapping[str, str] | None = None
+    ) -> Backend:
+        """The backend for ``pair`` (default: the configured pair) and options, loaded once."""
+        backend_name = name or self.settings.backend
+        options = dict(self.settings.backend_options) if backend_name == self.settings.backend else {}
+        options.update(extra_options or {})
+        key = (backend_name, pair or self.settings.pair, tuple(sorted(options.items())))
         if key not in self._backends:
-            options = self.settings.backend_options if key[0] == self.settings.backend else {}
             self._backends[key] = self.loader(key[0], key[1], options)
         return self._backends[key]
+
+    def backend_for(self, plan: ComparisonPlan, pair: ModelPair | None) -> Backend:
+        """One backend for plain-vs-SD; a router over one backend per arm for other A/B pairs."""
+        if not needs_router(plan.baseline, plan.treatment):
+            return self.backend(pair)
+        base = pair or self.settings.pair
+        return ArmRouter(
+            {
+                arm.label: self.backend(arm_pair(base, arm), extra_options=arm_backend_options(arm))
+                for arm in (plan.baseline, plan.treatment)
+            }
+        )
 
     def plan(
         self,
@@ -95,7 +113,10 @@ class SpecdecSession:
             max_trials=settings.max_trials,
             confidence=settings.confidence,
             stop_when=stop_rule(expect) if expect.has_bounds else None,
+            # Different models (or kernels) need not produce the same text; SD must.
+            require_identical_output=not needs_router(baseline or Arm("plain"), treatment or Arm("sd")),
             precision=settings.precision,
+            near_tie_logits=settings.near_tie,
         )
 
     def compare(
@@ -107,7 +128,7 @@ class SpecdecSession:
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Result:
         """Run one comparison on the pair's backend, judge it and check its baseline."""
-        backend = self.backend(pair)
+        backend = self.backend_for(plan, pair)
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
@@ -201,3 +222,18 @@ class SpecdecSession:
         for backend in self._backends.values():
             backend.close()
         self._backends.clear()
+
+
+def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
+    """``γ sweep [code]: best γ=3 (1.52x); break-even α γ=1 0.21, γ=2 0.30 …``."""
+    best = max(results, key=lambda r: r.record.speedup.estimate)
+    evens = []
+    for result in results:
+        theory = result.record.theory
+        even = theory.break_even_alpha if theory is not None else None
+        shown = "-" if theory is None or theory.c is None else ("none" if even is None else f"{even:.2f}")
+        evens.append(f"γ={result.record.num_draft} {shown}")
+    return (
+        f"{nodeid} γ sweep [{category}]: best γ={best.record.num_draft} ({best.record.speedup.estimate:.2f}x); "
+        f"break-even α: {', '.join(evens)}"
+    )

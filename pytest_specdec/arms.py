@@ -1,0 +1,86 @@
+"""General A/B arms: any two configurations of one backend through the same protocol.
+
+Plain-vs-SD runs both arms on one loaded model. Other comparisons — flash attention
+off vs on, a 7B model vs a 30B one — need a differently loaded backend per arm. An
+arm's ``options`` say how it differs (``model``, ``draft`` and backend options such as
+``flash_attn``); :class:`ArmRouter` presents the two backends as one, sending each
+generation to its arm's backend, so pairing, timing, statistics, baselines and reports
+stay exactly the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import ClassVar
+
+from pytest_specdec.backends.base import (
+    Arm,
+    Backend,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStream,
+    ModelPair,
+)
+
+MODEL_KEYS = ("model", "draft")
+
+
+def arm_pair(pair: ModelPair, arm: Arm) -> ModelPair:
+    """The models an arm runs: its ``model`` / ``draft`` options, else the configured pair."""
+    model = arm.options.get("model")
+    draft = arm.options.get("draft")
+    if model is None:
+        return ModelPair(pair.target, str(draft) if draft is not None else pair.draft)
+    return ModelPair(str(model), str(draft) if draft is not None else None)
+
+
+def arm_backend_options(arm: Arm) -> dict[str, str]:
+    """The arm's backend options (everything but the model keys), as strings."""
+    return {
+        key: str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in arm.options.items()
+        if key not in MODEL_KEYS
+    }
+
+
+def needs_router(baseline: Arm, treatment: Arm) -> bool:
+    """Whether the arms need backends of their own (they differ in more than SD on/off)."""
+    return bool(baseline.options or treatment.options)
+
+
+class ArmRouter:
+    """Two loaded backends presented as one: each arm's generations go to its own."""
+
+    name: ClassVar[str] = "arms"
+
+    def __init__(self, backends: Mapping[str, Backend]) -> None:
+        self._backends = dict(backends)
+        first, second = list(self._backends.items())[:2]
+        self.name = first[1].name  # type: ignore[misc]
+        self._pair = ModelPair(f"{first[0]}: {first[1].pair.target}", f"{second[0]}: {second[1].pair.target}")
+
+    @property
+    def pair(self) -> ModelPair:
+        """``label: model`` of each arm."""
+        return self._pair
+
+    def fingerprint(self) -> Fingerprint:
+        """The first arm's fingerprint, with each arm's details prefixed by its label."""
+        fingerprints = {label: backend.fingerprint() for label, backend in self._backends.items()}
+        first = next(iter(fingerprints.values()))
+        details = {f"{label}.{k}": v for label, f in fingerprints.items() for k, v in f.details.items()}
+        return replace(first, details=details)
+
+    def model_digest(self) -> str:
+        """Each arm's digest, joined."""
+        return "|".join(backend.model_digest() for backend in self._backends.values())
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Run the request on its arm's backend (as that backend's own plain or SD arm)."""
+        backend = self._backends[request.arm.label]
+        arm = replace(request.arm, options={})
+        return backend.generate(replace(request, arm=arm))
+
+    def close(self) -> None:
+        """The session owns the backends and closes them."""
