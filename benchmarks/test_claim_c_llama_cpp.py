@@ -10,12 +10,12 @@ setting. On other profiles than ``seed`` the verdict is for reference.
 from __future__ import annotations
 
 import pytest
+from conftest import claim_marker_kwargs
 
-QUOTE = "The overhead of coordinating draft and target on the same GPU exceeds the benefit."
 LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 
 
-@pytest.mark.claim(id="c", source="seed: llama.cpp Metal MTP", quote=QUOTE, applies_to="seed")
+@pytest.mark.claim(**claim_marker_kwargs("c"))
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("category", ["code", "copy", "prose", "unpredictable"])
 def test_llama_cpp_sd_overhead_exceeds_benefit(specdec, category):

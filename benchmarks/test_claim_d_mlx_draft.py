@@ -7,11 +7,10 @@ verdict is for reference: that pair is built to give SD its best chance.
 from __future__ import annotations
 
 import pytest
+from conftest import claim_marker_kwargs
 
-QUOTE = "The complexity is not worth the 0.9x–1.3x speedup (at best)."
 
-
-@pytest.mark.claim(id="d", source="seed: mlx-lm Draft Model", quote=QUOTE, applies_to="seed")
+@pytest.mark.claim(**claim_marker_kwargs("d"))
 @pytest.mark.speedup(max=1.3)
 @pytest.mark.parametrize("category", ["code", "copy", "unpredictable"])
 def test_mlx_draft_model_gives_at_most_1_3x(specdec, category):

@@ -265,3 +265,44 @@ def judge_outcome(
             return replace(outcome, failure=message + " (--specdec-strict)")
         return replace(outcome, warning=message)
     return outcome
+
+
+@dataclass(frozen=True)
+class QuantityVerdict:
+    """A measured quantity (r_v, a fraction of the roofline …) judged against stated bounds."""
+
+    label: str
+    interval: Interval
+    verdict: Verdict
+    gating: bool
+    failure: str | None = None
+    warning: str | None = None
+
+    @property
+    def line(self) -> str:
+        """``r_v 1.42 [1.38, 1.47] vs max=1.2: refuted (reference)``."""
+        i = self.interval
+        shown = self.verdict.value if self.gating else f"reference: {self.verdict.value}"
+        return f"{self.label} {i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]: {shown}"
+
+
+def judge_quantity(
+    label: str, interval: Interval, bounds: SpeedupBounds, *, gating: bool, strict: bool
+) -> QuantityVerdict:
+    """Three-valued verdict of ``interval`` against ``bounds``; a failure only where it gates."""
+    verdicts = []
+    if bounds.min is not None:
+        verdicts.append(verdict_at_least(interval, bounds.min))
+    if bounds.max is not None:
+        verdicts.append(verdict_at_most(interval, bounds.max))
+    verdict = combine(verdicts)
+    shown = f"{label} {interval.estimate:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+    result = QuantityVerdict(label, interval, verdict, gating)
+    if not gating:
+        return result
+    if verdict is Verdict.REFUTED:
+        return replace(result, failure=f"{shown} is outside the claimed {bounds.describe()}")
+    if verdict is Verdict.INCONCLUSIVE:
+        message = f"inconclusive: {shown} vs claimed {bounds.describe()}"
+        return replace(result, failure=message + " (--specdec-strict)") if strict else replace(result, warning=message)
+    return result

@@ -104,6 +104,14 @@ PROFILES: dict[str, dict[str, ModelPair]] = {
     "embedded": DEFAULT_PAIRS,
     # A real small model from PyPI (pytest-specdec[gemma]); SD is prompt lookup (no draft).
     "gemma": {"llama-cpp": ModelPair(GEMMA_GGUF, None)},
+    # The document's own models (for the Mac runner; nothing here downloads them).
+    "seed": {
+        "mlx": ModelPair("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-0.5B-Instruct-4bit"),
+        "ollama": ModelPair("qwen3-coder:30b", None),
+        "llama-cpp": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
+        "llama-server": ModelPair("server-model", None),
+        "mtplx": ModelPair("server-model", None),
+    },
     # A ~1.2B synthetic target with its one-layer draft (2.5 GB in float16): for GPUs.
     "embedded-1b": {
         "mlx": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),

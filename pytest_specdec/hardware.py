@@ -12,6 +12,7 @@ import platform
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from functools import cache
 
 
@@ -112,3 +113,131 @@ def peak_bandwidth_gbs(chip: str, gpu_cores: int | None = None) -> float | None:
                 return BANDWIDTH_BY_GPU_CORES[(name, gpu_cores)]
             return PEAK_BANDWIDTH_GBS[name]
     return None
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    """The numbers the roofline and memory-fit checks need, each with where it came from."""
+
+    chip: str
+    memory_bytes: float
+    bandwidth_gbs: float | None
+    bandwidth_source: str  # "spec table", "measured", "unknown"
+    usable_bytes: float
+    usable_source: str
+    gpu_cores: int | None = None
+
+
+def _sysctl(name: str) -> str:
+    return _run(["sysctl", "-n", name])
+
+
+def _gpu_cores_mac() -> int | None:
+    match = re.search(r'"gpu-core-count"\s*=\s*(\d+)', _run(["ioreg", "-rc", "AGXAccelerator"]))
+    return int(match.group(1)) if match else None
+
+
+def _mac_profile() -> MachineProfile:
+    chip = _sysctl("machdep.cpu.brand_string") or platform.machine()
+    memory = float(_sysctl("hw.memsize") or 0)
+    cores = _gpu_cores_mac()
+    wired = _sysctl("iogpu.wired_limit_mb")
+    if wired.isdigit() and int(wired) > 0:
+        usable, source = float(int(wired) * 2**20), "iogpu.wired_limit_mb"
+    else:
+        usable, source = 0.75 * memory, "about 75 % of RAM (macOS default GPU working set)"
+    bandwidth = peak_bandwidth_gbs(chip, cores)
+    return MachineProfile(chip, memory, bandwidth, "spec table" if bandwidth else "unknown", usable, source, cores)
+
+
+def _meminfo(key: str) -> float:
+    try:
+        text = open("/proc/meminfo", encoding="ascii").read()  # noqa: SIM115 - tiny procfs file
+    except OSError:
+        return 0.0
+    match = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
+    return float(match.group(1)) * 1024 if match else 0.0
+
+
+def measured_bandwidth_gbs(size_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Copy bandwidth of this machine's RAM (bytes read + written per second), best of ``repeats``."""
+    import time
+
+    import numpy as np
+
+    source = np.ones(size_bytes // 8, dtype=np.float64)
+    target = np.empty_like(source)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.nbytes / best / 1e9
+
+
+@cache
+def machine_profile() -> MachineProfile:
+    """This machine: chip, memory, peak (or measured) bandwidth, usable working set."""
+    if platform.system() == "Darwin":
+        return _mac_profile()
+    gpu = nvidia_gpu_summary()
+    if gpu:
+        name = gpu.split(" (")[0]
+        free = _run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"]).splitlines()
+        usable = float(free[0]) * 2**20 if free and free[0].strip().isdigit() else 0.0
+        bandwidth = peak_bandwidth_gbs(name)
+        return MachineProfile(
+            name, usable, bandwidth, "spec table" if bandwidth else "unknown", usable, "free GPU memory"
+        )
+    chip = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):  # noqa: SIM115 - procfs
+            if line.startswith("model name"):
+                chip = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return MachineProfile(
+        chip, _meminfo("MemTotal"), measured_bandwidth_gbs(), "measured", _meminfo("MemAvailable"), "MemAvailable"
+    )
+
+
+@dataclass(frozen=True)
+class EnvironmentFitness:
+    """Whether this machine is fit to measure now (macOS: power, Low Power Mode, heat)."""
+
+    fit: bool
+    reason: str
+    details: dict[str, str]
+
+
+def parse_pmset(battery: str, settings: str, thermal: str) -> EnvironmentFitness:
+    """Judge ``pmset -g batt``, ``pmset -g`` and ``pmset -g therm`` output."""
+    details: dict[str, str] = {}
+    source = re.search(r"Now drawing from '([^']+)'", battery)
+    details["power_source"] = source.group(1) if source else "unknown"
+    low_power = re.search(r"^\s*lowpowermode\s+(\d)", settings, re.M)
+    details["low_power_mode"] = "on" if low_power and low_power.group(1) == "1" else "off"
+    limit = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", thermal)
+    details["cpu_speed_limit"] = limit.group(1) if limit else "100"
+    warning = re.search(r"thermal warning level[^\n]*?(\d+)", thermal, re.I)
+    if "No thermal warning level has been recorded" in thermal or warning is None:
+        details["thermal_warning"] = "none"
+    else:
+        details["thermal_warning"] = warning.group(1)
+    if details["power_source"] == "Battery Power":
+        return EnvironmentFitness(False, "on battery power — plug the Mac in", details)
+    if details["low_power_mode"] == "on":
+        return EnvironmentFitness(False, "Low Power Mode is on — turn it off (pmset -a lowpowermode 0)", details)
+    if int(details["cpu_speed_limit"]) < 100 or details["thermal_warning"] not in ("none", "0"):
+        return EnvironmentFitness(
+            False, f"under thermal pressure (CPU speed limit {details['cpu_speed_limit']} %)", details
+        )
+    return EnvironmentFitness(True, "fit", details)
+
+
+def environment_fitness() -> EnvironmentFitness:
+    """On macOS, read pmset; elsewhere there is nothing to refuse."""
+    if platform.system() != "Darwin" or not shutil.which("pmset"):
+        return EnvironmentFitness(True, "fit", {})
+    return parse_pmset(_run(["pmset", "-g", "batt"]), _run(["pmset", "-g"]), _run(["pmset", "-g", "therm"]))

@@ -15,14 +15,23 @@ import pytest
 from pytest_specdec import report
 from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
+from pytest_specdec.claims import (
+    Expectations,
+    QuantityVerdict,
+    SpeedupBounds,
+    judge_quantity,
+    parse_acceptance,
+    parse_claim,
+    parse_speedup,
+)
 from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
-from pytest_specdec.hardware import machine_class
+from pytest_specdec.hardware import MachineProfile, machine_class, machine_profile
 from pytest_specdec.ledger import default_root
 from pytest_specdec.measure import Progress
 from pytest_specdec.outputs import RunClock, write_outputs
 from pytest_specdec.session import Result, SpecdecSession, sweep_summary
+from pytest_specdec.stats import Interval
 
 session_key = pytest.StashKey[SpecdecSession]()
 expectations_key = pytest.StashKey[Expectations]()
@@ -192,14 +201,60 @@ class SpecdecFixture:
             warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
         return result
 
-    def sweep(self, num_draft: Sequence[int], category: str = "code", *, max_tokens: int | None = None) -> list[Result]:
+    def sweep(
+        self,
+        num_draft: Sequence[int],
+        category: str = "code",
+        *,
+        max_tokens: int | None = None,
+        max_trials: int | None = None,
+    ) -> list[Result]:
         """``compare`` at each γ; reports the best γ and each γ's break-even α, then fails if any γ failed."""
-        results = [self._measure(category, num_draft=gamma, max_tokens=max_tokens) for gamma in num_draft]
+        results = [
+            self._measure(category, num_draft=gamma, max_tokens=max_tokens, max_trials=max_trials)
+            for gamma in num_draft
+        ]
         self._session.notes.append(sweep_summary(self._request.node.nodeid, category, results))
         failures = [f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure]
         if failures:
             pytest.fail("; ".join(failures), pytrace=False)
         return results
+
+    @property
+    def machine(self) -> MachineProfile:
+        """This machine's chip, memory, bandwidth and usable working set."""
+        return machine_profile()
+
+    @property
+    def gating(self) -> bool:
+        """Whether this test's claim gates under the current profile (else its verdicts are reference)."""
+        expect = self._request.node.stash.get(expectations_key, Expectations())
+        return expect.claim.gates(self.profile) if expect.claim else True
+
+    def note(self, text: str) -> None:
+        """A line for the run's summary, prefixed with this test's id."""
+        self._session.notes.append(f"{self._request.node.nodeid}: {text}")
+
+    def verify_cost(self, num_draft: int = 3, rounds: int = 8) -> Interval:
+        """r_v for γ = ``num_draft`` on the configured backend, with a simultaneous interval."""
+        try:
+            return self._session.verify_cost(num_draft, rounds)
+        except (SpecdecUsageError, BackendRuntimeError) as error:
+            pytest.skip(f"not measurable here: {error}")
+
+    def judge(
+        self, label: str, interval: Interval, *, min: float | None = None, max: float | None = None
+    ) -> QuantityVerdict:
+        """Judge a measured quantity against the claim's bounds: fail, warn or note, like ``compare``."""
+        verdict = judge_quantity(
+            label, interval, SpeedupBounds(min, max), gating=self.gating, strict=self._session.settings.strict
+        )
+        self.note(verdict.line)
+        if verdict.failure:
+            pytest.fail(verdict.failure, pytrace=False)
+        if verdict.warning:
+            warnings.warn(SpecdecInconclusiveWarning(verdict.warning), stacklevel=2)
+        return verdict
 
     def _measure(
         self,
@@ -211,6 +266,7 @@ class SpecdecFixture:
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
+        max_trials: int | None = None,
     ) -> Result:
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
@@ -221,7 +277,13 @@ class SpecdecFixture:
         reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
         try:
             plan = self._session.plan(
-                category, expect, num_draft=num_draft, max_tokens=max_tokens, baseline=baseline, treatment=treatment
+                category,
+                expect,
+                num_draft=num_draft,
+                max_tokens=max_tokens,
+                baseline=baseline,
+                treatment=treatment,
+                max_trials=max_trials,
             )
             result = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
         except (SpecdecUsageError, BackendRuntimeError) as error:

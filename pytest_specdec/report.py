@@ -113,6 +113,7 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
     ]
     if any(models.is_embedded(r.target) for r in records):
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
+    new = [r for r in records if r.check is not None and r.check.change == "new"]
     for r in records:
         lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
         if r.theory is not None:
@@ -120,7 +121,7 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         shown = r.failure or r.warning
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
-        if r.check is not None and r.check.change in {"re-confirmed", "new"}:
+        if r.check is not None and (r.check.change == "re-confirmed" or (r.check.change == "new" and len(new) <= 3)):
             lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
     return lines
 

@@ -7,21 +7,26 @@ pytest.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_specdec.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
 from pytest_specdec.backends import load_backend
-from pytest_specdec.backends.base import Arm, Backend, MeasuresStepCosts, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, MeasuresStepCosts, ModelPair
 from pytest_specdec.baselines import BaselineStore
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rule
 from pytest_specdec.config import Settings
+from pytest_specdec.errors import BackendRuntimeError
+from pytest_specdec.hardware import machine_profile
 from pytest_specdec.ledger import BaselineLedger, LedgerPolicy
 from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
 from pytest_specdec.probe import probe_engagement
 from pytest_specdec.prompts import prompts_for
 from pytest_specdec.records import ComparisonRecord, TheoryRecord, record_outcome
+from pytest_specdec.roofline import roofline_tps
+from pytest_specdec.stats import Interval, speedup_interval
 from pytest_specdec.theory import Costs, alpha_from_rate, explain
 
 
@@ -49,6 +54,7 @@ class SpecdecSession:
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
     _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
     _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
+    _roofline_shown: set[tuple[str, ModelPair]] = field(default_factory=set)
 
     @classmethod
     def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
@@ -99,6 +105,7 @@ class SpecdecSession:
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
+        max_trials: int | None = None,
     ) -> ComparisonPlan:
         """A plain-vs-SD plan from the settings, unless other arms are given."""
         settings = self.settings
@@ -110,7 +117,7 @@ class SpecdecSession:
             treatment=treatment or Arm("sd", speculative=True, num_draft=gamma),
             max_tokens=max_tokens or settings.max_tokens,
             min_trials=settings.min_trials,
-            max_trials=settings.max_trials,
+            max_trials=max(settings.min_trials, min(max_trials or settings.max_trials, settings.max_trials)),
             confidence=settings.confidence,
             stop_when=stop_rule(expect) if expect.has_bounds else None,
             # Different models (or kernels) need not produce the same text; SD must.
@@ -133,6 +140,10 @@ class SpecdecSession:
         settings = replace(self.settings, pair=backend.pair)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
         notes = list(comparison.output.near_ties)
+        if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
+            roofline = self.roofline_note(backend, comparison.arm_tps("baseline"))
+            self._roofline_shown.add((backend.name, backend.pair))
+            notes += [roofline] if roofline else []
         if comparison.engaged is None and plan.treatment.speculative:
             notes += self._engagement_notes(backend, plan)
         record = record_outcome(outcome, self._digest(backend), notes)
@@ -146,6 +157,33 @@ class SpecdecSession:
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
         return result
+
+    def verify_cost(self, num_draft: int, rounds: int = 8) -> Interval:
+        """r_v = target time for γ+1 tokens ÷ for 1 token, as a paired interval over ``rounds``."""
+        backend = self.backend()
+        if not isinstance(backend, MeasuresStepCosts):
+            raise BackendRuntimeError(
+                f"backend {backend.name!r} cannot time its forward passes, so r_v is not measurable"
+            )
+        prompts = prompts_for("prose")
+        logs = []
+        for index in range(rounds):
+            _, one, wide, _ = backend.step_costs(prompts[index % len(prompts)].text, num_draft)
+            logs.append(math.log(wide / one))
+        return speedup_interval(logs, self.settings.confidence)
+
+    def roofline_note(self, backend: Backend, plain_tps: float) -> str | None:
+        """The plain arm as a fraction of this machine's bandwidth roofline, when the weights' size is known."""
+        if not isinstance(backend, KnowsWeightBytes):
+            return None
+        machine = machine_profile()
+        if not machine.bandwidth_gbs:
+            return None
+        ceiling = roofline_tps(machine.bandwidth_gbs, backend.weight_bytes())
+        return (
+            f"plain arm at {plain_tps / ceiling:.2f} of its roofline ({ceiling:.0f} tok/s from "
+            f"{backend.weight_bytes() / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
+        )
 
     def _scope(self, plan: ComparisonPlan) -> dict[str, str]:
         return {

@@ -132,6 +132,15 @@ class MeasuresStepCosts(Protocol):
         ...
 
 
+@runtime_checkable
+class KnowsWeightBytes(Protocol):
+    """A backend that knows how many bytes of weights its target reads per token."""
+
+    def weight_bytes(self) -> int:
+        """Size of the target's weight files."""
+        ...
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """How the registry finds and describes a backend without importing it."""

@@ -197,6 +197,10 @@ class LlamaCppBackend:
             },
         )
 
+    def weight_bytes(self) -> int:
+        """The target GGUF's size (dense weights are all read per token)."""
+        return self._target_path.stat().st_size
+
     def model_digest(self) -> str:
         """Digest of the GGUF file(s)."""
         parts = [files_digest([self._target_path])]

@@ -135,6 +135,10 @@ class MlxBackend:
             details={k: v for k, v in details.items() if v},
         )
 
+    def weight_bytes(self) -> int:
+        """The target's safetensors size."""
+        return sum(p.stat().st_size for p in self._target.path.glob("*.safetensors"))
+
     def model_digest(self) -> str:
         """Digest of the target's (and draft's) files."""
         parts = [model_dir_digest(self._target.path)]

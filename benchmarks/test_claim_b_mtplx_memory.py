@@ -1,0 +1,35 @@
+"""Seed claim b: MTPLX with a separate draft: 30B bf16 (~60 GB) + 7B draft (~14 GB) exceeds 64 GB.
+
+Checked three ways: the document's arithmetic against an M1 Max 64 GB working set; the
+same pair against this machine; and, against a running ``mtplx serve``, what drafts
+(MTPLX reports its drafter — the target's own MTP heads, not a separate model).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import claim_marker_kwargs
+
+from pytest_specdec.roofline import memory_fit
+from pytest_specdec.seed_claims import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
+
+CONTEXT = 8192
+
+
+@pytest.mark.claim(**claim_marker_kwargs("b"))
+def test_document_pair_does_not_fit_an_m1_max(specdec):
+    fit = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, SEED_USABLE_BYTES)
+    specdec.note(f"M1 Max 64 GB: {fit.describe()}")
+    here = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, specdec.machine.usable_bytes)
+    specdec.note(f"this machine ({specdec.machine.usable_source}): {here.describe()}")
+    assert not fit.fits, "the document's arithmetic: 74 GB cannot fit a 64 GB Mac's working set"
+
+
+@pytest.mark.claim(**claim_marker_kwargs("b"))
+def test_mtplx_drafts_with_a_separate_model(specdec):
+    if specdec.backend_name != "mtplx":
+        pytest.skip("not measurable here: what MTPLX drafts with needs a running server — run with --backend=mtplx")
+    drafter = specdec.backend.fingerprint().details.get("drafter", "unknown")
+    specdec.note(f"MTPLX reports its drafter: {drafter}")
+    if "own MTP head" in drafter and specdec.gating:
+        pytest.fail(f"premise refuted: MTPLX drafts with {drafter}, not a separate draft model", pytrace=False)
