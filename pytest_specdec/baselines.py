@@ -201,7 +201,20 @@ class BaselineStore:
     def lookup(self, record: ComparisonRecord) -> BaselineEntry | None:
         """The entry for ``record``'s key, or a published one for any digest."""
         entries = self.load(record.backend).entries
-        return entries.get(baseline_key(record)) or entries.get(baseline_key(record, PUBLISHED_DIGEST))
+        exact = entries.get(baseline_key(record)) or entries.get(baseline_key(record, PUBLISHED_DIGEST))
+        if exact is not None:
+            return exact
+        # Published figures speak about the document's setting, whatever models a server reports.
+        return next(
+            (
+                entry
+                for entry in entries.values()
+                if entry.provenance == "published"
+                and (entry.result.nodeid, entry.result.category, entry.result.num_draft)
+                == (record.nodeid, record.category, record.num_draft)
+            ),
+            None,
+        )
 
     def write(self, backend: str, entries: Mapping[str, BaselineEntry], *, candidates: bool = False) -> Path | None:
         """Merge ``entries`` into a file under the lock; ``None`` when nothing changed."""
@@ -318,6 +331,8 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
         "versions": dict(record.versions),
         "key": baseline_key(record),
         "nodeid": record.nodeid,
+        "claim_id": record.claim_id,
+        "profile": record.profile,
         "category": record.category,
         "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence, "n": s.n},
         "baseline_tps": record.baseline_tps,

@@ -160,6 +160,31 @@ def run_pytest(argv: Sequence[str]) -> int:
     return int(pytest.main(list(argv)))
 
 
+def _claims(args: argparse.Namespace) -> int:
+    """Every claim of the document, its bounds, what research found, and its latest verdict here."""
+    from pytest_specdec.seed_claims import CLAIMS
+
+    latest: dict[str, dict[str, object]] = {}
+    for path in sorted((args.dir / "history").glob("*.jsonl")):
+        for line in read_history(path):
+            claim = line.get("claim_id")
+            if isinstance(claim, str) and str(line.get("time", "")) >= str(latest.get(claim, {}).get("time", "")):
+                latest[claim] = line
+    rows = []
+    for claim in CLAIMS.values():
+        seen = latest.get(claim.id)
+        verdict = (
+            f"{seen['verdict']} ({seen.get('profile', '?')}, {seen['machine_class']}, {str(seen['time'])[:10]})"
+            if seen
+            else "not measured yet"
+        )
+        rows.append([claim.id, claim.section, claim.quote, claim.bounds, claim.research, verdict])
+    headers = ("id", "section", "quote", "bounds", "research", "latest verdict")
+    widths = [None, 18, 40, 24, 30, None]
+    print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple", maxcolwidths=widths))
+    return 0
+
+
 def _standin(args: argparse.Namespace) -> int:
     from pytest_specdec.standins.__main__ import main as serve
 
@@ -200,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
     history.set_defaults(handler=_plot_history)
 
+    claims = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")
+    claims.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
+    claims.add_argument("--markdown", action="store_true", help="a Markdown table")
+    claims.set_defaults(handler=_claims)
     commands.add_parser(
         "pytest", help="run pytest with the backend's native libraries loaded first (CUDA images: see README)"
     )

@@ -26,7 +26,7 @@ from pytest_specdec.claims import (
 )
 from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
-from pytest_specdec.hardware import MachineProfile, machine_class, machine_profile
+from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_class, machine_profile
 from pytest_specdec.ledger import default_root
 from pytest_specdec.measure import Progress
 from pytest_specdec.outputs import RunClock, write_outputs
@@ -110,8 +110,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = session.settings
     spec = backend_spec(settings.backend)
     versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
+    fitness = environment_fitness()
+    power = ", ".join(f"{k}={v}" for k, v in fitness.details.items())
     return [
-        f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}",
+        f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
+        + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
         f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
         f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
     ]
@@ -268,6 +271,9 @@ class SpecdecFixture:
         treatment: Arm | None = None,
         max_trials: int | None = None,
     ) -> Result:
+        fitness = environment_fitness()
+        if not fitness.fit:
+            pytest.skip(f"environment not fit to measure: {fitness.reason}")
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
         settings = self._session.settings

@@ -112,8 +112,8 @@ class ComparisonRecord:
     num_draft: int
     baseline_arm: str
     treatment_arm: str
-    baseline_tps: float
-    treatment_tps: float
+    baseline_tps: float | None  # None: a published figure without rates
+    treatment_tps: float | None
     speedup: Interval
     acceptance: Interval | None
     trials: int
