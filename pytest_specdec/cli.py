@@ -7,6 +7,8 @@ exits with status 2.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -185,6 +187,47 @@ def _claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate(args: argparse.Namespace) -> int:
+    from pytest_specdec import gate
+
+    extra = [a for a in args.pytest_args if a != "--"]
+    if args.step == "measure":
+        leg = gate.measure(args.backend, args.out, args.python, extra)
+        (args.out / "status.json").write_text(json.dumps(leg.__dict__) + "\n", encoding="utf-8")
+        print(f"specdec gate: {args.backend}: {leg.reason}")
+        return 0
+    status = (
+        json.loads((args.out / "status.json").read_text(encoding="utf-8"))
+        if (args.out / "status.json").is_file()
+        else {}
+    )
+    if not status.get("measurable", False):
+        print(f"specdec gate: {args.backend}: {status.get('reason', 'nothing was measured')} — nothing to {args.step}")
+        return 0
+    results = args.out / "results.json"
+    if args.step == "confirm":
+        confirmed = gate.confirm(results, args.out / "confirm", args.python, extra)
+        print(f"specdec gate: {len(confirmed)} flipped conclusion(s) confirmed by a re-run")
+        return 0
+    run = load_run(results)
+    if args.step == "notify":
+        url = os.environ.get("SPECDEC_WEBHOOK_URL", "")
+        print(gate.notify(run, url) if url else "specdec gate: no SPECDEC_WEBHOOK_URL — nothing sent")
+        return 0
+    listed = json.loads((args.out / "confirm" / "confirmed.json").read_text(encoding="utf-8"))
+    keys = {(item["nodeid"], item["category"]) for item in listed}
+    confirmed = [r for r in run.flips if (r.nodeid, r.category) in keys]
+    for line in gate.alert(run, confirmed, args.gh, gate.run_url()):
+        print(f"specdec gate: {line}")
+    flips = len(run.flips)
+    if confirmed:
+        print(f"specdec gate: FAIL — {len(confirmed)} conclusion(s) changed and were confirmed")
+        return 1
+    if flips:
+        print(f"specdec gate: {flips} flip(s) did not repeat on the re-run — no issue opened")
+    return 0
+
+
 def _standin(args: argparse.Namespace) -> int:
     from pytest_specdec.standins.__main__ import main as serve
 
@@ -225,6 +268,14 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
     history.set_defaults(handler=_plot_history)
 
+    gate_parser = commands.add_parser("gate", help="steps of the CI gate (see .github/workflows/specdec-gate.yml)")
+    gate_parser.add_argument("step", choices=("measure", "confirm", "alert", "notify"))
+    gate_parser.add_argument("--backend", required=True)
+    gate_parser.add_argument("--out", type=Path, required=True, help="folder for this backend's reports")
+    gate_parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
+    gate_parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
+    gate_parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
+    gate_parser.set_defaults(handler=_gate)
     claims = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")
     claims.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
     claims.add_argument("--markdown", action="store_true", help="a Markdown table")
