@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -190,7 +191,7 @@ def _claims(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from pytest_specdec import gate
 
-    extra = [a for a in args.pytest_args if a != "--"]
+    extra = shlex.split(args.pytest_args)
     if args.step == "measure":
         leg = gate.measure(args.backend, args.out, args.python, extra)
         (args.out / "status.json").write_text(json.dumps(leg.__dict__) + "\n", encoding="utf-8")
@@ -274,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate_parser.add_argument("--out", type=Path, required=True, help="folder for this backend's reports")
     gate_parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
     gate_parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
-    gate_parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then extra pytest arguments")
+    gate_parser.add_argument(
+        "--pytest-args", default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""), help="extra pytest arguments, one string"
+    )
     gate_parser.set_defaults(handler=_gate)
     claims = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")
     claims.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")

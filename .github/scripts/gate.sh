@@ -7,7 +7,6 @@ set -euo pipefail
 step="$1"
 venv=".gate-venv"
 python="${SPECDEC_GATE_PYTHON:-$venv/bin/python}"
-read -r -a extra <<< "${SPECDEC_GATE_PYTEST_ARGS:-}"
 mkdir -p "$OUT"
 
 case "$step" in
@@ -28,14 +27,14 @@ case "$step" in
     cat "$OUT/versions.diff"
     ;;
   measure)
-    "$python" -m pytest_specdec.cli gate measure --backend "$BACKEND" --out "$OUT" --python "$python" -- "${extra[@]}"
+    "$python" -m pytest_specdec.cli gate measure --backend "$BACKEND" --out "$OUT" --python "$python"
     ;;
   summary)
     if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$OUT/report.md" ]; then cat "$OUT/report.md" >> "$GITHUB_STEP_SUMMARY"; fi
     ;;
   confirm | alert | notify)
     "$python" -m pytest_specdec.cli gate "$step" --backend "$BACKEND" --out "$OUT" --python "$python" \
-      --gh "${SPECDEC_GH:-gh}" -- "${extra[@]}"
+      --gh "${SPECDEC_GH:-gh}"
     ;;
   *)
     echo "gate.sh: unknown step '$step' (setup, upgrade, measure, summary, confirm, alert, notify)" >&2
