@@ -23,6 +23,8 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 test: lint
 	$(PY) -m pytest
