@@ -12,6 +12,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tabulate import tabulate
@@ -106,7 +107,8 @@ def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]
 def _report(args: argparse.Namespace) -> int:
     from pytest_specdec.baselines import write_atomically
 
-    run = load_run(args.results)
+    runs = [load_run(path) for path in args.results]
+    run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
     text = markdown_report(run)
     if args.md:
         write_atomically(args.md, text)
@@ -256,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         action.set_defaults(handler=handler)
 
     report = commands.add_parser("report", help="render a --specdec-json results file")
-    report.add_argument("results", type=Path)
+    report.add_argument("results", type=Path, nargs="+", help="one or more --specdec-json files (same machine)")
     report.add_argument("--md", type=Path, help="write Markdown here (default: print it)")
     report.add_argument("--png", type=Path, help="write the forest plot here")
     report.set_defaults(handler=_report)
@@ -276,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate_parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
     gate_parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
     gate_parser.add_argument(
-        "--pytest-args", default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""), help="extra pytest arguments, one string"
+        "--pytest-args",
+        default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""),
+        help="extra pytest arguments, one string",
     )
     gate_parser.set_defaults(handler=_gate)
     claims = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")

@@ -44,11 +44,17 @@ def _save(figure: Any, path: Path, drawn: object) -> Path:
     return path
 
 
+def row_label(record: ComparisonRecord) -> str:
+    """``gemma-3-270m-q4_k_m.gguf · copy · γ=3``: model, category and γ, short enough for an axis."""
+    model = record.target.rstrip("/").rsplit("/", 1)[-1].removeprefix("embedded:")
+    return f"{model[:28]} · {record.category} · γ={record.num_draft}"
+
+
 def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> Path:
     """Speedup with interval per comparison; bounds drawn; colour by verdict."""
     plt = _pyplot()
     height = 1.2 + 0.45 * max(1, len(records))
-    figure, axes = plt.subplots(figsize=(8, height))
+    figure, axes = plt.subplots(figsize=(10, height))
     drawn = []
     for row, record in enumerate(reversed(records)):
         s = record.speedup
@@ -69,7 +75,7 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 "verdict": record.verdict,
             }
         )
-    labels = [f"{r.nodeid.rsplit('::', 1)[-1]} [{r.category}]" for r in reversed(records)]
+    labels = [row_label(r) for r in reversed(records)]
     axes.set_yticks(range(len(records)), labels)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
     axes.set_xscale("log")
