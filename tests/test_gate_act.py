@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 ACT = shutil.which("act") or str(Path(sys.executable).with_name("act"))
 MACHINE = "Act-Runner"
-BUDGET = "-k 'claim_d and code' --specdec-min-trials=4 --specdec-max-trials=4 --specdec-max-tokens=16"
+BUDGET = "-k 'claim_d and code' --specdec-min-trials=6 --specdec-max-trials=6 --specdec-max-tokens=24"
 STANDIN = REPO / "tests" / "act"
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
 UPLOAD = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02"

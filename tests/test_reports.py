@@ -103,7 +103,7 @@ def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path) -> None:
     path = forest_plot(list(run.comparisons), tmp_path / "forest.png", "test")
     with Image.open(path) as image:
         assert image.format == "PNG"
-        assert image.size == (800, int((1.2 + 0.45 * 2) * 100))
+        assert image.size == (1000, int((1.2 + 0.45 * 2) * 100))
         drawn = json.loads(image.text["specdec"])
     assert sorted((row["estimate"], row["verdict"]) for row in drawn) == [(1.0, "holds"), (1.41, "refuted")]
     assert {row["low"] for row in drawn} == {c.speedup.low for c in run.comparisons}
