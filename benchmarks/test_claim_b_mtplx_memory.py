@@ -33,3 +33,13 @@ def test_mtplx_drafts_with_a_separate_model(specdec):
     specdec.note(f"MTPLX reports its drafter: {drafter}")
     if "own MTP head" in drafter and specdec.gating:
         pytest.fail(f"premise refuted: MTPLX drafts with {drafter}, not a separate draft model", pytrace=False)
+
+
+@pytest.mark.claim(**claim_marker_kwargs("b"))
+@pytest.mark.speedup(max=1.3)
+@pytest.mark.parametrize("category", ["code", "prose"])
+def test_mtplx_gives_at_most_1_3x(specdec, category):
+    """The document's summary: MTPLX, like every approach it tried, gave at most 1.3x."""
+    if specdec.backend_name != "mtplx":
+        pytest.skip("not measurable here: MTPLX speed needs a running server — run with --backend=mtplx")
+    specdec.compare(category=category)

@@ -52,3 +52,31 @@ def test_importing_the_package_loads_no_runtime() -> None:
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_backend_fixtures_load_once_or_skip_with_the_reason(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("llama_cpp")
+    pytester.makepyfile(
+        """
+        def test_llama(llama_cpp_backend):
+            assert llama_cpp_backend.name == "llama-cpp"
+            assert llama_cpp_backend.pair.target == "embedded:target"
+
+        def test_llama_again(llama_cpp_backend, request):
+            assert llama_cpp_backend is request.getfixturevalue("llama_cpp_backend")
+
+        def test_ollama(ollama_backend):
+            raise AssertionError("no Ollama server here: the fixture must skip")
+
+        def test_mtplx(mtplx_backend):
+            raise AssertionError("no MTPLX server here: the fixture must skip")
+        """
+    )
+    result = pytester.runpytest("--backend=simulated", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*backend 'ollama' cannot load its models here: *",
+            "*backend 'mtplx' cannot load its models here: cannot reach MTPLX at http://127.0.0.1:8000*",
+        ]
+    )

@@ -12,6 +12,7 @@ style ``timings``; the SSE stream ends with ``data: [DONE]``. Errors are
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -83,7 +84,7 @@ class MtplxHandler(StandinHandler):
         created = int(time.time())
         if body.get("stream"):
             chunks = (f"data: {json.dumps(e)}\n\n".encode() for e in self._stream(events, mode, depth, created))
-            self.stream("text/event-stream", [*chunks, b"data: [DONE]\n\n"])
+            self.stream("text/event-stream", itertools.chain(chunks, [b"data: [DONE]\n\n"]))  # lazily: as decoded
             return
         text = []
         for item in events:
