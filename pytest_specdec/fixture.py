@@ -1,0 +1,206 @@
+"""The ``specdec`` fixture's object: what a test calls to measure and judge.
+
+pytest glue like ``plugin.py``: it turns :class:`~pytest_specdec.session.SpecdecSession`
+results into pass, fail, skip or warning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_specdec import report
+from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
+from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
+from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
+from pytest_specdec.measure import Progress
+from pytest_specdec.session import Result, SpecdecSession, sweep_summary
+from pytest_specdec.stats import Interval
+
+expectations_key = pytest.StashKey[Expectations]()
+
+
+class SpecdecInconclusiveWarning(UserWarning):
+    """A comparison ran out of trials before its interval cleared the bounds."""
+
+
+class SpecdecFixture:
+    """What the ``specdec`` fixture gives a test: ``compare(...)`` runs the protocol."""
+
+    def __init__(self, request: pytest.FixtureRequest, session: SpecdecSession) -> None:
+        self._request = request
+        self._session = session
+        self.result: Result | None = None
+
+    @property
+    def profile(self) -> str:
+        """The model profile in use (``embedded`` for the synthetic pairs)."""
+        return self._session.settings.profile
+
+    @property
+    def backend_name(self) -> str:
+        """The ``--backend`` choice (the backend is not loaded by asking)."""
+        return self._session.settings.backend
+
+    @property
+    def backend(self) -> Backend:
+        """The configured backend (loaded once per session)."""
+        return self._session.backend()
+
+    def compare(
+        self,
+        category: str = "code",
+        *,
+        target: str | None = None,
+        draft: str | None = None,
+        num_draft: int | None = None,
+        max_tokens: int | None = None,
+        baseline: Arm | None = None,
+        treatment: Arm | None = None,
+    ) -> Result:
+        """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
+
+        ``baseline`` / ``treatment`` pair any two arms instead, e.g. flash attention off
+        vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
+        (``Arm("7b", options={"model": "qwen2.5:7b"})``).
+        """
+        result = self._measure(
+            category,
+            target=target,
+            draft=draft,
+            num_draft=num_draft,
+            max_tokens=max_tokens,
+            baseline=baseline,
+            treatment=treatment,
+        )
+        if result.failure:
+            pytest.fail(result.failure, pytrace=False)
+        if result.warning:
+            warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
+        return result
+
+    def sweep(
+        self,
+        num_draft: Sequence[int],
+        category: str = "code",
+        *,
+        max_tokens: int | None = None,
+        max_trials: int | None = None,
+    ) -> list[Result]:
+        """``compare`` at each γ; reports the best γ and each γ's break-even α, then fails if any γ failed."""
+        results = [
+            self._measure(category, num_draft=gamma, max_tokens=max_tokens, max_trials=max_trials)
+            for gamma in num_draft
+        ]
+        self._session.notes.append(sweep_summary(self._request.node.nodeid, category, results))
+        failures = [f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure]
+        if failures:
+            pytest.fail("; ".join(failures), pytrace=False)
+        return results
+
+    @property
+    def machine(self) -> MachineProfile:
+        """This machine's chip, memory, bandwidth and usable working set."""
+        return machine_profile()
+
+    @property
+    def gating(self) -> bool:
+        """Whether this test's claim gates under the current profile (else its verdicts are reference)."""
+        expect = self._request.node.stash.get(expectations_key, Expectations())
+        return expect.claim.gates(self.profile) if expect.claim else True
+
+    def note(self, text: str) -> None:
+        """A line for the run's summary, prefixed with this test's id."""
+        self._session.notes.append(f"{self._request.node.nodeid}: {text}")
+
+    def verify_cost(self, num_draft: int = 3, rounds: int = 8) -> Interval:
+        """r_v for γ = ``num_draft`` on the configured backend, with a simultaneous interval."""
+        try:
+            return self._session.verify_cost(num_draft, rounds)
+        except (SpecdecUsageError, BackendRuntimeError) as error:
+            pytest.skip(f"not measurable here: {error}")
+
+    def judge(
+        self, label: str, interval: Interval, *, min: float | None = None, max: float | None = None
+    ) -> QuantityVerdict:
+        """Judge a measured quantity against the claim's bounds: fail, warn or note, like ``compare``."""
+        verdict = judge_quantity(
+            label, interval, SpeedupBounds(min, max), gating=self.gating, strict=self._session.settings.strict
+        )
+        self.note(verdict.line)
+        if verdict.failure:
+            pytest.fail(verdict.failure, pytrace=False)
+        if verdict.warning:
+            warnings.warn(SpecdecInconclusiveWarning(verdict.warning), stacklevel=2)
+        return verdict
+
+    def _measure(
+        self,
+        category: str,
+        *,
+        target: str | None = None,
+        draft: str | None = None,
+        num_draft: int | None = None,
+        max_tokens: int | None = None,
+        baseline: Arm | None = None,
+        treatment: Arm | None = None,
+        max_trials: int | None = None,
+    ) -> Result:
+        fitness = environment_fitness()
+        if not fitness.fit:
+            pytest.skip(f"environment not fit to measure: {fitness.reason}")
+        item = self._request.node
+        expect = item.stash.get(expectations_key, Expectations())
+        settings = self._session.settings
+        pair = None
+        if target or draft:
+            pair = ModelPair(target or settings.pair.target, draft or settings.pair.draft)
+        reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            plan = self._session.plan(
+                category,
+                expect,
+                num_draft=num_draft,
+                max_tokens=max_tokens,
+                baseline=baseline,
+                treatment=treatment,
+                max_trials=max_trials,
+            )
+            result = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
+        except (SpecdecUsageError, BackendRuntimeError) as error:
+            pytest.fail(str(error), pytrace=False)
+        self.result = result
+        _record_properties(self._request, result)
+        return result
+
+
+def _progress_writer(reporter: Any) -> Any:
+    def write(update: Progress) -> None:
+        if reporter is None:
+            return
+        line = report.progress_line(update)
+        if update.done == 1:
+            reporter.ensure_newline()
+        if reporter.isatty():
+            reporter.rewrite("    " + line)
+        elif update.done in (1, update.planned_max) or update.done % 5 == 0:
+            reporter.write_line("    " + line)
+
+    return write
+
+
+def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:
+    record = result.record
+    s = record.speedup
+    request.node.user_properties.extend(
+        [
+            ("specdec_speedup", f"{s.estimate:.4f}"),
+            ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
+            ("specdec_verdict", record.verdict),
+            ("specdec_baseline", record.check.change if record.check else "none"),
+        ]
+    )
