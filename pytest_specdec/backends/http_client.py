@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pytest_specdec.errors import BackendRuntimeError
+from pytest_specdec.backends.base import BackendOptions
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
 
 def server_message(body: str) -> str:
@@ -121,3 +122,26 @@ class HttpService:
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
+
+
+def connect(
+    backend: str, options: Mapping[str, str], *, service: str, default_url: str, timeout_s: float, start_hint: str
+) -> tuple[HttpService, bool]:
+    """A service from the ``url`` / ``timeout`` / ``stream`` backend options, and whether to stream."""
+    reader = BackendOptions(backend, options)
+    url = reader.text("url", default_url)
+    timeout = reader.number("timeout", timeout_s, low=0.1, high=86_400)
+    stream = reader.flag("stream", True)
+    reader.reject_unknown()
+    return HttpService(
+        service, url, timeout, f"{start_hint} or set --specdec-backend-option url=http://HOST:PORT"
+    ), stream
+
+
+def get_or_refuse(http: HttpService, path: str) -> dict[str, Any]:
+    """GET at load time: a fault is a usage error (the server is not there), and the pool is closed."""
+    try:
+        return http.get(path)
+    except BackendRuntimeError as error:
+        http.close()
+        raise ModelLoadError(str(error)) from None

@@ -22,7 +22,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
-    BackendOptions,
     Fingerprint,
     GenerationRequest,
     GenerationStats,
@@ -30,7 +29,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import HttpService
+from pytest_specdec.backends.http_client import connect, get_or_refuse
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -50,20 +49,13 @@ class LlamaServerBackend:
     name: ClassVar[str] = "llama-server"
 
     def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
-        reader = BackendOptions(self.name, options)
-        url = reader.text("url", DEFAULT_URL)
-        timeout = reader.number("timeout", 120.0, low=0.1, high=86_400)
-        self._stream = reader.flag("stream", True)
-        reader.reject_unknown()
-        self._http = HttpService(
-            "llama-server", url, timeout, "start llama-server or set --specdec-backend-option url=http://HOST:PORT"
-        )
-        try:
-            health = self._http.get("/health")
-            self._props = self._http.get("/props")
-        except BackendRuntimeError as error:
-            self._http.close()
-            raise ModelLoadError(str(error)) from None
+        self._http, self._stream = connect(
+            self.name, options, service="llama-server", default_url=DEFAULT_URL, timeout_s=120.0,
+            start_hint="start llama-server",
+        )  # fmt: skip
+        url = self._http.base_url
+        health = get_or_refuse(self._http, "/health")
+        self._props = get_or_refuse(self._http, "/props")
         if health.get("status") not in (None, "ok"):
             raise ModelLoadError(f"llama-server at {url} is not ready: {health} — wait for the model to load")
         model = str(self._props.get("model_alias") or self._props.get("model_path") or pair.target)

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
-    BackendOptions,
     Fingerprint,
     GenerationRequest,
     GenerationStats,
@@ -23,7 +22,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import HttpService
+from pytest_specdec.backends.http_client import connect, get_or_refuse
 from pytest_specdec.backends.llama_server import text_units
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
@@ -36,19 +35,12 @@ class MtplxBackend:
     name: ClassVar[str] = "mtplx"
 
     def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
-        reader = BackendOptions(self.name, options)
-        url = reader.text("url", DEFAULT_URL)
-        timeout = reader.number("timeout", 300.0, low=0.1, high=86_400)
-        self._stream = reader.flag("stream", True)
-        reader.reject_unknown()
-        self._http = HttpService(
-            "MTPLX", url, timeout, "start 'mtplx serve' or set --specdec-backend-option url=http://HOST:PORT"
-        )
-        try:
-            self._health = self._http.get("/health")
-        except BackendRuntimeError as error:
-            self._http.close()
-            raise ModelLoadError(str(error)) from None
+        self._http, self._stream = connect(
+            self.name, options, service="MTPLX", default_url=DEFAULT_URL, timeout_s=300.0,
+            start_hint="start 'mtplx serve'",
+        )  # fmt: skip
+        url = self._http.base_url
+        self._health = get_or_refuse(self._http, "/health")
         if not self._health.get("ok", False):
             raise ModelLoadError(f"MTPLX at {url} is not ready: {self._health} — wait for the model to load")
         if "mtp" not in self._health.get("available_generation_modes", ["mtp", "ar"]):

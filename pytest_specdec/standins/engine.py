@@ -73,3 +73,13 @@ class GenerationEngine:
     def close(self) -> None:
         """Free the models."""
         self.backend.close()
+
+
+def collect(events: Iterator[Piece | EngineStats]) -> tuple[list[Piece], EngineStats]:
+    """A whole generation at once (for non-streaming responses)."""
+    pieces: list[Piece] = []
+    for item in events:
+        if isinstance(item, EngineStats):
+            return pieces, item
+        pieces.append(item)
+    raise RuntimeError("the engine ended without its stats")

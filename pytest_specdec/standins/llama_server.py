@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece
+from pytest_specdec.standins.engine import EngineStats, Piece, collect
 from pytest_specdec.standins.http import StandinHandler
 
 BUILD = "b9330-standin"
@@ -82,12 +82,8 @@ class LlamaServerHandler(StandinHandler):
             chunks = (f"data: {json.dumps(event)}\n\n".encode() for event in self._stream_events(events))
             self.stream("text/event-stream", chunks)
             return
-        pieces: list[Piece] = []
-        for item in events:
-            if isinstance(item, Piece):
-                pieces.append(item)
-            else:
-                self.send_json(200, self._final(item, "".join(p.text for p in pieces), [p.token for p in pieces]))
+        pieces, stats = collect(events)
+        self.send_json(200, self._final(stats, "".join(p.text for p in pieces), [p.token for p in pieces]))
 
     def _final(self, stats: EngineStats, content: str, tokens: list[int]) -> dict[str, Any]:
         final: dict[str, Any] = {

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece
+from pytest_specdec.standins.engine import EngineStats, Piece, collect
 from pytest_specdec.standins.http import StandinHandler
 from pytest_specdec.standins.llama_server import timings
 
@@ -86,12 +86,8 @@ class MtplxHandler(StandinHandler):
             chunks = (f"data: {json.dumps(e)}\n\n".encode() for e in self._stream(events, mode, depth, created))
             self.stream("text/event-stream", itertools.chain(chunks, [b"data: [DONE]\n\n"]))  # lazily: as decoded
             return
-        text = []
-        for item in events:
-            if isinstance(item, Piece):
-                text.append(item.text)
-            else:
-                self.send_json(200, self._payload(item, mode, depth, created, "".join(text)))
+        pieces, stats = collect(events)
+        self.send_json(200, self._payload(stats, mode, depth, created, "".join(p.text for p in pieces)))
 
     def _payload(self, stats: EngineStats, mode: str, depth: int, created: int, text: str) -> dict[str, Any]:
         mtplx_stats = {

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece
+from pytest_specdec.standins.engine import EngineStats, Piece, collect
 from pytest_specdec.standins.http import StandinHandler
 
 VERSION = "0.31.0"
@@ -138,12 +138,8 @@ class OllamaHandler(StandinHandler):
             lines = (json.dumps(event).encode() + b"\n" for event in self._events(tag, events))
             self.stream("application/x-ndjson", lines)
             return
-        text = []
-        for item in events:
-            if isinstance(item, Piece):
-                text.append(item.text)
-            else:
-                self.send_json(200, self._final(tag, item, "".join(text)))
+        pieces, stats = collect(events)
+        self.send_json(200, self._final(tag, stats, "".join(p.text for p in pieces)))
 
     def _final(self, tag: str, stats: EngineStats, response: str) -> dict[str, Any]:
         final: dict[str, Any] = {
