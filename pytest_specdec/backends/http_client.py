@@ -119,6 +119,13 @@ class HttpService:
         except httpx.HTTPError as error:
             raise self._fault(error) from None
 
+    def events(self, path: str, body: Mapping[str, Any], *, stream: bool) -> Iterator[dict[str, Any]]:
+        """The response's JSON objects: each server-sent event, or the one object of a whole response."""
+        if stream:
+            yield from self.stream_events(path, body)
+        else:
+            yield self.post(path, body)
+
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()

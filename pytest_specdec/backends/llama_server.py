@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
@@ -104,23 +104,17 @@ class LlamaServerBackend:
             "speculative.n_min": 0,
         }
 
-    def _events(self, request: GenerationRequest) -> Iterator[dict[str, Any]]:
-        if self._stream:
-            yield from self._http.stream_events("/completion", self._body(request))
-        else:
-            yield {**self._http.post("/completion", self._body(request)), "stop": True}
-
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Stream one greedy completion and read its ``timings``."""
         final: dict[str, Any] | None = None
-        for event in self._events(request):
+        for event in self._http.events("/completion", self._body(request), stream=self._stream):
             tokens = event.get("tokens")
             ids = (
                 tuple(int(t) for t in tokens) if isinstance(tokens, list) else text_units(str(event.get("content", "")))
             )
             if ids:
                 yield TokenBurst(ids)
-            if event.get("stop"):
+            if event.get("stop") or not self._stream:  # a whole response is its own final chunk
                 final = event
                 break
         if final is None:

@@ -11,7 +11,7 @@ timing from the stream (the protocol's wall clock), drafted / accepted counts fr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
@@ -102,17 +102,11 @@ class MtplxBackend:
             body["depth"] = request.arm.num_draft
         return body
 
-    def _events(self, request: GenerationRequest) -> Iterator[dict[str, Any]]:
-        if self._stream:
-            yield from self._http.stream_events("/v1/completions", self._body(request))
-        else:
-            yield self._http.post("/v1/completions", self._body(request))
-
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Stream one greedy completion; counts from ``usage`` and ``mtplx_stats``."""
         usage: dict[str, Any] | None = None
         stats: dict[str, Any] = {}
-        for event in self._events(request):
+        for event in self._http.events("/v1/completions", self._body(request), stream=self._stream):
             for choice in event.get("choices") or []:
                 text = str(choice.get("text") or "")
                 if text:
