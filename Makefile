@@ -26,5 +26,8 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
+# The coverage gate: the level the suite reached after the layout step (README, "Tests").
+COVERAGE_MIN ?= 80
+
 test: lint
-	$(PY) -m pytest
+	$(VENV)/bin/pytest --cov --cov-report=term --cov-fail-under=$(COVERAGE_MIN)

@@ -1,12 +1,12 @@
 """Benchmarks are the seed document's claims; see each file's docstring.
 
-``CLAIMS`` holds each claim's quote and section (``pytest_specdec.seed_claims``), so the
+``CLAIMS`` holds each claim's quote and section (``pytest_specdec.seed.document``), so the
 markers below and ``specdec claims`` say the same thing.
 """
 
 from __future__ import annotations
 
-from pytest_specdec.seed_claims import CLAIMS
+from pytest_specdec.seed.document import CLAIMS
 
 
 def claim_marker_kwargs(claim_id: str) -> dict[str, object]:

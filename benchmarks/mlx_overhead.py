@@ -13,11 +13,11 @@ import argparse
 import statistics
 import time
 
-from pytest_specdec import models
 from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.mlx import MlxBackend
+from pytest_specdec.embedded import models
+from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_trial
-from pytest_specdec.prompts import prompts_for
 
 
 def main() -> None:

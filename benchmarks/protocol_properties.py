@@ -15,8 +15,8 @@ import statistics
 from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.simulated import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, overall, stop_rule
+from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import Comparison, ComparisonPlan, run_comparison
-from pytest_specdec.prompts import prompts_for
 from pytest_specdec.stats import Verdict
 
 NOISE, DRIFT, WANDER = "0.05", "0.003", "0.01"  # log-sd per generation; slowdown per generation; random walk

@@ -13,7 +13,7 @@ import pytest
 from conftest import claim_marker_kwargs
 
 from pytest_specdec.roofline import check_plausibility
-from pytest_specdec.seed_claims import CLAIMS, SEED_BANDWIDTH_GBS
+from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
 
 SEED_TAGS = ["qwen3-coder:30b", "gemma4:26b-nvfp4", "deepseek-r1:14b"]
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import claim_marker_kwargs
 
 from pytest_specdec.roofline import memory_fit
-from pytest_specdec.seed_claims import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
+from pytest_specdec.seed.document import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
 
 CONTEXT = 8192
 

@@ -12,7 +12,7 @@ from conftest import claim_marker_kwargs
 
 from pytest_specdec import Arm
 from pytest_specdec.roofline import check_plausibility
-from pytest_specdec.seed_claims import CLAIMS, SEED_BANDWIDTH_GBS
+from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
 
 SEED_MODELS = {
     "mlx": ("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-32B-Instruct-4bit"),

@@ -2,7 +2,9 @@
 
 ``@pytest.mark.speedup(min=, max=)``, ``@pytest.mark.acceptance(min=)`` and
 ``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` are parsed here into frozen
-dataclasses. Unknown or malformed arguments are usage errors with one line.
+dataclasses. Unknown or malformed arguments are usage errors with one line. A
+measured comparison is judged against them (:func:`judge_outcome`) and flattened into
+the stored record (:func:`record_outcome`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Comparison, StopRule
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
+from pytest_specdec.store.records import BoundRecord, ComparisonRecord, Conclusion, SampleRecord
 
 
 @dataclass(frozen=True)
@@ -207,13 +210,13 @@ class Outcome:
     warning: str | None = None
 
     @property
-    def verdict_text(self) -> str:
-        """``holds``, ``refuted``, ``inconclusive``, ``reference: …`` or ``measured``."""
+    def conclusion(self) -> Conclusion:
+        """``holds``, ``refuted``, ``inconclusive``, ``reference: …``, ``failed`` or ``measured``."""
         if self.failure and self.verdict is not Verdict.REFUTED:
-            return "failed"
+            return Conclusion.FAILED
         if self.verdict is None:
-            return "measured"
-        return self.verdict.value if self.gating else f"reference: {self.verdict.value}"
+            return Conclusion.MEASURED
+        return Conclusion.of(self.verdict, gating=self.gating)
 
 
 def judge_outcome(
@@ -282,7 +285,7 @@ class QuantityVerdict:
     def line(self) -> str:
         """``r_v 1.42 [1.38, 1.47] vs max=1.2: refuted (reference)``."""
         i = self.interval
-        shown = self.verdict.value if self.gating else f"reference: {self.verdict.value}"
+        shown = Conclusion.of(self.verdict, gating=self.gating).value
         return f"{self.label} {i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]: {shown}"
 
 
@@ -306,3 +309,40 @@ def judge_quantity(
         message = f"inconclusive: {shown} vs claimed {bounds.describe()}"
         return replace(result, failure=message + " (--specdec-strict)") if strict else replace(result, warning=message)
     return result
+
+
+def record_outcome(outcome: Outcome, model_digest: str, notes: Sequence[str] = ()) -> ComparisonRecord:
+    """Flatten a judged outcome into the record that baselines and reports keep."""
+    c = outcome.comparison
+    claim = outcome.expect.claim
+    return ComparisonRecord(
+        nodeid=outcome.nodeid,
+        backend=outcome.backend,
+        release=outcome.fingerprint.release,
+        versions=dict(outcome.fingerprint.versions),
+        device=outcome.fingerprint.device,
+        target=outcome.pair.target,
+        draft=outcome.pair.draft,
+        model_digest=model_digest,
+        profile=outcome.profile,
+        category=c.plan.category,
+        num_draft=c.plan.treatment.num_draft,
+        baseline_arm=c.plan.baseline.label,
+        treatment_arm=c.plan.treatment.label,
+        baseline_tps=c.arm_tps("baseline"),
+        treatment_tps=c.arm_tps("treatment"),
+        speedup=c.speedup,
+        acceptance=c.acceptance,
+        trials=len(c.pairs),
+        verdict=outcome.conclusion,
+        gating=outcome.gating,
+        bounds=tuple(BoundRecord(b.metric, b.kind, b.bound, b.verdict) for b in outcome.bound_verdicts),
+        claim_id=claim.id if claim else None,
+        claim_quote=claim.quote if claim else None,
+        samples=tuple(
+            SampleRecord(p.prompt_id, p.first, p.baseline.decode_tps, p.treatment.decode_tps) for p in c.pairs
+        ),
+        failure=outcome.failure,
+        warning=outcome.warning,
+        notes=tuple(notes),
+    )

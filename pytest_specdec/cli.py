@@ -17,17 +17,17 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_specdec.baselines import (
+from pytest_specdec.config import requested_backend
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.render.report import interval_cell, markdown_report
+from pytest_specdec.store.baselines import (
     BaselineFile,
     list_baseline_files,
     load_any,
     read_baseline_file,
     read_history,
 )
-from pytest_specdec.config import requested_backend
-from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.records import dumps, load_run
-from pytest_specdec.report import interval_cell, markdown_report
+from pytest_specdec.store.files import dumps, load_run
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -99,13 +99,13 @@ def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]
         new = entry.result
         before = f"{interval_cell(old.result.speedup)} ({old.result.release})" if old else "(none)"
         after = f"{interval_cell(new.speedup)} ({new.release})"
-        verdicts = f"{old.result.verdict} → {new.verdict}" if old else new.verdict
+        verdicts = f"{old.result.verdict.value} → {new.verdict.value}" if old else new.verdict.value
         rows.append([pending.machine_class, pending.backend, key, before, after, verdicts])
     return rows
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pytest_specdec.baselines import write_atomically
+    from pytest_specdec.store.files import write_atomically
 
     runs = [load_run(path) for path in args.results]
     run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
@@ -114,7 +114,7 @@ def _report(args: argparse.Namespace) -> int:
         write_atomically(args.md, text)
         print(f"wrote {args.md}")
     if args.png:
-        from pytest_specdec.plots import forest_plot
+        from pytest_specdec.render.plots import forest_plot
 
         forest_plot(list(run.comparisons), args.png, f"pytest-specdec on {run.machine_class}")
         print(f"wrote {args.png}")
@@ -124,7 +124,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _plot_history(args: argparse.Namespace) -> int:
-    from pytest_specdec.plots import history_plot
+    from pytest_specdec.render.plots import history_plot
 
     histories = sorted((args.dir / "history").glob("*.jsonl"))
     if args.machine:
@@ -167,7 +167,7 @@ def run_pytest(argv: Sequence[str]) -> int:
 
 def _claims(args: argparse.Namespace) -> int:
     """Every claim of the document, its bounds, what research found, and its latest verdict here."""
-    from pytest_specdec.seed_claims import CLAIMS
+    from pytest_specdec.seed.document import CLAIMS
 
     latest: dict[str, dict[str, object]] = {}
     for path in sorted((args.dir / "history").glob("*.jsonl")):

@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_specdec import models
 from pytest_specdec.backends import backend_spec
 from pytest_specdec.backends.base import ModelPair
+from pytest_specdec.embedded import models
 from pytest_specdec.errors import SpecdecUsageError
 
 Lookup = Callable[[str], object]

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec import report
-from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
-from pytest_specdec.session import Result, SpecdecSession, sweep_summary
+from pytest_specdec.render import report
+from pytest_specdec.session import ComparisonSpec, Result, SpecdecSession, sweep_summary
 from pytest_specdec.stats import Interval
 
 expectations_key = pytest.StashKey[Expectations]()
@@ -68,15 +68,7 @@ class SpecdecFixture:
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
         (``Arm("7b", options={"model": "qwen2.5:7b"})``).
         """
-        result = self._measure(
-            category,
-            target=target,
-            draft=draft,
-            num_draft=num_draft,
-            max_tokens=max_tokens,
-            baseline=baseline,
-            treatment=treatment,
-        )
+        result = self._measure(ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment))
         _enforce(result.failure, result.warning)
         return result
 
@@ -90,7 +82,7 @@ class SpecdecFixture:
     ) -> list[Result]:
         """``compare`` at each γ; reports the best γ and each γ's break-even α, then fails if any γ failed."""
         results = [
-            self._measure(category, num_draft=gamma, max_tokens=max_tokens, max_trials=max_trials)
+            self._measure(ComparisonSpec(category, num_draft=gamma, max_tokens=max_tokens, max_trials=max_trials))
             for gamma in num_draft
         ]
         self._session.notes.append(sweep_summary(self._request.node.nodeid, category, results))
@@ -132,39 +124,15 @@ class SpecdecFixture:
         _enforce(verdict.failure, verdict.warning)
         return verdict
 
-    def _measure(
-        self,
-        category: str,
-        *,
-        target: str | None = None,
-        draft: str | None = None,
-        num_draft: int | None = None,
-        max_tokens: int | None = None,
-        baseline: Arm | None = None,
-        treatment: Arm | None = None,
-        max_trials: int | None = None,
-    ) -> Result:
+    def _measure(self, spec: ComparisonSpec) -> Result:
         fitness = environment_fitness()
         if not fitness.fit:
             pytest.skip(f"environment not fit to measure: {fitness.reason}")
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
-        settings = self._session.settings
-        pair = None
-        if target or draft:
-            pair = ModelPair(target or settings.pair.target, draft or settings.pair.draft)
         reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            plan = self._session.plan(
-                category,
-                expect,
-                num_draft=num_draft,
-                max_tokens=max_tokens,
-                baseline=baseline,
-                treatment=treatment,
-                max_trials=max_trials,
-            )
-            result = self._session.compare(item.nodeid, plan, expect, pair, _progress_writer(reporter))
+            result = self._session.compare(item.nodeid, spec, expect, _progress_writer(reporter))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
         self.result = result
@@ -194,8 +162,8 @@ def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:
         [
             ("specdec_speedup", f"{s.estimate:.4f}"),
             ("specdec_interval", f"[{s.low:.4f}, {s.high:.4f}]"),
-            ("specdec_verdict", record.verdict),
-            ("specdec_baseline", record.check.change if record.check else "none"),
+            ("specdec_verdict", record.verdict.value),
+            ("specdec_baseline", record.check.change.value if record.check else "none"),
         ]
     )
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.records import ComparisonRecord, RunRecord, load_run
+from pytest_specdec.store.files import load_run
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 REPORT_FILES = {
     "report_md": "report.md",
@@ -128,7 +129,7 @@ def alert(run: RunRecord, confirmed: Sequence[ComparisonRecord], gh: str, run_ur
         groups.setdefault(issue_title(run.machine_class, record.backend, record), []).append(record)
     actions = []
     for title, records in groups.items():
-        lines = [f"- `{r.nodeid}` [{r.category}]: {r.check.message if r.check else r.verdict}" for r in records]
+        lines = [f"- `{r.nodeid}` [{r.category}]: {r.check.message if r.check else r.verdict.value}" for r in records]
         body = "\n".join([f"Confirmed by a re-run. Run: {run_url}", "", *lines, ""])
         listed = json.loads(_gh(gh, "issue", "list", "--state", "open", "--search", f"{title} in:title",
                                 "--json", "number,title", "--limit", "100") or "[]")  # fmt: skip

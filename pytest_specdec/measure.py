@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest
-from pytest_specdec.prompts import Prompt
+from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.stats import Interval, look_schedule, proportion_interval, speedup_interval
 
 Clock = Callable[[], float]

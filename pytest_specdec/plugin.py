@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec import report
 from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
 from pytest_specdec.backends.base import Backend, ModelPair
 from pytest_specdec.claims import (
@@ -23,12 +22,12 @@ from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_p
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key
 from pytest_specdec.hardware import environment_fitness, machine_class
-from pytest_specdec.ledger import default_root
-from pytest_specdec.outputs import RunClock, write_outputs
+from pytest_specdec.render import report
+from pytest_specdec.render.outputs import render_outputs
 from pytest_specdec.session import SpecdecSession
+from pytest_specdec.store.ledger import default_root
 
 session_key = pytest.StashKey[SpecdecSession]()
-clock_key = pytest.StashKey["RunClock"]()
 deselected_key = pytest.StashKey[bool]()
 finish_key = pytest.StashKey[list[str]]()
 
@@ -90,7 +89,6 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     root = default_root(config.rootpath, settings.baselines)
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
-    config.stash[clock_key] = RunClock.start()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -215,7 +213,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     lines = list(finished.lines)
     errors = [finished.error] if finished.error else []
     if specdec_session.records:
-        written, output_errors = write_outputs(specdec_session, config.stash[clock_key], config.invocation_params.dir)
+        base = config.invocation_params.dir
+        wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()}
+        written, output_errors = render_outputs(specdec_session.run_record(), wanted)
         lines += [f"wrote {path}" for path in written]
         errors += output_errors
     config.stash[finish_key] = lines + [f"ERROR: {error}" for error in errors]

@@ -1,33 +1,54 @@
-"""One run's bookkeeping: loaded backends, comparisons made, and their outcomes.
+"""One run's bookkeeping: the settings, the backend pool, the ledger and every result.
 
-The pytest glue creates one :class:`SpecdecSession`, asks it to :meth:`compare`,
-and turns each :class:`Outcome` into pass, fail or warning. Nothing here imports
-pytest.
+The pytest glue creates one :class:`SpecdecSession`, asks it to :meth:`~SpecdecSession.compare`
+a :class:`ComparisonSpec`, and turns each :class:`Result` into pass, fail or warning.
+Measuring is :mod:`~pytest_specdec.measure`'s, judging :mod:`~pytest_specdec.claims`',
+explaining :mod:`~pytest_specdec.analysis`', keeping :mod:`~pytest_specdec.store`'s; this
+module only wires them and remembers what happened. Nothing here imports pytest.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pytest_specdec.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
-from pytest_specdec.backends import load_backend
-from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, MeasuresStepCosts, ModelPair
-from pytest_specdec.baselines import BaselineStore
-from pytest_specdec.claims import Expectations, Outcome, judge_outcome, stop_rule
+from pytest_specdec.analysis import Analysis, verify_cost
+from pytest_specdec.backends.arms import needs_router
+from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.pool import BackendPool
+from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
-from pytest_specdec.errors import BackendRuntimeError
-from pytest_specdec.hardware import machine_profile
-from pytest_specdec.ledger import BaselineLedger, LedgerPolicy
-from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
-from pytest_specdec.probe import probe_engagement
-from pytest_specdec.prompts import prompts_for
-from pytest_specdec.records import ComparisonRecord, TheoryRecord, record_outcome
-from pytest_specdec.roofline import roofline_tps
-from pytest_specdec.stats import Interval, speedup_interval
-from pytest_specdec.theory import Costs, alpha_from_rate, explain
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
+from pytest_specdec.stats import Interval
+from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.files import now_iso, specdec_version
+from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    """What a test asks to compare; ``None`` fields fall back to the settings.
+
+    ``baseline`` / ``treatment`` pair any two arms instead of plain vs SD.
+    """
+
+    category: str = "code"
+    target: str | None = None
+    draft: str | None = None
+    num_draft: int | None = None
+    max_tokens: int | None = None
+    baseline: Arm | None = None
+    treatment: Arm | None = None
+    max_trials: int | None = None
+
+    def pair(self, configured: ModelPair) -> ModelPair | None:
+        """The model pair the spec names, or ``None`` for the configured one."""
+        if self.target or self.draft:
+            return ModelPair(self.target or configured.target, self.draft or configured.draft)
+        return None
 
 
 @dataclass(frozen=True)
@@ -42,19 +63,16 @@ class Result:
 
 @dataclass
 class SpecdecSession:
-    """Backends loaded once per pair, the baseline ledger, and every result of the run."""
+    """The run's settings, backends, ledger, results and summary notes."""
 
     settings: Settings
     machine_class: str
     ledger: BaselineLedger
-    loader: Callable[[str, ModelPair, Mapping[str, str]], Backend] = load_backend
+    pool: BackendPool
+    analysis: Analysis = field(default_factory=Analysis)
     results: list[Result] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # run-level lines for the summary (γ sweeps)
-    _backends: dict[tuple[str, ModelPair, tuple[tuple[str, str], ...]], Backend] = field(default_factory=dict)
-    _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
-    _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
-    _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
-    _roofline_shown: set[tuple[str, ModelPair]] = field(default_factory=set)
+    started: str = field(default_factory=now_iso)
 
     @classmethod
     def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
@@ -65,63 +83,36 @@ class SpecdecSession:
             alpha=1.0 - settings.confidence,
             min_effect=settings.drift_min_effect,
         )
-        return cls(settings, machine_class, BaselineLedger(BaselineStore(baselines_root, machine_class), policy))
+        store = BaselineStore(baselines_root, machine_class)
+        pool = BackendPool(settings.backend, settings.pair, settings.backend_options)
+        return cls(settings, machine_class, BaselineLedger(store, policy), pool)
 
     @property
     def records(self) -> list[ComparisonRecord]:
         """Every result's record, in the order they ran."""
         return [r.record for r in self.results]
 
-    def backend(
-        self, pair: ModelPair | None = None, name: str | None = None, extra_options: Mapping[str, str] | None = None
-    ) -> Backend:
-        """The backend for ``pair`` (default: the configured pair) and options, loaded once."""
-        backend_name = name or self.settings.backend
-        options = dict(self.settings.backend_options) if backend_name == self.settings.backend else {}
-        options.update(extra_options or {})
-        key = (backend_name, pair or self.settings.pair, tuple(sorted(options.items())))
-        if key not in self._backends:
-            self._backends[key] = self.loader(key[0], key[1], options)
-        return self._backends[key]
+    def backend(self, pair: ModelPair | None = None, name: str | None = None) -> Backend:
+        """The configured backend (or ``name``'s) for ``pair``, loaded once."""
+        return self.pool.backend(pair, name)
 
-    def backend_for(self, plan: ComparisonPlan, pair: ModelPair | None) -> Backend:
-        """One backend for plain-vs-SD; a router over one backend per arm for other A/B pairs."""
-        if not needs_router(plan.baseline, plan.treatment):
-            return self.backend(pair)
-        base = pair or self.settings.pair
-        return ArmRouter(
-            {
-                arm.label: self.backend(arm_pair(base, arm), extra_options=arm_backend_options(arm))
-                for arm in (plan.baseline, plan.treatment)
-            }
-        )
-
-    def plan(
-        self,
-        category: str,
-        expect: Expectations,
-        *,
-        num_draft: int | None = None,
-        max_tokens: int | None = None,
-        baseline: Arm | None = None,
-        treatment: Arm | None = None,
-        max_trials: int | None = None,
-    ) -> ComparisonPlan:
-        """A plain-vs-SD plan from the settings, unless other arms are given."""
+    def plan(self, spec: ComparisonSpec, expect: Expectations) -> ComparisonPlan:
+        """A plain-vs-SD plan from the settings, unless the spec names other arms."""
         settings = self.settings
-        gamma = num_draft or settings.num_draft
+        baseline = spec.baseline or Arm("plain")
+        treatment = spec.treatment or Arm("sd", speculative=True, num_draft=spec.num_draft or settings.num_draft)
         return ComparisonPlan(
-            category=category,
-            prompts=prompts_for(category),
-            baseline=baseline or Arm("plain"),
-            treatment=treatment or Arm("sd", speculative=True, num_draft=gamma),
-            max_tokens=max_tokens or settings.max_tokens,
+            category=spec.category,
+            prompts=prompts_for(spec.category),
+            baseline=baseline,
+            treatment=treatment,
+            max_tokens=spec.max_tokens or settings.max_tokens,
             min_trials=settings.min_trials,
-            max_trials=max(settings.min_trials, min(max_trials or settings.max_trials, settings.max_trials)),
+            max_trials=max(settings.min_trials, min(spec.max_trials or settings.max_trials, settings.max_trials)),
             confidence=settings.confidence,
             stop_when=stop_rule(expect) if expect.has_bounds else None,
             # Different models (or kernels) need not produce the same text; SD must.
-            require_identical_output=not needs_router(baseline or Arm("plain"), treatment or Arm("sd")),
+            require_identical_output=not needs_router(baseline, treatment),
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
         )
@@ -129,137 +120,56 @@ class SpecdecSession:
     def compare(
         self,
         nodeid: str,
-        plan: ComparisonPlan,
+        spec: ComparisonSpec,
         expect: Expectations,
-        pair: ModelPair | None = None,
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Result:
-        """Run one comparison on the pair's backend, judge it and check its baseline."""
-        backend = self.backend_for(plan, pair)
+        """Run one comparison, judge it, explain it and check it against its baseline."""
+        plan = self.plan(spec, expect)
+        backend = self.pool.for_arms(plan.baseline, plan.treatment, spec.pair(self.settings.pair))
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
-        notes = list(comparison.output.near_ties)
-        if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
-            roofline = self.roofline_note(backend, comparison.arm_tps("baseline"))
-            self._roofline_shown.add((backend.name, backend.pair))
-            notes += [roofline] if roofline else []
-        if comparison.engaged is None and plan.treatment.speculative:
-            notes += self._engagement_notes(backend, plan)
-        record = record_outcome(outcome, self._digest(backend), notes)
-        record = replace(record, theory=self._theory(backend, comparison), scope=self._scope(plan))
+        record = record_outcome(outcome, self.pool.digest(backend), self.analysis.notes(backend, comparison))
+        record = replace(record, theory=self.analysis.theory(backend, comparison), scope=_scope(settings, plan))
         record = self.ledger.check(record)
         baseline_failure = self.ledger.failure(record)
         failure = baseline_failure or outcome.failure
         warning = outcome.warning
-        if record.check is not None and record.check.change == "drift" and not baseline_failure:
+        if record.check is not None and record.check.change is Change.DRIFT and not baseline_failure:
             warning = "; ".join(w for w in (warning, record.check.message) if w)
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
         return result
 
     def verify_cost(self, num_draft: int, rounds: int = 8) -> Interval:
-        """r_v = target time for γ+1 tokens ÷ for 1 token, as a paired interval over ``rounds``."""
-        backend = self.backend()
-        if not isinstance(backend, MeasuresStepCosts):
-            raise BackendRuntimeError(
-                f"backend {backend.name!r} cannot time its forward passes, so r_v is not measurable"
-            )
-        prompts = prompts_for("prose")
-        logs = []
-        for index in range(rounds):
-            _, one, wide, _ = backend.step_costs(prompts[index % len(prompts)].text, num_draft)
-            logs.append(math.log(wide / one))
-        return speedup_interval(logs, self.settings.confidence)
+        """r_v for γ = ``num_draft`` on the configured backend."""
+        return verify_cost(self.backend(), num_draft, rounds, self.settings.confidence)
 
-    def roofline_note(self, backend: Backend, plain_tps: float) -> str | None:
-        """The plain arm as a fraction of this machine's bandwidth roofline, when the weights' size is known."""
-        if not isinstance(backend, KnowsWeightBytes):
-            return None
-        machine = machine_profile()
-        if not machine.bandwidth_gbs:
-            return None
-        ceiling = roofline_tps(machine.bandwidth_gbs, backend.weight_bytes())
-        return (
-            f"plain arm at {plain_tps / ceiling:.2f} of its roofline ({ceiling:.0f} tok/s from "
-            f"{backend.weight_bytes() / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
+    def run_record(self) -> RunRecord:
+        """The session's results as one record, finished now."""
+        return RunRecord(
+            machine_class=self.machine_class,
+            started=self.started,
+            finished=now_iso(),
+            comparisons=tuple(self.records),
+            machine_info=dict(self.ledger.machine_info),
+            commit_info=dict(self.ledger.commit_info),
+            specdec_version=specdec_version(),
         )
-
-    def _scope(self, plan: ComparisonPlan) -> dict[str, str]:
-        return {
-            "profile": self.settings.profile,
-            "baseline": plan.baseline.label,
-            "treatment": plan.treatment.label,
-            "max_tokens": str(plan.max_tokens),
-        }
-
-    def _theory(self, backend: Backend, comparison: Comparison) -> TheoryRecord | None:
-        """α from accepted/drafted, c and r_v where the backend can time its steps."""
-        plan = comparison.plan
-        gamma = plan.treatment.num_draft
-        drafted = sum(p.treatment.drafted or 0 for p in comparison.pairs)
-        accepted = sum(p.treatment.accepted or 0 for p in comparison.pairs)
-        if not plan.treatment.speculative or drafted == 0 or gamma < 1:
-            return None
-        rate = accepted / drafted
-        alpha = alpha_from_rate(min(1.0, rate), gamma)
-        if not isinstance(backend, MeasuresStepCosts):
-            return TheoryRecord(
-                alpha,
-                gamma,
-                None,
-                None,
-                None,
-                None,
-                None,
-                "c and r_v are not measurable through this backend",
-                "accepted/drafted only",
-                f"α={alpha:.2f} γ={gamma} (c and r_v are not measurable through this backend)",
-            )
-        key = (backend.name, backend.pair, gamma)
-        if key not in self._costs:
-            draft_s, one_s, wide_s, method = backend.step_costs(plan.prompts[0].text, gamma)
-            self._costs[key] = Costs(c=draft_s / one_s, r_v=wide_s / one_s, target_step_s=one_s, method=method)
-        costs = self._costs[key]
-        why = explain(rate, gamma, costs, comparison.speedup)
-        return TheoryRecord(
-            why.alpha,
-            gamma,
-            why.c,
-            why.r_v,
-            why.predicted,
-            why.break_even_alpha,
-            why.agrees,
-            why.cause,
-            costs.method,
-            why.describe(),
-        )
-
-    def _engagement_notes(self, backend: Backend, plan: ComparisonPlan) -> list[str]:
-        """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""
-        key = (backend.name, backend.pair, plan.treatment.label, plan.treatment.num_draft)
-        if key not in self._probes:
-            probe = probe_engagement(
-                backend,
-                baseline=plan.baseline,
-                treatment=plan.treatment,
-                max_tokens=plan.max_tokens,
-                confidence=plan.confidence,
-            )
-            self._probes[key] = probe.describe()
-        return [self._probes[key]]
-
-    def _digest(self, backend: Backend) -> str:
-        key = (backend.name, backend.pair)
-        if key not in self._digests:
-            self._digests[key] = backend.model_digest()
-        return self._digests[key]
 
     def close(self) -> None:
         """Release every backend."""
-        for backend in self._backends.values():
-            backend.close()
-        self._backends.clear()
+        self.pool.close()
+
+
+def _scope(settings: Settings, plan: ComparisonPlan) -> dict[str, str]:
+    return {
+        "profile": settings.profile,
+        "baseline": plan.baseline.label,
+        "treatment": plan.treatment.label,
+        "max_tokens": str(plan.max_tokens),
+    }
 
 
 def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_specdec.baselines import write_atomically
-from pytest_specdec.published import published_files
-from pytest_specdec.records import dumps
+from pytest_specdec.seed.published import published_files
+from pytest_specdec.store.files import dumps, write_atomically
 
 ROOT = Path(__file__).resolve().parents[1] / "baselines"
 

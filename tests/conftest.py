@@ -1,9 +1,9 @@
-"""Shared fixtures: synthetic models are built into a per-session cache."""
+"""Shared fixtures: a per-session model cache, and stored records for the store, render and CLI tests."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # pytester's in-process runs drop modules first imported inside them; native
@@ -13,6 +13,17 @@ import pytest
 import scipy.stats  # noqa: F401
 
 import pytest_specdec.backends.simulated  # noqa: F401
+from pytest_specdec.stats import Interval, Verdict
+from pytest_specdec.store.records import (
+    BoundRecord,
+    Change,
+    CheckRecord,
+    ComparisonRecord,
+    Conclusion,
+    Provenance,
+    RunRecord,
+    SampleRecord,
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,3 +37,74 @@ def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("SPECDEC_CACHE_DIR", None)
     else:
         os.environ["SPECDEC_CACHE_DIR"] = previous
+
+
+RecordFactory = Callable[[str, float, str, CheckRecord | None], ComparisonRecord]
+
+
+def _record(category: str, speedup: float, verdict: str, check: CheckRecord | None) -> ComparisonRecord:
+    """A stored comparison of the seed's mlx pair on ``category`` with four pairs of samples."""
+    samples = tuple(SampleRecord(f"{category}-{i}", "plain", 40.0 + i, (40.0 + i) * speedup) for i in range(4))
+    return ComparisonRecord(
+        nodeid=f"benchmarks/test_claim_d.py::test_mlx_draft[{category}]",
+        backend="mlx",
+        release="mlx-lm 0.33.0",
+        versions={"mlx": "0.32.4", "mlx-lm": "0.33.0"},
+        device="gpu: applegpu_g13s",
+        target="mlx-community/Qwen2.5-7B-Instruct-4bit",
+        draft="mlx-community/Qwen2.5-0.5B-Instruct-4bit",
+        model_digest="abc123",
+        profile="seed",
+        category=category,
+        num_draft=3,
+        baseline_arm="plain",
+        treatment_arm="sd",
+        baseline_tps=41.5,
+        treatment_tps=41.5 * speedup,
+        speedup=Interval(speedup, speedup * 0.95, speedup * 1.05, 0.95, 4),
+        acceptance=Interval(0.7, 0.65, 0.75, 0.95, 4),
+        trials=4,
+        verdict=Conclusion(verdict),
+        gating=True,
+        bounds=(BoundRecord("speedup", "max", 1.3, Verdict(verdict)),),
+        claim_id="d",
+        claim_quote="0.9x-1.3x at best",
+        samples=samples,
+        failure=check.message if check and check.change is Change.FLIP else None,
+        check=check,
+    )
+
+
+@pytest.fixture
+def make_record() -> RecordFactory:
+    """Build a stored comparison: ``make_record(category, speedup, verdict, check)``."""
+    return _record
+
+
+@pytest.fixture
+def sample_run() -> RunRecord:
+    """A two-comparison run on an M1 Max: one re-confirmed, one flipped (the golden reports' input)."""
+    flip = CheckRecord(
+        Change.FLIP,
+        "CONCLUSION CHANGED on Apple-M1-Max-64GB: mlx-lm 0.32.2 → 0.33.0: speedup 0.94x [0.90, 0.98] → "
+        "1.41x [1.34, 1.48]; claim max=1.3 now refuted",
+        Interval(0.94, 0.90, 0.98, 0.95, 12),
+        "mlx-lm 0.32.2",
+        Provenance.MEASURED,
+    )
+    same = CheckRecord(
+        Change.RECONFIRMED,
+        "re-confirmed on mlx-lm 0.33.0",
+        Interval(1.0, 0.97, 1.03, 0.95, 9),
+        "mlx-lm 0.32.2",
+        Provenance.MEASURED,
+    )
+    return RunRecord(
+        machine_class="Apple-M1-Max-64GB",
+        started="2026-11-30T01:00:00+00:00",
+        finished="2026-11-30T01:05:00+00:00",
+        comparisons=(_record("prose", 1.0, "holds", same), _record("code", 1.41, "refuted", flip)),
+        machine_info={"python_version": "3.12.7", "system": "Darwin", "machine": "arm64"},
+        commit_info={"id": "0123abcd", "dirty": False, "branch": "main"},
+        specdec_version="0.1.0",
+    )

@@ -5,22 +5,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
-from pytest_specdec.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.cli import main
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.records import dumps
-from tests.test_reports import comparison, sample_run
+from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
+from pytest_specdec.store.files import dumps
+from pytest_specdec.store.records import ComparisonRecord, Provenance, RunRecord
 
 
-def accepted_store(root: Path) -> BaselineStore:
+def accepted_store(root: Path, make_record: Callable[..., ComparisonRecord]) -> BaselineStore:
     store = BaselineStore(root, "Apple-M1-Max-64GB")
-    record = comparison("code", 0.94, "holds", None)
-    store.write("mlx", {baseline_key(record): BaselineEntry(record, "measured", "2026-11-01T00:00:00+00:00")})
+    record = make_record("code", 0.94, "holds", None)
+    store.write("mlx", {baseline_key(record): BaselineEntry(record, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")})
     return store
 
 
@@ -29,10 +30,12 @@ def test_cli_never_imports_the_pytest_plugin() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_baselines_list_show_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = accepted_store(tmp_path)
-    newer = comparison("code", 1.41, "refuted", None)
-    store.write("mlx", {baseline_key(newer): BaselineEntry(newer, "measured", "2026-11-30")}, candidates=True)
+def test_baselines_list_show_and_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_record: Callable[..., ComparisonRecord]
+) -> None:
+    store = accepted_store(tmp_path, make_record)
+    newer = make_record("code", 1.41, "refuted", None)
+    store.write("mlx", {baseline_key(newer): BaselineEntry(newer, Provenance.MEASURED, "2026-11-30")}, candidates=True)
     assert main(["baselines", "list", "--dir", str(tmp_path)]) == 0
     listed = capsys.readouterr().out
     assert "Apple-M1-Max-64GB" in listed
@@ -45,21 +48,23 @@ def test_baselines_list_show_and_diff(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "0.94x [0.89, 0.99] (mlx-lm 0.33.0)" in capsys.readouterr().out
 
 
-def test_report_renders_markdown_and_png_and_exits_1_on_a_flip(tmp_path: Path) -> None:
+def test_report_renders_markdown_and_png_and_exits_1_on_a_flip(tmp_path: Path, sample_run: RunRecord) -> None:
     results = tmp_path / "results.json"
-    results.write_text(dumps(sample_run()))
+    results.write_text(dumps(sample_run))
     md, png = tmp_path / "out.md", tmp_path / "out.png"
     assert main(["report", str(results), "--md", str(md), "--png", str(png)]) == 1
     assert md.read_text().startswith("# pytest-specdec verdicts")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_history_from_a_real_history_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plot_history_from_a_real_history_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_record: Callable[..., ComparisonRecord]
+) -> None:
     store = BaselineStore(tmp_path, "M")
-    from pytest_specdec.baselines import history_line
+    from pytest_specdec.store.baselines import history_line
 
     lines = [
-        history_line(comparison("code", s, "holds", None), "M", False, f"2026-11-0{i}")
+        history_line(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
         for i, s in enumerate((0.9, 1.2), 1)
     ]
     store.append_history(lines)
@@ -94,19 +99,23 @@ def test_corrupt_results_file_is_named(tmp_path: Path, capsys: pytest.CaptureFix
     assert f"{bad}: field 'machine_class': field required" in capsys.readouterr().err
 
 
-def test_second_session_waits_for_the_lock_then_gives_up_clearly(tmp_path: Path) -> None:
-    store = accepted_store(tmp_path)
+def test_second_session_waits_for_the_lock_then_gives_up_clearly(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    store = accepted_store(tmp_path, make_record)
     before = store.path("mlx").read_bytes()
     waiting = BaselineStore(tmp_path, "Apple-M1-Max-64GB", lock_timeout_s=0.2)
     with FileLock(str(tmp_path / ".specdec.lock")):
-        record = comparison("prose", 1.0, "holds", None)
+        record = make_record("prose", 1.0, "holds", None)
         with pytest.raises(SpecdecUsageError, match=r"is locked by another pytest-specdec session for over 0\.2 s"):
             waiting.write("mlx", {baseline_key(record): BaselineEntry(record, "measured", "now")})
     assert store.path("mlx").read_bytes() == before
 
 
-def test_rewriting_the_same_entries_leaves_the_file_untouched(tmp_path: Path) -> None:
-    store = accepted_store(tmp_path)
+def test_rewriting_the_same_entries_leaves_the_file_untouched(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    store = accepted_store(tmp_path, make_record)
     path = store.path("mlx")
     stamp = path.stat().st_mtime_ns
     entry = next(iter(store.load("mlx").entries.items()))

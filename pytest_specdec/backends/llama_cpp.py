@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_specdec import gguf_models, models
 from pytest_specdec.backends.base import (
     BackendOptions,
     Fingerprint,
@@ -47,6 +46,7 @@ from pytest_specdec.backends.llama_drafters import (
     make_counting_drafter,
     make_second_model_drafter,
 )
+from pytest_specdec.embedded import gguf_writer, models
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def resolve_gguf(reference: str) -> Path:
     """The GGUF file behind a model reference, checked to be one."""
     if models.is_embedded(reference):
         try:
-            return gguf_models.materialize_gguf(reference)
+            return gguf_writer.materialize_gguf(reference)
         except models.UnknownEmbeddedModel as error:
             raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
     if reference.startswith(PYPI_PREFIX):

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_specdec import models
 from pytest_specdec.backends.base import (
     BackendOptions,
     Fingerprint,
@@ -24,6 +23,7 @@ from pytest_specdec.backends.base import (
     TokenBurst,
 )
 from pytest_specdec.backends.files import looks_like_path, model_dir_digest
+from pytest_specdec.embedded import models
 from pytest_specdec.errors import ModelLoadError
 
 if TYPE_CHECKING:

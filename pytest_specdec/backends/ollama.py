@@ -13,7 +13,7 @@ Decode rate is ``eval_count / eval_duration`` (nanoseconds); time to first token
 measured on the stream. ``prompt_eval_count`` includes cached tokens, so prompt rate
 is not used. Ollama's API exposes no token ids and no acceptance counts: the output
 check compares text, and SD being live is shown by the predictable-vs-unpredictable
-probe (:mod:`pytest_specdec.probe`).
+probe (:mod:`pytest_specdec.analysis`).
 """
 
 from __future__ import annotations

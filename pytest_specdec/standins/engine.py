@@ -7,10 +7,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pytest_specdec import models
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.files import files_digest
 from pytest_specdec.backends.llama_cpp import LlamaCppBackend
+from pytest_specdec.embedded import models
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90" setsid nohup \
   python3 -m pip wheel --no-build-isolation --no-deps -w /tmp/wheel . > /tmp/build.log 2>&1 &
 cd /tmp/repo
 SPECDEC_CACHE_DIR=/tmp/specdec-cache PYTHONPATH=/tmp/repo:/tmp/site setsid nohup python3 -c "
-from pytest_specdec.gguf_models import materialize_gguf
+from pytest_specdec.embedded.gguf_writer import materialize_gguf
 for name in ('embedded:target-1b', 'embedded:draft-1b-aligned', 'embedded:target', 'embedded:draft-aligned'):
     print(materialize_gguf(name), flush=True)
 " > /tmp/gguf.log 2>&1 &

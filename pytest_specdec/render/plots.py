@@ -16,15 +16,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_specdec.baselines import write_atomically
-from pytest_specdec.records import ComparisonRecord
+from pytest_specdec.stats import Verdict
+from pytest_specdec.store.files import write_atomically
+from pytest_specdec.store.records import ComparisonRecord, Conclusion
 
-COLOURS = {"holds": "#2e7d32", "refuted": "#c62828", "inconclusive": "#f9a825", "measured": "#1565c0"}
+COLOURS = {
+    Verdict.HOLDS.value: "#2e7d32",
+    Verdict.REFUTED.value: "#c62828",
+    Verdict.INCONCLUSIVE.value: "#f9a825",
+    Conclusion.MEASURED.value: "#1565c0",
+}
 OTHER = "#757575"
 
 
-def _colour(verdict: str) -> str:
-    return COLOURS.get(verdict.removeprefix("reference: "), OTHER)
+def _colour(conclusion: Conclusion) -> str:
+    verdict = conclusion.verdict
+    return COLOURS.get(verdict.value if verdict else conclusion.value, OTHER)
 
 
 def _pyplot() -> Any:

@@ -8,42 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from pytest_specdec.baselines import now_iso, write_atomically
-from pytest_specdec.exports import benchmark_document, results_document
-from pytest_specdec.plots import forest_plot
-from pytest_specdec.records import RunRecord, dumps, specdec_version
-from pytest_specdec.report import markdown_report
-from pytest_specdec.session import SpecdecSession
-
-
-@dataclass(frozen=True)
-class RunClock:
-    """When the run started (ISO-8601, UTC)."""
-
-    started: str
-
-    @classmethod
-    def start(cls) -> RunClock:
-        """Now."""
-        return cls(now_iso())
-
-
-def run_record(session: SpecdecSession, clock: RunClock) -> RunRecord:
-    """The session's results as one record."""
-    ledger = session.ledger
-    return RunRecord(
-        machine_class=session.machine_class,
-        started=clock.started,
-        finished=now_iso(),
-        comparisons=tuple(session.records),
-        machine_info=dict(ledger.machine_info),
-        commit_info=dict(ledger.commit_info),
-        specdec_version=specdec_version(),
-    )
+from pytest_specdec.render.exports import benchmark_document, results_document
+from pytest_specdec.render.plots import forest_plot
+from pytest_specdec.render.report import markdown_report
+from pytest_specdec.store.files import dumps, write_atomically
+from pytest_specdec.store.records import RunRecord
 
 
 def _pytest_benchmark_version() -> str:
@@ -80,11 +52,3 @@ def render_outputs(run: RunRecord, wanted: dict[str, Path]) -> tuple[list[Path],
 
 def _plot(run: RunRecord, path: Path) -> None:
     forest_plot(list(run.comparisons), path, f"pytest-specdec on {run.machine_class}")
-
-
-def write_outputs(session: SpecdecSession, clock: RunClock, base: Path) -> tuple[list[Path], list[str]]:
-    """The outputs the settings ask for, paths relative to ``base``."""
-    wanted = {key: base / value for key, value in session.settings.outputs.items()}
-    if not wanted:
-        return [], []
-    return render_outputs(run_record(session, clock), wanted)

@@ -13,17 +13,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_specdec.baselines import (
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.baselines import (
     BaselineEntry,
     BaselineStore,
-    Change,
     baseline_key,
     compare_with_baseline,
     history_line,
-    now_iso,
 )
-from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.records import ComparisonRecord
+from pytest_specdec.store.files import now_iso
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,9 @@ class BaselineLedger:
         check = record.check
         if check is None or self.policy.update:
             return None
-        if check.change == Change.FLIP.value:
+        if check.change is Change.FLIP:
             return check.message
-        if check.change == Change.DRIFT.value and self.policy.fail_on_drift:
+        if check.change is Change.DRIFT and self.policy.fail_on_drift:
             return check.message + " (--specdec-fail-on-drift)"
         return None
 
@@ -107,16 +106,16 @@ class BaselineLedger:
         accepted: dict[str, dict[str, BaselineEntry]] = {}
         candidates: dict[str, dict[str, BaselineEntry]] = {}
         for record in self.records:
-            if record.verdict == "failed":  # lossless or engaged check failed: never a baseline
+            if record.verdict is Conclusion.FAILED:  # lossless or engaged check failed: never a baseline
                 continue
             entry = BaselineEntry(
                 result=replace(record, check=None),
-                provenance="measured",
+                provenance=Provenance.MEASURED,
                 accepted_at=when,
                 machine_info=self.machine_info,
                 commit_info=self.commit_info,
             )
-            is_new = record.check is not None and record.check.change == Change.NEW.value
+            is_new = record.check is not None and record.check.change is Change.NEW
             if self.policy.update:
                 accepted.setdefault(record.backend, {})[baseline_key(record)] = entry
             elif is_new:
@@ -135,7 +134,7 @@ class BaselineLedger:
                 "accept with --specdec-update-baselines"
             )
         history = [
-            history_line(r, self.store.machine_class, self.policy.update and r.verdict != "failed", when)
+            history_line(r, self.store.machine_class, self.policy.update and r.verdict is not Conclusion.FAILED, when)
             for r in self.records
         ]
         if history:
@@ -154,7 +153,7 @@ class BaselineLedger:
         for backend in sorted(backends):
             for key, entry in self.store.load(backend).entries.items():
                 nodeid = entry.result.nodeid
-                if entry.provenance == "measured" and in_scope(nodeid) and nodeid not in collected:
+                if entry.provenance is Provenance.MEASURED and in_scope(nodeid) and nodeid not in collected:
                     stale.append(
                         f"stale baseline: {key} in {self.store.path(backend)} — its test no longer exists; "
                         "remove the entry"

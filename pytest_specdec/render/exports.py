@@ -1,17 +1,18 @@
 """Machine-readable exports of a run: the results JSON and pytest-benchmark's format.
 
-Both are pure: a :class:`~pytest_specdec.records.RunRecord` in, a JSON-ready dict out.
+Both are pure: a :class:`~pytest_specdec.store.records.RunRecord` in, a JSON-ready dict out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_specdec.records import ComparisonRecord, RunRecord, to_jsonable
+from pytest_specdec.store.files import to_jsonable
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 
 def results_document(run: RunRecord) -> dict[str, Any]:
-    """The ``--specdec-json`` document (``schema_version`` 1, see :mod:`pytest_specdec.records`)."""
+    """The ``--specdec-json`` document (``schema_version`` 1, see :mod:`pytest_specdec.store.records`)."""
     document: dict[str, Any] = to_jsonable(run)
     return document
 

@@ -18,13 +18,13 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-python (extra [llama-cpp])")
 pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
 
+from pytest_specdec.analysis import probe_engagement
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair
 from pytest_specdec.backends.llama_server import LlamaServerBackend
 from pytest_specdec.backends.mtplx import MtplxBackend
 from pytest_specdec.backends.ollama import OllamaBackend
 from pytest_specdec.backends.ollama_serve import ManagedOllama, free_port
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError
-from pytest_specdec.probe import probe_engagement
 from pytest_specdec.standins.engine import GenerationEngine
 from pytest_specdec.standins.http import StandinServer
 from pytest_specdec.standins.llama_server import LlamaServerHandler

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_specdec import models
+from pytest_specdec.embedded import models
 
 
 def test_building_twice_gives_identical_files(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from pytest_specdec import models
+from pytest_specdec.embedded import models
 from pytest_specdec.measure import Progress
-from pytest_specdec.records import ComparisonRecord, RunRecord
 from pytest_specdec.stats import Interval
+from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord
 
 HEADERS = (
     "backend",
@@ -30,7 +30,7 @@ HEADERS = (
     "verdict",
 )
 BASELINE_HEADERS = ("baseline", "baseline release", "change")
-CHANGE_ORDER = {"flip": 0, "drift": 1, "new": 2, "re-confirmed": 3, "unchanged": 4}
+CHANGE_ORDER = {Change.FLIP: 0, Change.DRIFT: 1, Change.NEW: 2, Change.RECONFIRMED: 3, Change.UNCHANGED: 4}
 
 
 def short_model(reference: str | None) -> str:
@@ -58,9 +58,9 @@ def category_cell(record: ComparisonRecord) -> str:
 
 def verdict_cell(record: ComparisonRecord) -> str:
     """The verdict, flagged when the baseline comparison failed the test."""
-    if record.check is not None and record.check.change == "flip":
-        return f"{record.verdict} (FLIPPED)"
-    return record.verdict
+    if record.check is not None and record.check.change is Change.FLIP:
+        return f"{record.verdict.value} (FLIPPED)"
+    return record.verdict.value
 
 
 def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
@@ -85,7 +85,7 @@ def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = F
             row += [
                 interval_cell(check.baseline_speedup) if check else "-",
                 (check.baseline_release or "-") if check else "-",
-                check.change if check else "-",
+                check.change.value if check else "-",
             ]
         rows.append(row)
     return rows
@@ -115,7 +115,7 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
     ]
     if any(models.is_embedded(r.target) for r in records):
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
-    new = [r for r in records if r.check is not None and r.check.change == "new"]
+    new = [r for r in records if r.check is not None and r.check.change is Change.NEW]
     for r in records:
         lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
         if r.theory is not None:
@@ -123,7 +123,9 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         shown = r.failure or r.warning
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
-        if r.check is not None and (r.check.change == "re-confirmed" or (r.check.change == "new" and len(new) <= 3)):
+        if r.check is not None and (
+            r.check.change is Change.RECONFIRMED or (r.check.change is Change.NEW and len(new) <= 3)
+        ):
             lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
     return lines
 
@@ -140,7 +142,7 @@ def _markdown_cell(text: str) -> str:
 
 def markdown_report(run: RunRecord) -> str:
     """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine."""
-    records = sorted(run.comparisons, key=lambda r: (CHANGE_ORDER.get(r.check.change if r.check else "", 5), r.nodeid))
+    records = sorted(run.comparisons, key=lambda r: (CHANGE_ORDER[r.check.change] if r.check else 5, r.nodeid))
     flips = run.flips
     lines = ["# pytest-specdec verdicts", ""]
     if flips:

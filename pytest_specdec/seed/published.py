@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from pytest_specdec.baselines import PUBLISHED_DIGEST, BaselineEntry, BaselineFile, baseline_key
-from pytest_specdec.records import BoundRecord, ComparisonRecord
-from pytest_specdec.seed_claims import CLAIMS, DOCUMENT, SEED_MACHINE
-from pytest_specdec.stats import Interval
+from pytest_specdec.seed.document import CLAIMS, DOCUMENT, SEED_MACHINE
+from pytest_specdec.stats import Interval, Verdict
+from pytest_specdec.store.baselines import PUBLISHED_DIGEST, BaselineEntry, BaselineFile, baseline_key
+from pytest_specdec.store.records import BoundRecord, ComparisonRecord, Conclusion, Provenance
 
 PUBLISHED_AT = "2026-01-01T00:00:00+00:00"  # when the write-up circulated; the figures are older
 
@@ -50,9 +50,9 @@ def _record(
         speedup=speedup,
         acceptance=None,
         trials=0,
-        verdict="holds",
+        verdict=Conclusion.HOLDS,
         gating=True,
-        bounds=(BoundRecord("speedup", "max", bound, "holds"),),
+        bounds=(BoundRecord("speedup", "max", bound, Verdict.HOLDS),),
         claim_id=claim_id,
         claim_quote=CLAIMS[claim_id].quote,
     )
@@ -60,7 +60,7 @@ def _record(
 
 def _entry(record: ComparisonRecord, claim_id: str) -> tuple[str, BaselineEntry]:
     source = f"{DOCUMENT}, section '{CLAIMS[claim_id].section}'"
-    return baseline_key(record), BaselineEntry(record, "published", PUBLISHED_AT, source=source)
+    return baseline_key(record), BaselineEntry(record, Provenance.PUBLISHED, PUBLISHED_AT, source=source)
 
 
 def published_files() -> list[BaselineFile]:

@@ -1,6 +1,6 @@
 """The embedded synthetic pairs as GGUF files, for llama.cpp, written with ``gguf``.
 
-The tensors are exactly those of :func:`pytest_specdec.models.layer_weights` (the
+The tensors are exactly those of :func:`pytest_specdec.embedded.models.layer_weights` (the
 mlx models), renamed to llama.cpp's Llama layout; the query and key projections are
 permuted the way llama.cpp's own converter permutes them, so the GGUF model computes
 the same function as the mlx one. Target and drafts carry the same byte-level BPE
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_specdec import models
+from pytest_specdec.embedded import models
 
 if TYPE_CHECKING:
     import numpy as np

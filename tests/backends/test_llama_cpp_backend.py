@@ -10,13 +10,13 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [llama-cpp])")
 
-from pytest_specdec import gguf_models, models
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.llama_cpp import LlamaCppBackend
 from pytest_specdec.backends.llama_drafters import Proposal, count_acceptance
+from pytest_specdec.embedded import gguf_writer, models
+from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison, run_trial
-from pytest_specdec.prompts import prompts_for
 
 ALIGNED = ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT)
 UNRELATED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-unrelated")
@@ -114,7 +114,7 @@ def test_long_prompt_with_a_drafter_needs_logits_all(tmp_path: Path) -> None:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    path = gguf_models.materialize_gguf(models.DEFAULT_TARGET)
+    path = gguf_writer.materialize_gguf(models.DEFAULT_TARGET)
     raw = Llama(str(path), n_ctx=512, n_batch=16, verbose=False, draft_model=LlamaPromptLookupDecoding())
     prompt = raw.tokenize(prompts_for("copy")[0].text.encode())
     assert len(prompt) > 16

@@ -9,12 +9,12 @@ import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
-from pytest_specdec import models
 from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.mlx import MlxBackend, drafted_tokens
+from pytest_specdec.embedded import models
+from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError
 from pytest_specdec.measure import ComparisonPlan, check_output, run_comparison, run_trial
-from pytest_specdec.prompts import prompts_for
 
 ALIGNED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-aligned")
 UNRELATED = ModelPair(models.DEFAULT_TARGET, "embedded:draft-unrelated")

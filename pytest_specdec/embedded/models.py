@@ -205,7 +205,7 @@ def build_tokenizer() -> Tokenizer:
     """A byte-level BPE tokenizer trained on the prompt suite (deterministic)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from pytest_specdec.prompts import SUITE
+    from pytest_specdec.embedded.prompts import SUITE
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.baselines import read_baseline_file
 from pytest_specdec.cli import main
 from pytest_specdec.hardware import parse_pmset, peak_bandwidth_gbs
-from pytest_specdec.published import published_files
-from pytest_specdec.records import dumps
 from pytest_specdec.roofline import GB, ModelFootprint, check_plausibility, memory_fit, roofline_tps
-from pytest_specdec.seed_claims import (
+from pytest_specdec.seed.document import (
     CLAIMS,
     DEEPSEEK_R1_14B,
     MTPLX_DRAFT_BF16,
@@ -24,8 +21,11 @@ from pytest_specdec.seed_claims import (
     SEED_BANDWIDTH_GBS,
     SEED_USABLE_BYTES,
 )
+from pytest_specdec.seed.published import published_files
+from pytest_specdec.store.baselines import read_baseline_file
+from pytest_specdec.store.files import dumps
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_roofline_flags_the_documents_deepseek_figure() -> None:

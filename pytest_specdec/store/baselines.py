@@ -18,38 +18,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.records import (
-    SCHEMA_VERSION,
-    CheckRecord,
-    ComparisonRecord,
-    check_schema,
-    dumps,
-    read_json,
-    validate,
-)
-from pytest_specdec.stats import drift_test
+from pytest_specdec.stats import Verdict, drift_test
+from pytest_specdec.store.files import check_schema, dumps, read_json, validate, write_atomically
+from pytest_specdec.store.records import SCHEMA_VERSION, Change, CheckRecord, ComparisonRecord, Provenance
 
 PUBLISHED_DIGEST = "*"  # published figures match any model digest
 LOCK_TIMEOUT_S = 60.0
-
-
-class Change(StrEnum):
-    """What a result says against its baseline."""
-
-    NEW = "new"
-    FLIP = "flip"
-    DRIFT = "drift"
-    RECONFIRMED = "re-confirmed"
-    UNCHANGED = "unchanged"
 
 
 @dataclass(frozen=True)
@@ -57,7 +37,7 @@ class BaselineEntry:
     """One accepted result and where it came from."""
 
     result: ComparisonRecord
-    provenance: str  # "measured" or "published"
+    provenance: Provenance
     accepted_at: str
     machine_info: Mapping[str, Any] = field(default_factory=dict)
     commit_info: Mapping[str, Any] = field(default_factory=dict)
@@ -80,11 +60,6 @@ def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
     return f"{record.nodeid} [{record.category}, γ={record.num_draft}, {models} @{digest or record.model_digest}]"
 
 
-def now_iso() -> str:
-    """The current UTC time, to the second."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
 @dataclass(frozen=True)
 class BaselineCheck:
     """The change, and the entry it was measured against."""
@@ -99,7 +74,7 @@ class BaselineCheck:
         """The check as stored with the result."""
         baseline = self.entry.result if self.entry else None
         return CheckRecord(
-            change=self.change.value,
+            change=self.change,
             message=self.message,
             baseline_speedup=baseline.speedup if baseline else None,
             baseline_release=baseline.release if baseline else None,
@@ -136,11 +111,11 @@ def compare_with_baseline(
     flipped = [
         b
         for b in new.bounds
-        if {before.get(b.label), b.verdict} == {"holds", "refuted"}  # inconclusive is never a flip
+        if {before.get(b.label), b.verdict} == {Verdict.HOLDS, Verdict.REFUTED}  # inconclusive is never a flip
     ]
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
-        label = "published figure" if entry.provenance == "published" else "baseline"
+        label = "published figure" if entry.provenance is Provenance.PUBLISHED else "baseline"
         return BaselineCheck(
             Change.FLIP,
             f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
@@ -209,7 +184,7 @@ class BaselineStore:
             (
                 entry
                 for entry in entries.values()
-                if entry.provenance == "published"
+                if entry.provenance is Provenance.PUBLISHED
                 and (entry.result.nodeid, entry.result.category, entry.result.num_draft)
                 == (record.nodeid, record.category, record.num_draft)
             ),
@@ -287,23 +262,6 @@ def read_baseline_file(path: Path, machine_class: str, backend: str) -> Baseline
             "move it back to its own folder"
         )
     return loaded
-
-
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write through a temporary file in the same folder and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
 
 
 def list_baseline_files(root: Path) -> list[Path]:

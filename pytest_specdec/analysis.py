@@ -1,0 +1,197 @@
+"""What a result means beyond its verdict: is SD live, why this speedup, how close to the roofline.
+
+:class:`Analysis` attaches three things to each comparison, each measured once per
+backend and pair: the engagement probe (below), the α / c / r_v explanation of
+:mod:`pytest_specdec.theory`, and the plain arm as a fraction of the bandwidth roofline.
+
+**The engagement probe**, for backends that report no drafted or accepted counts (Ollama).
+
+Drafting pays off only when the drafter guesses right, and guessing is easy on text
+the prompt already contains. So with SD live, decode on a copy-this prompt is faster
+than on a random-words prompt of equal length; with SD off, decode speed does not
+depend on content and the ratio is ≈ 1. The probe runs both arms on equal-length
+pairs and compares the two ratios: the SD arm's content dependence over the plain
+arm's, as a paired geometric mean with an interval.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, MeasuresStepCosts, ModelPair
+from pytest_specdec.embedded.prompts import probe_prompts, prompts_for
+from pytest_specdec.errors import BackendRuntimeError
+from pytest_specdec.hardware import machine_profile
+from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, run_trial
+from pytest_specdec.roofline import roofline_tps
+from pytest_specdec.stats import Interval, speedup_interval
+from pytest_specdec.store.records import TheoryRecord
+from pytest_specdec.theory import Costs, alpha_from_rate, explain
+
+
+@dataclass(frozen=True)
+class EngagementProbe:
+    """Content dependence of decode speed in each arm, and their contrast."""
+
+    sd_ratio: Interval  # predictable tok/s ÷ unpredictable tok/s, SD arm
+    plain_ratio: Interval  # the same for the plain arm (≈ 1)
+    contrast: Interval  # sd_ratio ÷ plain_ratio, paired
+
+    @property
+    def live(self) -> bool | None:
+        """True when SD is shown live, False when shown absent, None when unclear."""
+        if self.contrast.low > 1.0:
+            return True
+        if self.contrast.high < 1.05:
+            return False
+        return None
+
+    def describe(self) -> str:
+        """One line for the report."""
+        s, p = self.sd_ratio, self.plain_ratio
+        verdict = {True: "SD is live", False: "no sign of SD (content does not change its speed)", None: "unclear"}[
+            self.live
+        ]
+        return (
+            f"engagement probe: predictable/unpredictable decode ratio {s.estimate:.2f} [{s.low:.2f}, {s.high:.2f}] "
+            f"with SD vs {p.estimate:.2f} [{p.low:.2f}, {p.high:.2f}] without → {verdict}"
+        )
+
+
+def probe_engagement(
+    backend: Backend,
+    *,
+    baseline: Arm,
+    treatment: Arm,
+    max_tokens: int,
+    confidence: float,
+    rounds: int = 2,
+    clock: Clock = time.perf_counter,
+) -> EngagementProbe:
+    """Run both arms on every probe pair ``rounds`` times, interleaved."""
+    pairs = probe_prompts() * rounds
+    plan = ComparisonPlan(
+        "probe", tuple(p for pair in pairs for p in pair), baseline, treatment, max_tokens, 2, 2, confidence
+    )
+    sd_logs: list[float] = []
+    plain_logs: list[float] = []
+    for predictable, unpredictable in pairs:
+        ratios = {}
+        for arm in (baseline, treatment):
+            fast = run_trial(backend, predictable, arm, plan, clock)
+            slow = run_trial(backend, unpredictable, arm, plan, clock)
+            ratios[arm.label] = math.log(fast.decode_tps / slow.decode_tps)
+        plain_logs.append(ratios[baseline.label])
+        sd_logs.append(ratios[treatment.label])
+    contrast = [s - p for s, p in zip(sd_logs, plain_logs, strict=True)]
+    return EngagementProbe(
+        speedup_interval(sd_logs, confidence),
+        speedup_interval(plain_logs, confidence),
+        speedup_interval(contrast, confidence),
+    )
+
+
+def verify_cost(backend: Backend, num_draft: int, rounds: int, confidence: float) -> Interval:
+    """r_v = target time for γ+1 tokens ÷ for 1 token, as a paired interval over ``rounds``."""
+    if not isinstance(backend, MeasuresStepCosts):
+        raise BackendRuntimeError(f"backend {backend.name!r} cannot time its forward passes, so r_v is not measurable")
+    prompts = prompts_for("prose")
+    logs = []
+    for index in range(rounds):
+        _, one, wide, _ = backend.step_costs(prompts[index % len(prompts)].text, num_draft)
+        logs.append(math.log(wide / one))
+    return speedup_interval(logs, confidence)
+
+
+def roofline_note(backend: Backend, plain_tps: float) -> str | None:
+    """The plain arm as a fraction of this machine's bandwidth roofline, when the weights' size is known."""
+    if not isinstance(backend, KnowsWeightBytes):
+        return None
+    machine = machine_profile()
+    if not machine.bandwidth_gbs:
+        return None
+    ceiling = roofline_tps(machine.bandwidth_gbs, backend.weight_bytes())
+    return (
+        f"plain arm at {plain_tps / ceiling:.2f} of its roofline ({ceiling:.0f} tok/s from "
+        f"{backend.weight_bytes() / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
+    )
+
+
+@dataclass
+class Analysis:
+    """Theory, roofline and engagement notes for a run's comparisons, each measured once."""
+
+    _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
+    _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
+    _roofline_shown: set[tuple[str, ModelPair]] = field(default_factory=set)
+
+    def notes(self, backend: Backend, comparison: Comparison) -> list[str]:
+        """Near-tie notes, the roofline (once per backend and pair) and the engagement probe."""
+        plan = comparison.plan
+        notes = list(comparison.output.near_ties)
+        if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
+            self._roofline_shown.add((backend.name, backend.pair))
+            roofline = roofline_note(backend, comparison.arm_tps("baseline"))
+            notes += [roofline] if roofline else []
+        if comparison.engaged is None and plan.treatment.speculative:
+            notes.append(self._engagement(backend, plan))
+        return notes
+
+    def theory(self, backend: Backend, comparison: Comparison) -> TheoryRecord | None:
+        """α from accepted/drafted, c and r_v where the backend can time its steps."""
+        plan = comparison.plan
+        gamma = plan.treatment.num_draft
+        drafted = sum(p.treatment.drafted or 0 for p in comparison.pairs)
+        accepted = sum(p.treatment.accepted or 0 for p in comparison.pairs)
+        if not plan.treatment.speculative or drafted == 0 or gamma < 1:
+            return None
+        rate = accepted / drafted
+        alpha = alpha_from_rate(min(1.0, rate), gamma)
+        if not isinstance(backend, MeasuresStepCosts):
+            unmeasurable = "c and r_v are not measurable through this backend"
+            return TheoryRecord(
+                alpha=alpha,
+                gamma=gamma,
+                c=None,
+                r_v=None,
+                predicted=None,
+                break_even_alpha=None,
+                agrees=None,
+                cause=unmeasurable,
+                method="accepted/drafted only",
+                text=f"α={alpha:.2f} γ={gamma} ({unmeasurable})",
+            )
+        key = (backend.name, backend.pair, gamma)
+        if key not in self._costs:
+            draft_s, one_s, wide_s, method = backend.step_costs(plan.prompts[0].text, gamma)
+            self._costs[key] = Costs(c=draft_s / one_s, r_v=wide_s / one_s, target_step_s=one_s, method=method)
+        costs = self._costs[key]
+        why = explain(rate, gamma, costs, comparison.speedup)
+        return TheoryRecord(
+            alpha=why.alpha,
+            gamma=gamma,
+            c=why.c,
+            r_v=why.r_v,
+            predicted=why.predicted,
+            break_even_alpha=why.break_even_alpha,
+            agrees=why.agrees,
+            cause=why.cause,
+            method=costs.method,
+            text=why.describe(),
+        )
+
+    def _engagement(self, backend: Backend, plan: ComparisonPlan) -> str:
+        """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""
+        key = (backend.name, backend.pair, plan.treatment.label, plan.treatment.num_draft)
+        if key not in self._probes:
+            probe = probe_engagement(
+                backend,
+                baseline=plan.baseline,
+                treatment=plan.treatment,
+                max_tokens=plan.max_tokens,
+                confidence=plan.confidence,
+            )
+            self._probes[key] = probe.describe()
+        return self._probes[key]

@@ -1,0 +1,1 @@
+"""The seed document's claims as data, and its figures as published baselines."""

@@ -1,0 +1,108 @@
+"""How the store touches the disk: the house JSON style, atomic writes, validated reads.
+
+Every file the tool writes goes through :func:`write_atomically` (a temporary file in
+the same folder, fsynced, then renamed into place), so a reader sees the old content
+or the new, never a torn file. Reads give one line naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.records import SCHEMA_VERSION, RunRecord
+
+T = TypeVar("T")
+
+
+def specdec_version() -> str:
+    """The installed pytest-specdec version."""
+    try:
+        return metadata.version("pytest-specdec")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def now_iso() -> str:
+    """The current UTC time, to the second."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def to_jsonable(value: object) -> Any:
+    """A dataclass tree as JSON-ready dicts and lists."""
+    return asdict(value) if hasattr(value, "__dataclass_fields__") else value  # type: ignore[call-overload]
+
+
+def dumps(document: object) -> str:
+    """The house JSON style: sorted keys, indent 2, trailing newline."""
+    return json.dumps(to_jsonable(document), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=True) + "\n"
+
+
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write through a temporary file in the same folder and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def validate(kind: type[T], data: object, where: str) -> T:
+    """Build ``kind`` from parsed JSON, or a one-line error naming the field."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(kind).validate_python(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise SpecdecUsageError(
+            f"{where}: field {location!r}: {first['msg'].lower()} — restore the file from version control or regenerate it"
+        ) from None
+
+
+def read_json(path: Path) -> object:
+    """Parsed JSON, or a one-line error naming the file."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecdecUsageError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SpecdecUsageError(
+            f"{path} is not valid JSON ({error}) — restore it from version control or delete it"
+        ) from None
+
+
+def check_schema(data: object, path: Path) -> Mapping[str, object]:
+    """The top-level object, refusing unknown schema versions."""
+    if not isinstance(data, dict):
+        raise SpecdecUsageError(f"{path}: expected a JSON object at the top level — restore it from version control")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SpecdecUsageError(
+            f"{path}: schema_version {version!r} is not one this pytest-specdec ({specdec_version()}) reads "
+            f"(it reads {SCHEMA_VERSION}) — upgrade pytest-specdec or restore the file"
+        )
+    return data
+
+
+def load_run(path: Path) -> RunRecord:
+    """A results JSON file written by ``--specdec-json``."""
+    return validate(RunRecord, check_schema(read_json(path), path), str(path))

@@ -1,0 +1,202 @@
+"""Results as plain data: what a comparison measured, in the form baselines, JSON
+reports and the ``specdec`` CLI share.
+
+A :class:`ComparisonRecord` is built from a judged outcome (:func:`pytest_specdec.claims.record_outcome`)
+and is all a renderer or a baseline needs; it round-trips through JSON, validated by
+pydantic on the way in (:mod:`pytest_specdec.store.files`) so a hand-edited file fails
+with the field that is wrong. States are enums whose values are the stored strings.
+
+**Results JSON** (``--specdec-json``, ``schema_version`` 1)::
+
+    {"schema_version": 1, "specdec_version": "0.1.0", "machine_class": "...",
+     "started": ISO-8601, "finished": ISO-8601,
+     "machine_info": {...pytest-benchmark's machine info...},
+     "commit_info": {...pytest-benchmark's commit info...},
+     "comparisons": [ComparisonRecord, ...]}
+
+Each comparison holds the arms, the speedup and acceptance intervals, tok/s per
+arm, the verdict per bound, the raw per-pair samples and, when a baseline was
+consulted, a :class:`CheckRecord` saying what changed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pytest_specdec.stats import Interval, Verdict
+
+SCHEMA_VERSION = 1
+
+
+class Conclusion(StrEnum):
+    """What a comparison concluded, as the verdict column shows it.
+
+    ``reference: …`` is a verdict on a claim made for another model profile: shown,
+    never gating. ``failed``: the lossless or engaged check failed, so the speed
+    bound was not judged. ``measured``: no bound was stated.
+    """
+
+    HOLDS = "holds"
+    REFUTED = "refuted"
+    INCONCLUSIVE = "inconclusive"
+    REFERENCE_HOLDS = "reference: holds"
+    REFERENCE_REFUTED = "reference: refuted"
+    REFERENCE_INCONCLUSIVE = "reference: inconclusive"
+    FAILED = "failed"
+    MEASURED = "measured"
+
+    @classmethod
+    def of(cls, verdict: Verdict, *, gating: bool) -> Conclusion:
+        """The gating or reference form of a three-valued verdict."""
+        return cls(verdict.value if gating else f"reference: {verdict.value}")
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The three-valued verdict behind it (``None`` for failed and measured)."""
+        base = self.value.removeprefix("reference: ")
+        return Verdict(base) if base in Verdict._value2member_map_ else None
+
+
+class Change(StrEnum):
+    """What a result says against its accepted baseline."""
+
+    NEW = "new"
+    FLIP = "flip"
+    DRIFT = "drift"
+    RECONFIRMED = "re-confirmed"
+    UNCHANGED = "unchanged"
+
+
+class Provenance(StrEnum):
+    """Where an accepted baseline came from."""
+
+    MEASURED = "measured"
+    PUBLISHED = "published"
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One paired trial: both arms' decode tok/s on one prompt."""
+
+    prompt_id: str
+    first: str
+    baseline_tps: float
+    treatment_tps: float
+
+    @property
+    def log_ratio(self) -> float:
+        """``log(treatment ÷ baseline)``, the quantity the statistics work on."""
+        return math.log(self.treatment_tps / self.baseline_tps)
+
+
+@dataclass(frozen=True)
+class BoundRecord:
+    """The verdict on one stated bound."""
+
+    metric: str
+    kind: str
+    bound: float
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        """``speedup max=1.3``."""
+        return f"{self.metric} {self.kind}={self.bound:g}"
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """How a result compares with its accepted baseline."""
+
+    change: Change
+    message: str
+    baseline_speedup: Interval | None = None
+    baseline_release: str | None = None
+    provenance: Provenance | None = None
+    drift_ratio: float | None = None
+    drift_p_value: float | None = None
+
+
+@dataclass(frozen=True)
+class TheoryRecord:
+    """α, c, r_v and the speedup they predict (see :mod:`pytest_specdec.theory`)."""
+
+    alpha: float
+    gamma: int
+    c: float | None
+    r_v: float | None
+    predicted: float | None
+    break_even_alpha: float | None
+    agrees: bool | None
+    cause: str
+    method: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ComparisonRecord:
+    """Everything one paired comparison measured and concluded."""
+
+    nodeid: str
+    backend: str
+    release: str
+    versions: Mapping[str, str]
+    device: str
+    target: str
+    draft: str | None
+    model_digest: str
+    profile: str
+    category: str
+    num_draft: int
+    baseline_arm: str
+    treatment_arm: str
+    baseline_tps: float | None  # None: a published figure without rates
+    treatment_tps: float | None
+    speedup: Interval
+    acceptance: Interval | None
+    trials: int
+    verdict: Conclusion
+    gating: bool
+    bounds: tuple[BoundRecord, ...] = ()
+    claim_id: str | None = None
+    claim_quote: str | None = None
+    samples: tuple[SampleRecord, ...] = ()
+    failure: str | None = None
+    warning: str | None = None
+    notes: tuple[str, ...] = ()
+    check: CheckRecord | None = None
+    theory: TheoryRecord | None = None
+    scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms and other context of the verdict
+
+    @property
+    def log_ratios(self) -> list[float]:
+        """Per-pair log speedups (empty for published figures)."""
+        return [s.log_ratio for s in self.samples]
+
+    @property
+    def bound_verdicts(self) -> dict[str, Verdict]:
+        """``{"speedup max=1.3": "holds"}``."""
+        return {b.label: b.verdict for b in self.bounds}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A whole run, as written by ``--specdec-json``."""
+
+    machine_class: str
+    started: str
+    finished: str
+    comparisons: tuple[ComparisonRecord, ...]
+    machine_info: Mapping[str, Any] = field(default_factory=dict)
+    commit_info: Mapping[str, Any] = field(default_factory=dict)
+    specdec_version: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def flips(self) -> list[ComparisonRecord]:
+        """Comparisons whose conclusion changed against the baseline."""
+        return [c for c in self.comparisons if c.check is not None and c.check.change is Change.FLIP]

@@ -1,0 +1,83 @@
+"""Report renderers and exports: golden Markdown and JSON, the PNG, pytest-benchmark's format."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.render.exports import benchmark_document, results_document
+from pytest_specdec.render.plots import forest_plot, history_plot
+from pytest_specdec.render.report import markdown_report
+from pytest_specdec.store.files import dumps, load_run
+from pytest_specdec.store.records import RunRecord
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_markdown_report_matches_golden_file(sample_run: RunRecord) -> None:
+    text = markdown_report(sample_run)
+    assert text == (GOLDEN / "report.md").read_text(encoding="utf-8")
+    assert text.index("Conclusion changed") < text.index("| backend"), "flips come first"
+
+
+def test_results_json_matches_golden_file_and_round_trips(tmp_path: Path, sample_run: RunRecord) -> None:
+    text = dumps(results_document(sample_run))
+    assert text == (GOLDEN / "results.json").read_text(encoding="utf-8")
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    assert load_run(path) == sample_run
+
+
+def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path, sample_run: RunRecord) -> None:
+    from PIL import Image
+
+    run = sample_run
+    path = forest_plot(list(run.comparisons), tmp_path / "forest.png", "test")
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size == (1000, int((1.2 + 0.45 * 2) * 100))
+        drawn = json.loads(image.text["specdec"])
+    assert sorted((row["estimate"], row["verdict"]) for row in drawn) == [(1.0, "holds"), (1.41, "refuted")]
+    assert {row["low"] for row in drawn} == {c.speedup.low for c in run.comparisons}
+
+
+def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
+    from PIL import Image
+
+    def line(time: str, release: str, estimate: float) -> dict[str, object]:
+        return {
+            "time": time,
+            "release": release,
+            "key": "k [code]",
+            "speedup": {"estimate": estimate, "low": estimate - 0.1, "high": estimate + 0.1},
+        }
+
+    lines = [line("2026-02", "mlx-lm 0.33", 1.4), line("2026-01", "mlx-lm 0.32", 0.9)]
+    with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
+        drawn = json.loads(image.text["specdec"])
+    assert drawn == [{"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4]}]
+
+
+def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, sample_run: RunRecord) -> None:
+    document = benchmark_document(sample_run, "5.3.1")
+    plain = document["benchmarks"][0]
+    assert plain["stats"]["rounds"] == 4
+    assert plain["stats"]["ops"] == pytest.approx(4 / sum(1 / (40.0 + i) for i in range(4)))
+    path = tmp_path / "0001_specdec.json"
+    path.write_text(json.dumps(document))
+    compare = Path(sys.executable).with_name("pytest-benchmark")
+    done = subprocess.run(
+        [str(compare), "compare", str(path), "--columns=mean,ops,rounds"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "240"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "test_mlx_draft[code]" in done.stdout
+    assert "[code-sd]" in done.stdout

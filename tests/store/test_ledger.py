@@ -1,0 +1,75 @@
+"""The ledger: checks at measure time, writes once at the end, never on interruption or failure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
+from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
+
+Factory = Callable[..., ComparisonRecord]
+
+
+def ledger(root: Path, **policy: object) -> BaselineLedger:
+    return BaselineLedger(BaselineStore(root, "M"), LedgerPolicy(**policy))  # type: ignore[arg-type]
+
+
+def test_a_result_without_baseline_is_new_and_becomes_a_candidate(tmp_path: Path, make_record: Factory) -> None:
+    book = ledger(tmp_path)
+    checked = book.check(make_record("code", 0.94, "holds", None))
+    assert checked.check is not None
+    assert checked.check.change is Change.NEW
+    report = book.finish(interrupted=False, collected=None)
+    assert any("written as candidates" in line for line in report.lines)
+    assert book.store.path("mlx", candidates=True).is_file()
+    assert not book.store.path("mlx").exists(), "a candidate is never accepted without --specdec-update-baselines"
+
+
+def test_a_flip_fails_unless_updating_and_update_accepts_it(tmp_path: Path, make_record: Factory) -> None:
+    old = make_record("code", 0.94, "holds", None)
+    store = BaselineStore(tmp_path, "M")
+    store.write("mlx", {baseline_key(old): BaselineEntry(old, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")})
+    new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")
+    strict = ledger(tmp_path)
+    flipped = strict.check(new)
+    assert flipped.check is not None
+    assert flipped.check.change is Change.FLIP
+    assert "mlx-lm 0.33.0 → 0.34.0" in (strict.failure(flipped) or "")
+    accepting = ledger(tmp_path, update=True)
+    assert accepting.failure(accepting.check(new)) is None
+    accepting.finish(interrupted=False, collected=None)
+    stored = BaselineStore(tmp_path, "M").load("mlx").entries[baseline_key(new)]
+    assert stored.result.verdict is Conclusion.REFUTED
+    assert stored.result.check is None
+
+
+def test_an_interrupted_session_writes_nothing(tmp_path: Path, make_record: Factory) -> None:
+    book = ledger(tmp_path, update=True)
+    book.check(make_record("code", 0.94, "holds", None))
+    report = book.finish(interrupted=True, collected=None)
+    assert report.lines == ("interrupted: no baseline, candidate or history line was written",)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_failed_comparison_is_never_a_baseline_but_is_history(tmp_path: Path, make_record: Factory) -> None:
+    book = ledger(tmp_path, update=True)
+    book.check(replace(make_record("code", 0.94, "holds", None), verdict=Conclusion.FAILED))
+    report = book.finish(interrupted=False, collected=None)
+    assert not book.store.path("mlx").exists()
+    assert any(line.startswith("history: 1 line(s)") for line in report.lines)
+
+
+def test_stale_baselines_are_reported_only_for_whole_folder_runs(tmp_path: Path, make_record: Factory) -> None:
+    gone = make_record("code", 0.94, "holds", None)
+    BaselineStore(tmp_path, "M").write(
+        "mlx", {baseline_key(gone): BaselineEntry(gone, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")}
+    )
+    book = ledger(tmp_path, write=False)
+    book.check(replace(gone, nodeid="benchmarks/test_other.py::test"))
+    assert book.finish(interrupted=False, collected=None).lines == ()
+    lines = book.finish(interrupted=False, collected={"benchmarks/test_other.py::test"}, scopes=("benchmarks",)).lines
+    assert len(lines) == 1
+    assert lines[0].startswith("stale baseline:")

@@ -1,0 +1,133 @@
+"""Claims: marker parsing, the three-valued judgement, and the record a judged outcome becomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specdec.backends.base import Arm, ModelPair
+from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.claims import (
+    ClaimInfo,
+    Expectations,
+    Outcome,
+    SpeedupBounds,
+    judge,
+    judge_outcome,
+    judge_quantity,
+    parse_acceptance,
+    parse_claim,
+    parse_speedup,
+    record_outcome,
+)
+from pytest_specdec.config import Settings
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.measure import ComparisonPlan, run_comparison
+from pytest_specdec.stats import Interval, Verdict
+from pytest_specdec.store.records import Conclusion
+
+
+def interval(estimate: float, low: float, high: float) -> Interval:
+    return Interval(estimate, low, high, 0.95, 10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "needs min=, max= or both"),
+        ({"min": 1.5, "max": 1.2}, "max is below min"),
+        ({"min": "fast"}, "min must be a number"),
+        ({"mni": 1.0}, "has no argument 'mni'"),
+    ],
+)
+def test_bad_speedup_markers_are_one_line_usage_errors(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecdecUsageError, match=message):
+        parse_speedup((), kwargs)
+
+
+def test_markers_parse_into_frozen_data() -> None:
+    assert parse_speedup((), {"min": 1, "max": 2}) == SpeedupBounds(1.0, 2.0)
+    assert parse_acceptance((), {"min": 0.5}).min == 0.5
+    claim = parse_claim(("a", "doc §1", "quote"), {"applies_to": "seed"})
+    assert claim == ClaimInfo("a", "doc §1", "quote", ("seed",))
+    assert claim.gates("seed")
+    assert not claim.gates("embedded")
+    with pytest.raises(SpecdecUsageError, match="got 'id' twice"):
+        parse_claim(("a",), {"id": "b", "source": "s", "quote": "q"})
+
+
+@pytest.mark.parametrize(
+    ("speedup", "expected"),
+    [
+        (interval(1.5, 1.35, 1.7), Verdict.REFUTED),  # wholly above max=1.3
+        (interval(1.0, 0.9, 1.1), Verdict.HOLDS),  # wholly below
+        (interval(1.3, 1.2, 1.4), Verdict.INCONCLUSIVE),  # straddles
+    ],
+)
+def test_a_max_bound_is_judged_by_where_the_interval_lies(speedup: Interval, expected: Verdict) -> None:
+    (bound,) = judge(Expectations(speedup=SpeedupBounds(max=1.3)), speedup, None)
+    assert bound.verdict is expected
+
+
+def test_an_acceptance_bound_without_acceptance_data_is_inconclusive() -> None:
+    expect = Expectations(acceptance=parse_acceptance((), {"min": 0.5}))
+    (bound,) = judge(expect, interval(1.0, 0.9, 1.1), None)
+    assert bound.verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_quantity_outside_a_gating_bound_fails_and_a_reference_one_only_shows() -> None:
+    refuted = judge_quantity("r_v", interval(1.5, 1.4, 1.6), SpeedupBounds(max=1.2), gating=True, strict=False)
+    assert refuted.failure is not None
+    assert "outside the claimed max=1.2" in refuted.failure
+    shown = judge_quantity("r_v", interval(1.5, 1.4, 1.6), SpeedupBounds(max=1.2), gating=False, strict=False)
+    assert shown.failure is None
+    assert shown.line.endswith("reference: refuted")
+
+
+def simulated_outcome(speedup: str, expect: Expectations, **options: str) -> Outcome:
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": speedup, "noise": "0.01", **options})
+    plan = ComparisonPlan(
+        "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 6, 6, 0.95
+    )
+    comparison = run_comparison(backend, plan)
+    settings = Settings(backend="simulated", pair=backend.pair, profile="embedded")
+    return judge_outcome("t.py::test", settings, backend.fingerprint(), comparison, expect)
+
+
+def test_a_refuted_gating_bound_fails_with_the_release_and_records_refuted() -> None:
+    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), release="9.9")
+    assert outcome.failure is not None
+    assert "SD now pays off (simulated 9.9)" in outcome.failure
+    record = record_outcome(outcome, "digest", ["a note"])
+    assert record.verdict is Conclusion.REFUTED
+    assert record.bounds[0].verdict is Verdict.REFUTED
+    assert record.notes == ("a note",)
+    assert record.trials == 6
+    assert len(record.samples) == 6
+
+
+def test_a_claim_for_another_profile_is_reference_only() -> None:
+    expect = Expectations(speedup=SpeedupBounds(max=1.3), claim=ClaimInfo("d", "doc", "q", ("seed",)))
+    outcome = simulated_outcome("1.6", expect)
+    assert outcome.failure is None
+    assert not outcome.gating
+    assert record_outcome(outcome, "digest").verdict is Conclusion.REFERENCE_REFUTED
+
+
+def test_a_lossy_sd_arm_fails_whatever_the_speed_says() -> None:
+    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(min=1.0)), lossless="false")
+    assert outcome.failure is not None
+    assert "SD changed the output" in outcome.failure
+    assert outcome.conclusion is Conclusion.FAILED
+
+
+def test_an_arm_that_never_drafted_fails_as_not_engaged() -> None:
+    outcome = simulated_outcome("1.0", Expectations(speedup=SpeedupBounds(min=1.0)), engaged="false")
+    assert outcome.failure is not None
+    assert "drafted 0 tokens" in outcome.failure
+
+
+def test_conclusion_keeps_the_stored_strings_and_its_verdict() -> None:
+    assert Conclusion.of(Verdict.HOLDS, gating=False) is Conclusion.REFERENCE_HOLDS
+    assert Conclusion.REFERENCE_HOLDS.verdict is Verdict.HOLDS
+    assert Conclusion.FAILED.verdict is None
