@@ -109,13 +109,14 @@ def roofline_note(backend: Backend, plain_tps: float) -> str | None:
     """The plain arm as a fraction of this machine's bandwidth roofline, when the weights' size is known."""
     if not isinstance(backend, KnowsWeightBytes):
         return None
+    size = backend.weight_bytes()
     machine = machine_profile()
-    if not machine.bandwidth_gbs:
-        return None
-    ceiling = roofline_tps(machine.bandwidth_gbs, backend.weight_bytes())
+    if size <= 0 or not machine.bandwidth_gbs:
+        return None  # weights of unknown size (a server the user started): no roofline to state
+    ceiling = roofline_tps(machine.bandwidth_gbs, size)
     return (
         f"plain arm at {plain_tps / ceiling:.2f} of its roofline ({ceiling:.0f} tok/s from "
-        f"{backend.weight_bytes() / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
+        f"{size / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
     )
 
 

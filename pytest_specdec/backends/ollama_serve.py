@@ -2,22 +2,20 @@
 
 Needed for server-level switches such as ``OLLAMA_FLASH_ATTENTION`` (unset means
 ``auto``, which is not a valid "off" arm). The server gets a free loopback port
-(``OLLAMA_HOST=127.0.0.1:PORT``), the plugin waits until ``GET /`` answers, and
-stops it (SIGTERM, then SIGKILL) when the session ends.
+(``OLLAMA_HOST=127.0.0.1:PORT``) and is ready when ``GET /`` answers; it runs as a
+:class:`~pytest_specdec.backends.server_process.ServerProcess` (own process group,
+log file, reaped after a killed run).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Mapping
 
+from pytest_specdec.backends.server_process import READY_TIMEOUT_S, ServerProcess, free_port
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 
-READY_TIMEOUT_S = 60.0
+__all__ = ["ManagedOllama", "free_port", "parse_environment"]
 
 
 def parse_environment(text: str) -> dict[str, str]:
@@ -31,13 +29,6 @@ def parse_environment(text: str) -> dict[str, str]:
     return environment
 
 
-def free_port() -> int:
-    """A port nothing listens on right now (127.0.0.1)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class ManagedOllama:
     """``ollama serve`` on a free loopback port, with ``environment`` added."""
 
@@ -45,7 +36,7 @@ class ManagedOllama:
         self.environment = dict(environment)
         self.ready_timeout_s = ready_timeout_s
         self.host = ""
-        self._process: subprocess.Popen[bytes] | None = None
+        self._server: ServerProcess | None = None
 
     def start(self) -> ManagedOllama:
         """Start the server and wait until it answers."""
@@ -55,50 +46,23 @@ class ManagedOllama:
                 "--specdec-ollama-serve needs the 'ollama' binary on PATH — install Ollama or drop the option"
             )
         port = free_port()
-        self.host = f"http://127.0.0.1:{port}"
-        env = {**os.environ, **self.environment, "OLLAMA_HOST": f"127.0.0.1:{port}"}
-        self._process = subprocess.Popen(
-            [binary, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-        )
-        self._wait_until_ready()
+        self._server = ServerProcess(
+            "ollama serve",
+            lambda _: [binary, "serve"],
+            ready_path="/",
+            environment={**self.environment, "OLLAMA_HOST": f"127.0.0.1:{port}"},
+            ready_timeout_s=self.ready_timeout_s,
+            port=port,
+        ).start()
+        self.host = self._server.base_url
         return self
-
-    def _wait_until_ready(self) -> None:
-        import httpx
-
-        deadline = time.monotonic() + self.ready_timeout_s
-        assert self._process is not None
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                stderr = (self._process.stderr.read() if self._process.stderr else b"").decode(errors="replace")
-                last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {self._process.returncode}"
-                raise BackendUnavailable(f"'ollama serve' exited before it was ready: {last}")
-            try:
-                if httpx.get(self.host + "/", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)  # readiness polling of a child process, not test synchronisation
-        self.stop()
-        raise BackendUnavailable(f"'ollama serve' did not answer on {self.host} within {self.ready_timeout_s:g} s")
 
     @property
     def running(self) -> bool:
         """Whether the server process is alive."""
-        return self._process is not None and self._process.poll() is None
+        return self._server is not None and self._server.running
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 10 s; reaps the process."""
-        process = self._process
-        self._process = None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        if process.stderr:
-            process.stderr.close()
+        """Stop the server's process group."""
+        if self._server is not None:
+            self._server.stop()

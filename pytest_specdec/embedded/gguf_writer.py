@@ -123,3 +123,57 @@ def materialize_gguf(model: str, root: Path | None = None) -> Path:
         if os.path.exists(staging):
             os.unlink(staging)
     return path
+
+
+def early_exit_gguf(source: Path, layers: int, directory: Path | None = None) -> Path:
+    """A self-speculative draft of a GGUF model: its first ``layers`` blocks, its own final
+    norm and output head, the same vocabulary (written once, next to the model cache).
+
+    The tensors are copied as stored (quantised or not); only ``<arch>.block_count``
+    changes. A draft that shares every weight it has with its target agrees with it on
+    easy tokens and costs ``layers / block_count`` of a target step.
+    """
+    import gguf
+
+    reader = gguf.GGUFReader(source)
+    arch_field = reader.get_field(gguf.Keys.General.ARCHITECTURE)
+    if arch_field is None:
+        raise ValueError(f"{source} has no general.architecture")
+    arch = str(arch_field.contents())
+    count_key = f"{arch}.block_count"
+    count_field = reader.get_field(count_key)
+    total = int(count_field.contents()) if count_field is not None else 0
+    if not 1 <= layers < total:
+        raise ValueError(f"{source} has {total} blocks; an early-exit draft keeps 1 to {total - 1}, not {layers}")
+    folder = directory or models.cache_root() / "gguf"
+    destination = folder / f"{source.stem}-first{layers}of{total}-{source.stat().st_size}.gguf"
+    if destination.is_file():
+        return destination
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    os.close(handle)
+    writer = gguf.GGUFWriter(temporary, arch)
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        sub_type = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        value = layers if field.name == count_key else field.contents()
+        writer.add_key_value(field.name, value, kind, sub_type=sub_type)
+    kept = [t for t in reader.tensors if not _block_index(t.name) >= layers]
+    for tensor in kept:
+        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for tensor in kept:
+        writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
+    writer.close()
+    os.replace(temporary, destination)
+    return destination
+
+
+def _block_index(name: str) -> int:
+    """``blk.12.attn_q.weight`` → 12; -1 for tensors outside the blocks."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1

@@ -61,6 +61,10 @@ class GenerationEngine:
                         yield Piece(token, self.backend.detokenize([token]))
             except StopIteration as stop:
                 stats = stop.value
+            finally:
+                # A client that hangs up abandons this generator; the model's own generator
+                # must be closed while the lock is held, or its clean-up races the next request.
+                stream.close()
             yield EngineStats(
                 prompt_tokens=stats.prompt_tokens,
                 prompt_s=first - start,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-FAULTS = ("http500", "malformed", "cut", "no-timings", "slow", "not-found")
+FAULTS = ("http500", "malformed", "cut", "no-timings", "slow", "not-found", "loading")
 
 
 class StandinServer(ThreadingHTTPServer):
@@ -16,10 +16,18 @@ class StandinServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, handler: type[StandinHandler], engine: Any, port: int = 0, faults: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        handler: type[StandinHandler],
+        engine: Any,
+        port: int = 0,
+        faults: Iterable[str] = (),
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", port), handler)
         self.engine = engine
         self.faults: set[str] = set(faults)
+        self.settings = dict(settings or {})  # what the real server takes on its command line
         self.released = threading.Event()  # a "slow" response waits for this (or the client's timeout)
         self.requests: list[tuple[str, str, Any]] = []
         self._thread: threading.Thread | None = None

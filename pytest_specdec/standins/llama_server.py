@@ -1,10 +1,20 @@
 """Stand-in for llama.cpp's ``llama-server``: ``/health``, ``/props``, ``/completion``.
 
-Request fields read: ``prompt``, ``n_predict``, ``seed``, ``stream``,
-``speculative.n_max`` (0: no drafting). Responses carry ``content``, ``tokens``,
-``stop`` and, on the last one, ``timings`` with ``prompt_n``, ``prompt_ms``,
-``predicted_n``, ``predicted_ms``, ``predicted_per_second``, ``draft_n``,
-``draft_n_accepted``. Errors use llama-server's ``{"error": {"code", "message", "type"}}``.
+The tests run the real ``llama-server`` wherever they can; this stand-in is kept for
+the faults the real program cannot be made to show on demand (a ``/health`` that stays
+503, a stream cut mid-way, malformed JSON, a response without ``timings``, a server that
+never answers). Where it imitates the real server it follows llama.cpp's source:
+
+* speculation is chosen when the server starts (``--spec-type``, ``--spec-draft-n-max``:
+  here the ``spec_type`` / ``n_max`` settings), never per request — the request fields
+  ``speculative.n_max/n_min/p_min`` are compiled out (``tools/server/server-schema.cpp``,
+  ``#if 0``) and ignored here too;
+* ``timings`` carry ``draft_n`` / ``draft_n_accepted`` only when the server speculates
+  (``tools/server/server-context.cpp``, the timings of a slot with a drafter); a server
+  started with ``--spec-type none`` sends neither;
+* ``/health`` answers 503 ``{"error": {"code": 503, "message": "Loading model", ...}}``
+  while the model loads (``tools/server/server.cpp``, the health handler);
+* errors are ``{"error": {"code", "message", "type"}}`` (``format_error_response``).
 """
 
 from __future__ import annotations
@@ -20,10 +30,10 @@ BUILD = "b9330-standin"
 ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "server_error", 503: "unavailable_error"}
 
 
-def timings(stats: EngineStats) -> dict[str, Any]:
-    """llama-server's ``timings`` object for one completion."""
+def timings(stats: EngineStats, *, speculating: bool = True) -> dict[str, Any]:
+    """llama-server's ``timings`` object for one completion (draft counts only from a drafting server)."""
     decode_ms = stats.decode_s * 1000.0
-    return {
+    shown = {
         "prompt_n": stats.prompt_tokens,
         "prompt_ms": stats.prompt_s * 1000.0,
         "prompt_per_token_ms": stats.prompt_s * 1000.0 / max(1, stats.prompt_tokens),
@@ -32,9 +42,10 @@ def timings(stats: EngineStats) -> dict[str, Any]:
         "predicted_ms": decode_ms,
         "predicted_per_token_ms": decode_ms / max(1, stats.decode_tokens),
         "predicted_per_second": stats.decode_tokens / stats.decode_s if stats.decode_s else 0.0,
-        "draft_n": stats.drafted,
-        "draft_n_accepted": stats.accepted,
     }
+    if speculating:
+        shown.update({"draft_n": stats.drafted, "draft_n_accepted": stats.accepted})
+    return shown
 
 
 class LlamaServerHandler(StandinHandler):
@@ -55,8 +66,17 @@ class LlamaServerHandler(StandinHandler):
         return self.error_body(404, "File Not Found")
 
     def health(self, _: object) -> None:
-        """``{"status": "ok"}``."""
+        """``{"status": "ok"}``; 503 "Loading model" while the ``loading`` fault holds."""
+        if "loading" in self.server.faults:
+            self.send_json(503, self.error_body(503, "Loading model"))
+            return
         self.send_json(200, {"status": "ok"})
+
+    def _num_draft(self) -> int:
+        """γ from the server's start settings; 0 when started with ``--spec-type none``."""
+        if self.server.settings.get("spec_type", "none") == "none":
+            return 0
+        return int(self.server.settings.get("n_max", "3"))
 
     def props(self, _: object) -> None:
         """Build, model and default settings."""
@@ -66,7 +86,7 @@ class LlamaServerHandler(StandinHandler):
                 "build_info": BUILD,
                 "model_path": str(self.server.engine.backend.target_path),
                 "total_slots": 1,
-                "default_generation_settings": {"n_ctx": 1024, "params": {"speculative.n_max": 3}},
+                "default_generation_settings": {"n_ctx": 1024, "params": {"speculative.n_max": self._num_draft()}},
             },
         )
 
@@ -74,9 +94,9 @@ class LlamaServerHandler(StandinHandler):
         """One completion, streamed as server-sent events or whole."""
         if self.fail_if_asked():
             return
-        num_draft = int(body.get("speculative.n_max", 3))
+        # Request-level speculative.* fields are ignored, as the real server does.
         events = self.server.engine.generate(
-            str(body.get("prompt", "")), int(body.get("n_predict", 16)), num_draft, int(body.get("seed", 0))
+            str(body.get("prompt", "")), int(body.get("n_predict", 16)), self._num_draft(), int(body.get("seed", 0))
         )
         if body.get("stream"):
             chunks = (f"data: {json.dumps(event)}\n\n".encode() for event in self._stream_events(events))
@@ -93,7 +113,7 @@ class LlamaServerHandler(StandinHandler):
             "stop_type": "limit",
             "tokens_predicted": stats.decode_tokens,
             "tokens_evaluated": stats.prompt_tokens,
-            "timings": timings(stats),
+            "timings": timings(stats, speculating=self._num_draft() > 0),
         }
         if "no-timings" in self.server.faults:
             del final["timings"]

@@ -24,7 +24,7 @@ from pytest_specdec.backends.llama_server import LlamaServerBackend
 from pytest_specdec.backends.mtplx import MtplxBackend
 from pytest_specdec.backends.ollama import OllamaBackend
 from pytest_specdec.backends.ollama_serve import ManagedOllama, free_port
-from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 from pytest_specdec.standins.engine import GenerationEngine
 from pytest_specdec.standins.http import StandinServer
 from pytest_specdec.standins.llama_server import LlamaServerHandler
@@ -45,6 +45,10 @@ def engine() -> Iterator[GenerationEngine]:
 @pytest.fixture
 def servers(engine: GenerationEngine) -> Iterator[dict[str, StandinServer]]:
     running = {kind: StandinServer(handler, engine).start() for kind, handler in HANDLERS.items()}
+    # llama-server speculates or not as started (--spec-type); the plugin needs one server per arm.
+    running["llama-server-sd"] = StandinServer(
+        LlamaServerHandler, engine, settings={"spec_type": "draft-simple", "n_max": "3"}
+    ).start()
     yield running
     for server in running.values():
         server.stop()
@@ -55,7 +59,15 @@ def connect(kind: str, url: str, **options: str) -> Backend:
         return OllamaBackend(ModelPair("specdec-synthetic"), {"host": url, **options})
     if kind == "mtplx":
         return MtplxBackend(ModelPair("ignored"), {"url": url, **options})
-    return LlamaServerBackend(ModelPair("ignored"), {"url": url, **options})
+    plain, _, sd = url.partition(" ")
+    return LlamaServerBackend(ModelPair("ignored"), {"plain_url": plain, "sd_url": sd or plain, **options})
+
+
+def url_of(servers: dict[str, StandinServer], kind: str) -> str:
+    """The URL (llama-server: the plain and the SD server's, space-separated) of a stand-in."""
+    if kind == "llama-server":
+        return f"{servers['llama-server'].url} {servers['llama-server-sd'].url}"
+    return servers[kind].url
 
 
 def run(backend: Backend, arm: Arm, max_tokens: int = 12) -> tuple[tuple[int, ...], object]:
@@ -74,7 +86,7 @@ def test_plain_and_sd_arms_agree_and_report_counts(
     servers: dict[str, StandinServer], kind: str, streaming: bool
 ) -> None:
     options = {} if kind == "ollama" else {"stream": str(streaming).lower()}
-    backend = connect(kind, servers[kind].url, **options)
+    backend = connect(kind, url_of(servers, kind), **options)
     try:
         plain_units, plain = run(backend, Arm("plain"))
         sd_units, sd = run(backend, Arm("sd", True, 3))
@@ -90,20 +102,48 @@ def test_plain_and_sd_arms_agree_and_report_counts(
     else:
         assert sd.drafted > 0
         assert 0 <= sd.accepted <= sd.drafted
-        assert plain.drafted is None
+        assert plain.drafted in (None, 0)
 
 
-def test_llama_server_requests_follow_its_api(servers: dict[str, StandinServer]) -> None:
-    server = servers["llama-server"]
-    backend = connect("llama-server", server.url)
+def test_llama_server_arms_go_to_their_own_servers_and_request_no_speculation(
+    servers: dict[str, StandinServer],
+) -> None:
+    backend = connect("llama-server", url_of(servers, "llama-server"))
     run(backend, Arm("plain"))
-    run(backend, Arm("sd", True, 4))
+    run(backend, Arm("sd", True, 3))
     backend.close()
-    bodies = [body for method, path, body in server.requests if path == "/completion"]
-    assert [b["speculative.n_max"] for b in bodies] == [0, 4]
-    assert all(b["n_predict"] == 12 and b["temperature"] == 0 and b["cache_prompt"] is False for b in bodies)
-    assert all(b["ignore_eos"] and b["return_tokens"] for b in bodies)
-    assert backend.fingerprint().release == "llama.cpp b9330-standin"
+    plain = [body for _, path, body in servers["llama-server"].requests if path == "/completion"]
+    sd = [body for _, path, body in servers["llama-server-sd"].requests if path == "/completion"]
+    assert len(plain) == 1
+    assert len(sd) == 2  # the one-off probe of per-request fields, then the generation
+    assert all("speculative.n_max" not in b for b in (*plain, sd[-1]))
+    assert all(b["n_predict"] == 12 and b["temperature"] == 0 and b["cache_prompt"] is False for b in plain)
+    assert sd[0]["speculative.n_max"] == 0
+    fingerprint = backend.fingerprint()
+    assert fingerprint.release == "llama.cpp b9330-standin"
+    honoured = {k: v for k, v in fingerprint.details.items() if k.startswith("request_fields_honoured")}
+    assert list(honoured.values()) == ["false"]
+
+
+def test_one_llama_server_for_both_arms_is_refused(servers: dict[str, StandinServer]) -> None:
+    with pytest.raises(SpecdecUsageError, match="one llama-server cannot switch SD per request"):
+        LlamaServerBackend(ModelPair("ignored"), {"url": servers["llama-server"].url})
+
+
+def test_a_plain_llama_server_that_speculates_fails_in_one_line(servers: dict[str, StandinServer]) -> None:
+    sd_url = servers["llama-server-sd"].url
+    backend = LlamaServerBackend(ModelPair("ignored"), {"plain_url": sd_url, "sd_url": sd_url})
+    with pytest.raises(
+        BackendRuntimeError, match=r"^the plain arm speculated: draft_n=\d+ .* start it with --spec-type none$"
+    ):
+        run(backend, Arm("plain"))
+    backend.close()
+
+
+def test_a_llama_server_still_loading_is_refused(servers: dict[str, StandinServer]) -> None:
+    servers["llama-server"].faults.add("loading")
+    with pytest.raises(ModelLoadError, match="answered HTTP 503 on /health: Loading model"):
+        connect("llama-server", url_of(servers, "llama-server"))
 
 
 def test_ollama_requests_and_fingerprint(servers: dict[str, StandinServer]) -> None:
@@ -173,7 +213,7 @@ def test_model_not_pulled_is_one_line(servers: dict[str, StandinServer]) -> None
 def test_unreachable_server_names_the_address(kind: str) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ModelLoadError, match=f"cannot reach .* at {url}"):
-        connect(kind, url)
+        connect(kind, f"{url} {url}" if kind == "llama-server" else url)
 
 
 FAULT_MESSAGES = {
@@ -196,13 +236,16 @@ FAULT_CASES = [
 
 @pytest.mark.parametrize(("kind", "fault"), FAULT_CASES)
 def test_faults_give_one_line_and_no_result(servers: dict[str, StandinServer], kind: str, fault: str) -> None:
-    backend = connect(kind, servers[kind].url, timeout="0.5")
-    servers[kind].faults.add(fault)
+    backend = connect(kind, url_of(servers, kind), timeout="0.5" if fault == "slow" else "60")
+    faulty = [servers[kind], servers["llama-server-sd"]] if kind == "llama-server" else [servers[kind]]
+    for server in faulty:
+        server.faults.add(fault)
     try:
         with pytest.raises(BackendRuntimeError, match=FAULT_MESSAGES[fault]) as caught:
             run(backend, Arm("sd", True, 3))
     finally:
-        servers[kind].released.set()
+        for server in faulty:
+            server.released.set()
         backend.close()
     assert "\n" not in str(caught.value)
 
@@ -270,7 +313,7 @@ def test_managed_server_without_binary_is_one_line(monkeypatch: pytest.MonkeyPat
     [
         ("ollama", ["--specdec-model=specdec-synthetic", "--specdec-ollama-host={url}"]),
         ("mtplx", ["--specdec-backend-option=url={url}"]),
-        ("llama-server", ["--specdec-backend-option=url={url}"]),
+        ("llama-server", ["--specdec-backend-option=plain_url={url}", "--specdec-backend-option=sd_url={sd}"]),
     ],
 )
 def test_benchmark_runs_end_to_end_through_the_plugin(
@@ -285,10 +328,10 @@ def test_benchmark_runs_end_to_end_through_the_plugin(
             specdec.compare(category="copy", max_tokens=8)
         """
     )
-    url = servers[kind].url
+    url, sd = servers[kind].url, servers["llama-server-sd"].url
     result = pytester.runpytest(
         f"--backend={kind}",
-        *(o.format(url=url) for o in options),
+        *(o.format(url=url, sd=sd) for o in options),
         "--specdec-min-trials=2",
         "--specdec-max-trials=2",
         "-p",

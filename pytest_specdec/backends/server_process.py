@@ -1,0 +1,200 @@
+"""Server programs the plugin starts itself: ``llama-server`` per arm, ``ollama serve``.
+
+A :class:`ServerProcess` gets a free loopback port, runs its command in a process
+group of its own with stdout and stderr in a log file, and is ready when
+``GET ready_path`` answers 200 (llama-server answers 503 while it loads the model).
+A process that exits before it is ready, or never gets ready, is one line naming the
+program and the last line it logged. :meth:`~ServerProcess.stop` ends the whole group
+(SIGTERM, then SIGKILL) and removes the log of a server that ran cleanly.
+
+A pytest run that is killed (SIGKILL, a closed terminal) cannot stop its servers, and
+they would keep a model in memory. So every start writes a pid file under
+``<cache>/servers/``; the next start reaps the groups whose owning process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pytest_specdec.embedded.models import cache_root
+from pytest_specdec.errors import BackendUnavailable
+
+READY_TIMEOUT_S = 120.0
+# llama-server can hang on SIGTERM in the middle of a non-streaming request; do not wait long.
+STOP_TIMEOUT_S = 3.0
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (127.0.0.1)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def pid_dir() -> Path:
+    """Where running managed servers are registered."""
+    return cache_root() / "servers"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_orphans(folder: Path | None = None) -> list[int]:
+    """Kill the process groups of managed servers whose owning run is gone; their pids."""
+    folder = folder or pid_dir()
+    reaped: list[int] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+            pid, owner = int(entry["pid"]), int(entry["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if _alive(owner):
+            continue
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            reaped.append(pid)
+        path.unlink(missing_ok=True)
+    return reaped
+
+
+class ServerProcess:
+    """One server program on a loopback port, from start to stop."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Callable[[int], Sequence[str]],
+        *,
+        ready_path: str = "/health",
+        environment: Mapping[str, str] | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        port: int | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.name = name
+        self._command = command
+        self.ready_path = ready_path
+        self.environment = dict(environment or {})
+        self.ready_timeout_s = ready_timeout_s
+        self.port = port
+        self._log_dir = log_dir
+        self.log_path: Path | None = None
+        self.command: list[str] = []
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> ServerProcess:
+        """Start the program and wait until it is ready; one line when it cannot be."""
+        reap_orphans()
+        self.port = self.port or free_port()
+        self.command = [str(part) for part in self._command(self.port)]
+        log_dir = self._log_dir or pid_dir()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{self.name}-{self.port}.log"
+        with self.log_path.open("wb") as log:
+            try:
+                self._process = subprocess.Popen(
+                    self.command,
+                    env={**os.environ, **self.environment},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                raise BackendUnavailable(
+                    f"cannot start {self.name} ({self.command[0]}): {error.strerror or error}"
+                ) from None
+        self._register()
+        self._wait_until_ready()
+        return self
+
+    def _register(self) -> None:
+        assert self._process is not None
+        folder = pid_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        entry = {"pid": self._process.pid, "owner": os.getpid(), "name": self.name, "command": self.command}
+        (folder / f"{self._process.pid}.json").write_text(json.dumps(entry), encoding="utf-8")
+
+    def last_log_line(self) -> str:
+        """The last non-empty line the program logged (where it says why it stopped)."""
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        lines = [line.strip() for line in self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()]
+        return next((line for line in reversed(lines) if line), "")
+
+    def _wait_until_ready(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + self.ready_timeout_s
+        assert self._process is not None
+        last_status = "no answer"
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._forget()
+                said = self.last_log_line() or f"exit status {code}"
+                raise BackendUnavailable(f"{self.name} exited before it was ready (exit status {code}): {said}")
+            try:
+                status = httpx.get(self.base_url + self.ready_path, timeout=2.0).status_code
+                if status == 200:
+                    return
+                last_status = f"HTTP {status}"
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)  # readiness polling of a child process, not test synchronisation
+        self.stop()
+        raise BackendUnavailable(
+            f"{self.name} on {self.base_url} was not ready within {self.ready_timeout_s:g} s "
+            f"({self.ready_path}: {last_status}) — see {self.log_path}"
+        )
+
+    def stop(self) -> None:
+        """End the process group: SIGTERM, then SIGKILL after a grace period; reaps it."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=STOP_TIMEOUT_S)
+        self._forget()
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+
+    def _forget(self) -> None:
+        if self._process is not None:
+            (pid_dir() / f"{self._process.pid}.json").unlink(missing_ok=True)
+        self._process = None

