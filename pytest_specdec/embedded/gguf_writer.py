@@ -162,7 +162,9 @@ def early_exit_gguf(source: Path, layers: int, directory: Path | None = None) ->
         writer.add_key_value(field.name, value, kind, sub_type=sub_type)
     kept = [t for t in reader.tensors if not _block_index(t.name) >= layers]
     for tensor in kept:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+        writer.add_tensor_info(
+            tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type
+        )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
