@@ -20,15 +20,26 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, MeasuresStepCosts, ModelPair
+from pytest_specdec.backends.base import (
+    Arm,
+    Backend,
+    KnowsSpeculation,
+    KnowsWeightBytes,
+    MeasuresStepCosts,
+    ModelPair,
+)
 from pytest_specdec.embedded.prompts import probe_prompts, prompts_for
 from pytest_specdec.errors import BackendRuntimeError
 from pytest_specdec.hardware import machine_profile
-from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, run_trial
+from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, baseline_drafted, run_trial
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.stats import Interval, speedup_interval
 from pytest_specdec.store.records import TheoryRecord
 from pytest_specdec.theory import Costs, alpha_from_rate, explain
+
+# Plain decoding's speed should not depend on what the text says; a plain arm whose
+# predictable-vs-unpredictable ratio is this far from 1 behaves like a drafting arm.
+PLAIN_CONTENT_TOLERANCE = 1.10
 
 
 @dataclass(frozen=True)
@@ -40,23 +51,33 @@ class EngagementProbe:
     contrast: Interval  # sd_ratio ÷ plain_ratio, paired
 
     @property
-    def live(self) -> bool | None:
-        """True when SD is shown live, False when shown absent, None when unclear."""
-        if self.contrast.low > 1.0:
-            return True
-        if self.contrast.high < 1.05:
-            return False
-        return None
+    def sd_live(self) -> bool:
+        """A sign of SD: the SD arm's content dependence differs from the plain arm's, either way.
+
+        Faster on predictable text is the usual sign; slower can be too (drafting that
+        costs more than it saves on text it guesses well, as on an MTP GGUF).
+        """
+        return self.contrast.low > 1.0 or self.contrast.high < 1.0
+
+    @property
+    def plain_speculates(self) -> bool:
+        """The plain arm's own speed depends on content beyond :data:`PLAIN_CONTENT_TOLERANCE`."""
+        p = self.plain_ratio
+        return p.low > PLAIN_CONTENT_TOLERANCE or p.high < 1.0 / PLAIN_CONTENT_TOLERANCE
 
     def describe(self) -> str:
-        """One line for the report."""
-        s, p = self.sd_ratio, self.plain_ratio
-        verdict = {True: "SD is live", False: "no sign of SD (content does not change its speed)", None: "unclear"}[
-            self.live
-        ]
+        """One line for the report, with the intervals the conclusion rests on."""
+        s, p, c = self.sd_ratio, self.plain_ratio, self.contrast
+        if self.plain_speculates:
+            verdict = "the plain arm's speed depends on content: it looks like it speculates too"
+        elif self.sd_live:
+            verdict = "SD is live (the contrast excludes 1)"
+        else:
+            verdict = "cannot tell (the contrast interval includes 1)"
         return (
             f"engagement probe: predictable/unpredictable decode ratio {s.estimate:.2f} [{s.low:.2f}, {s.high:.2f}] "
-            f"with SD vs {p.estimate:.2f} [{p.low:.2f}, {p.high:.2f}] without → {verdict}"
+            f"with SD vs {p.estimate:.2f} [{p.low:.2f}, {p.high:.2f}] without, contrast {c.estimate:.2f} "
+            f"[{c.low:.2f}, {c.high:.2f}] → {verdict}"
         )
 
 
@@ -120,25 +141,72 @@ def roofline_note(backend: Backend, plain_tps: float) -> str | None:
     )
 
 
+RELOAD_SECONDS = 0.5  # a load_duration this long is a model (re)load, not request parsing
+
+
 @dataclass
 class Analysis:
     """Theory, roofline and engagement notes for a run's comparisons, each measured once."""
 
-    _probes: dict[tuple[str, ModelPair, str, int], str] = field(default_factory=dict)
+    _probes: dict[tuple[str, ModelPair, str, int], EngagementProbe] = field(default_factory=dict)
     _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
     _roofline_shown: set[tuple[str, ModelPair]] = field(default_factory=set)
 
     def notes(self, backend: Backend, comparison: Comparison) -> list[str]:
-        """Near-tie notes, the roofline (once per backend and pair) and the engagement probe."""
+        """Near-tie notes and the roofline (once per backend and pair)."""
         plan = comparison.plan
         notes = list(comparison.output.near_ties)
         if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
             self._roofline_shown.add((backend.name, backend.pair))
             roofline = roofline_note(backend, comparison.arm_tps("baseline"))
             notes += [roofline] if roofline else []
-        if comparison.engaged is None and plan.treatment.speculative:
-            notes.append(self._engagement(backend, plan))
+        reloads = [t.load_s for p in comparison.pairs for t in (p.baseline, p.treatment) if t.load_s]
+        slow = [s for s in reloads if s >= RELOAD_SECONDS]
+        if slow:
+            notes.append(
+                f"the server (re)loaded the model before {len(slow)} of {2 * len(comparison.pairs)} generations "
+                f"({sum(slow):.1f} s in all), excluded from decode and first-token timing"
+            )
         return notes
+
+    def engagement(self, backend: Backend, comparison: Comparison) -> tuple[str | None, list[str]]:
+        """Why the arms cannot differ (``None`` when they can), and the lines that show it.
+
+        Counted drafts decide where the backend reports them: the SD arm must draft,
+        the plain arm must not. Otherwise the server's own answers (static evidence)
+        and the probe decide: a sign of SD in the probe confirms; no sign is
+        acceptable only when the server's answers say SD toggles.
+        """
+        plan = comparison.plan
+        if not plan.treatment.speculative:
+            return None, []
+        if comparison.engaged is False:
+            return f"not measurable: SD not engaged (the {plan.treatment.label} arm drafted 0 tokens)", []
+        drafted = None if plan.baseline.speculative else baseline_drafted(comparison.pairs)
+        if drafted:
+            return (
+                f"not measurable: both arms speculate (the {plan.baseline.label} arm drafted {drafted} tokens)",
+                [],
+            )
+        if comparison.engaged is True:
+            return None, []
+        evidence = backend.speculation_evidence() if isinstance(backend, KnowsSpeculation) else None
+        if evidence is not None and (evidence.sd_arm is False or evidence.plain_arm is True):
+            return f"not measurable: SD not engaged ({evidence.reason})", []
+        probe = self._probe(backend, plan)
+        lines = [probe.describe()]
+        if probe.plain_speculates:
+            return "not measurable: both arms look speculative (" + probe.describe() + ")", lines
+        if probe.sd_live:
+            return None, lines
+        if evidence is not None and evidence.sd_arm and evidence.plain_arm is False:
+            return None, [*lines, f"the probe cannot tell, but the server's answers say SD toggles: {evidence.reason}"]
+        why = evidence.reason if evidence is not None else "the backend reports no drafted tokens"
+        c = probe.contrast
+        return (
+            f"not measurable: SD not engaged (no sign of SD: contrast {c.estimate:.2f} [{c.low:.2f}, {c.high:.2f}]; {why})",
+            lines,
+        )
 
     def theory(self, backend: Backend, comparison: Comparison) -> TheoryRecord | None:
         """α from accepted/drafted, c and r_v where the backend can time its steps."""
@@ -183,16 +251,15 @@ class Analysis:
             text=why.describe(),
         )
 
-    def _engagement(self, backend: Backend, plan: ComparisonPlan) -> str:
+    def _probe(self, backend: Backend, plan: ComparisonPlan) -> EngagementProbe:
         """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""
         key = (backend.name, backend.pair, plan.treatment.label, plan.treatment.num_draft)
         if key not in self._probes:
-            probe = probe_engagement(
+            self._probes[key] = probe_engagement(
                 backend,
                 baseline=plan.baseline,
                 treatment=plan.treatment,
                 max_tokens=plan.max_tokens,
                 confidence=plan.confidence,
             )
-            self._probes[key] = probe.describe()
         return self._probes[key]

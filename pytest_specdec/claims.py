@@ -208,10 +208,13 @@ class Outcome:
     bound_verdicts: tuple[BoundVerdict, ...] = ()
     failure: str | None = None
     warning: str | None = None
+    unmeasurable: bool = False  # the arms cannot differ: no verdict, never a baseline
 
     @property
     def conclusion(self) -> Conclusion:
-        """``holds``, ``refuted``, ``inconclusive``, ``reference: …``, ``failed`` or ``measured``."""
+        """``holds``, ``refuted``, ``inconclusive``, ``reference: …``, ``failed``, ``not measurable`` or ``measured``."""
+        if self.unmeasurable:
+            return Conclusion.NOT_MEASURABLE
         if self.failure and self.verdict is not Verdict.REFUTED:
             return Conclusion.FAILED
         if self.verdict is None:
@@ -220,9 +223,19 @@ class Outcome:
 
 
 def judge_outcome(
-    nodeid: str, settings: Settings, fingerprint: Fingerprint, comparison: Comparison, expect: Expectations
+    nodeid: str,
+    settings: Settings,
+    fingerprint: Fingerprint,
+    comparison: Comparison,
+    expect: Expectations,
+    *,
+    unmeasurable: str | None = None,
 ) -> Outcome:
-    """Apply the lossless and engaged checks, then the bounds, to one comparison."""
+    """The lossless check, then whether the arms can differ, then the bounds.
+
+    A comparison whose output check fails, or whose arms cannot differ
+    (``unmeasurable``: SD not engaged, or both arms speculate), gets no verdict at all.
+    """
     gating = expect.claim.gates(settings.profile) if expect.claim else True
     verdicts = judge(expect, comparison.speedup, comparison.acceptance)
     verdict = overall(verdicts)
@@ -240,21 +253,23 @@ def judge_outcome(
     )
     output = comparison.output
     if comparison.plan.require_identical_output and not output.identical:
+        margin = (
+            f"; plain logit margin {output.margin:.3f} > near-tie limit "
+            f"{comparison.plan.near_tie_logits:g}, see --specdec-near-tie)"
+            if output.margin is not None
+            else ")"
+        )
         return replace(
             outcome,
+            verdict=None,
+            bound_verdicts=(),
             failure=(
-                f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at token {output.position} "
-                f"(greedy speculative decoding must be lossless"
-                + (
-                    f"; plain logit margin {output.margin:.3f} > near-tie limit "
-                    f"{comparison.plan.near_tie_logits:g}, see --specdec-near-tie)"
-                    if output.margin is not None
-                    else ")"
-                )
+                f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at {output.unit} "
+                f"{output.position} (greedy speculative decoding must be lossless{margin}"
             ),
         )
-    if comparison.engaged is False:
-        return replace(outcome, failure=f"SD never ran: the {comparison.plan.treatment.label} arm drafted 0 tokens")
+    if unmeasurable is not None:
+        return replace(outcome, verdict=None, bound_verdicts=(), failure=unmeasurable, unmeasurable=True)
     speedup, acceptance = comparison.speedup, comparison.acceptance
     if verdict is Verdict.REFUTED and gating:
         first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)

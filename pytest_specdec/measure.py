@@ -46,6 +46,8 @@ class Trial:
     drafted: int | None = None
     accepted: int | None = None
     peak_memory_bytes: int | None = None
+    load_s: float | None = None  # a server's (re)load before this generation, not timed as decode
+    units: str = "token"
 
     @property
     def decode_tps(self) -> float:
@@ -100,6 +102,7 @@ class OutputCheck:
     position: int | None = None
     near_ties: tuple[str, ...] = ()  # tolerated divergences, one note each
     margin: float | None = None  # the plain arm's logit margin at the failing divergence, when known
+    unit: str = "token"  # what ``position`` counts: tokens, or characters of text
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,8 @@ def run_trial(backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, 
         drafted=stats.drafted,
         accepted=stats.accepted,
         peak_memory_bytes=stats.peak_memory_bytes,
+        load_s=stats.load_seconds,
+        units=stats.output_units,
     )
 
 
@@ -224,7 +229,7 @@ def check_output(pairs: Sequence[Pair], backend: object = None, plan: Comparison
             continue
         margin = _margin(backend, plan, pair, position) if plan is not None else None
         if plan is None or margin is None or margin > plan.near_tie_logits:
-            return OutputCheck(False, pair.prompt_id, position, tuple(near_ties), margin)
+            return OutputCheck(False, pair.prompt_id, position, tuple(near_ties), margin, pair.baseline.units)
         note = _near_tie_note(plan, pair, position, margin)
         if note not in near_ties:  # the same prompt diverges the same way every time it comes round
             near_ties.append(note)
@@ -243,6 +248,12 @@ def _acceptance(pairs: Sequence[Pair], looks: int, confidence: float) -> Interva
 def _engaged(pairs: Sequence[Pair]) -> bool | None:
     drafted = [p.treatment.drafted for p in pairs if p.treatment.drafted is not None]
     return sum(drafted) > 0 if drafted else None
+
+
+def baseline_drafted(pairs: Sequence[Pair]) -> int | None:
+    """Tokens the baseline arm drafted (``None`` when the backend cannot count them)."""
+    drafted = [p.baseline.drafted for p in pairs if p.baseline.drafted is not None]
+    return sum(drafted) if drafted else None
 
 
 def _decided(plan: ComparisonPlan, speedup: Interval, acceptance: Interval | None) -> bool:
@@ -311,6 +322,8 @@ def _interleaved_pairs(
         if len(pairs) in looks and interval is not None:
             if plan.treatment.speculative and _engaged(pairs) is False:
                 return pairs, "stopped: the SD arm never drafted"
+            if not plan.baseline.speculative and baseline_drafted(pairs):
+                return pairs, "stopped: the plain arm drafted"
             if _decided(plan, interval, _acceptance(pairs, len(looks), plan.confidence)):
                 return pairs, f"decided at look {looks.index(len(pairs)) + 1} of {len(looks)}"
     return pairs, "trial budget used up"

@@ -129,8 +129,10 @@ class SpecdecSession:
         backend = self.pool.for_arms(plan.baseline, plan.treatment, spec.pair(self.settings.pair))
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
-        outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect)
-        record = record_outcome(outcome, self.pool.digest(backend), self.analysis.notes(backend, comparison))
+        unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
+        outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable)
+        notes = self.analysis.notes(backend, comparison) + engagement_notes
+        record = record_outcome(outcome, self.pool.digest(backend), notes)
         record = replace(record, theory=self.analysis.theory(backend, comparison), scope=_scope(settings, plan))
         record = self.ledger.check(record)
         baseline_failure = self.ledger.failure(record)

@@ -121,10 +121,32 @@ def test_a_lossy_sd_arm_fails_whatever_the_speed_says() -> None:
     assert outcome.conclusion is Conclusion.FAILED
 
 
-def test_an_arm_that_never_drafted_fails_as_not_engaged() -> None:
-    outcome = simulated_outcome("1.0", Expectations(speedup=SpeedupBounds(min=1.0)), engaged="false")
+def test_arms_that_cannot_differ_get_no_verdict_and_say_why() -> None:
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.6", "noise": "0.01"})
+    plan = ComparisonPlan(
+        "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 6, 6, 0.95
+    )
+    settings = Settings(backend="simulated", pair=backend.pair, profile="embedded")
+    reason = "not measurable: SD not engaged (the sd arm drafted 0 tokens)"
+    outcome = judge_outcome(
+        "t.py::test",
+        settings,
+        backend.fingerprint(),
+        run_comparison(backend, plan),
+        Expectations(speedup=SpeedupBounds(max=1.3)),
+        unmeasurable=reason,
+    )
+    assert outcome.failure == reason
+    assert outcome.conclusion is Conclusion.NOT_MEASURABLE
+    assert record_outcome(outcome, "digest").bounds == (), "no verdict word on any bound"
+
+
+def test_a_lossy_sd_arm_gets_no_verdict_even_when_the_bound_is_refuted() -> None:
+    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), lossless="false")
+    assert outcome.conclusion is Conclusion.FAILED
     assert outcome.failure is not None
-    assert "drafted 0 tokens" in outcome.failure
+    assert "differs from plain decoding at token 8" in outcome.failure
+    assert record_outcome(outcome, "digest").bounds == ()
 
 
 def test_conclusion_keeps_the_stored_strings_and_its_verdict() -> None:

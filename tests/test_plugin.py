@@ -86,7 +86,8 @@ def test_divergence_on_a_near_tie_is_noted_not_failed(pytester: pytest.Pytester,
 def test_sd_that_never_drafts_fails_the_engaged_check(pytester: pytest.Pytester) -> None:
     result = run(pytester, "min=0.5", "--specdec-backend-option", "engaged=false")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*SD never ran: the sd arm drafted 0 tokens*"])
+    result.stdout.fnmatch_lines(["*not measurable: SD not engaged (the sd arm drafted 0 tokens)*", "*not measurable*"])
+    assert not (pytester.path / "baselines" / "candidates").exists(), "arms that cannot differ are never a candidate"
 
 
 def test_acceptance_marker_is_judged(pytester: pytest.Pytester) -> None:

@@ -66,6 +66,24 @@ class GenerationStats:
     server_ttft_seconds: float | None = None
     # Tokens generated, for backends whose bursts carry text units instead of token ids.
     generated_tokens: int | None = None
+    # Seconds the server spent loading or reloading the model before this generation
+    # (excluded from decode and first-token timing, reported on its own).
+    load_seconds: float | None = None
+    # What the bursts' ids are: "token" ids, or "character" code points of the text.
+    output_units: str = "token"
+
+
+@dataclass(frozen=True)
+class SpeculationEvidence:
+    """What a server's own answers say about each arm, before anything is measured.
+
+    ``True``: the arm is known to speculate; ``False``: known not to; ``None``: the
+    server does not say (the engagement probe must tell).
+    """
+
+    sd_arm: bool | None
+    plain_arm: bool | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -129,6 +147,15 @@ class MeasuresStepCosts(Protocol):
 
     def step_costs(self, prompt: str, num_draft: int) -> tuple[float, float, float, str]:
         """``(draft step s, target 1-token step s, target (γ+1)-token step s, method)``."""
+        ...
+
+
+@runtime_checkable
+class KnowsSpeculation(Protocol):
+    """A backend that can say from the server's answers whether each arm can speculate."""
+
+    def speculation_evidence(self) -> SpeculationEvidence:
+        """The static evidence, recorded in the fingerprint and used to judge engagement."""
         ...
 
 

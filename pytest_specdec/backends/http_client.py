@@ -34,14 +34,16 @@ def server_message(body: str) -> str:
 class HttpService:
     """A JSON-over-HTTP server at ``base_url`` (``service`` names it in messages)."""
 
-    def __init__(self, service: str, base_url: str, timeout_s: float, fix: str) -> None:
+    def __init__(
+        self, service: str, base_url: str, timeout_s: float, fix: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         import httpx
 
         self.service = service
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.fix = fix
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=dict(headers or {}))
 
     def _fault(self, error: Exception) -> BackendRuntimeError:
         import httpx
@@ -132,7 +134,14 @@ class HttpService:
 
 
 def connect(
-    backend: str, options: Mapping[str, str], *, service: str, default_url: str, timeout_s: float, start_hint: str
+    backend: str,
+    options: Mapping[str, str],
+    *,
+    service: str,
+    default_url: str,
+    timeout_s: float,
+    start_hint: str,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[HttpService, bool]:
     """A service from the ``url`` / ``timeout`` / ``stream`` backend options, and whether to stream."""
     reader = BackendOptions(backend, options)
@@ -140,9 +149,8 @@ def connect(
     timeout = reader.number("timeout", timeout_s, low=0.1, high=86_400)
     stream = reader.flag("stream", True)
     reader.reject_unknown()
-    return HttpService(
-        service, url, timeout, f"{start_hint} or set --specdec-backend-option url=http://HOST:PORT"
-    ), stream
+    fix = f"{start_hint} or set --specdec-backend-option url=http://HOST:PORT"
+    return HttpService(service, url, timeout, fix, headers), stream
 
 
 def get_or_refuse(http: HttpService, path: str) -> dict[str, Any]:

@@ -1,17 +1,31 @@
 """MTPLX (``mtplx serve``, OpenAI-compatible) over HTTP: MTP heads vs autoregressive.
 
 One server, same weights: the plain arm asks ``"generation_mode": "ar"``, the SD
-arm ``"generation_mode": "mtp"`` with ``"depth": γ``. ``/health`` says whether MTP
-is loaded (``mtp_enabled``, ``depth``) and what drafts (``draft_head_identity``):
-MTPLX uses the target's own MTP heads, not a separate draft model, and the
-fingerprint records what the server reports. Token counts come from ``usage``,
-timing from the stream (the protocol's wall clock), drafted / accepted counts from
-``mtplx_stats`` or, where absent, ``GET /metrics``.
+arm ``"generation_mode": "mtp"`` with ``"depth": γ``. What follows MTPLX's source
+(the PyPI wheel, ``mtplx/server/openai.py``):
+
+* the request's ``generation_mode`` is binding only while client controls are
+  allowed; ``MTPLX_CLIENT_CONTROLS_DEFAULT=hints`` ignores it silently, and the header
+  ``X-MTPLX-Allow-Client-Controls`` makes it binding either way
+  (``_client_controls_allowed``) — so every request sends that header, and the mode
+  that really ran (``mtplx_stats.generation_mode``) must be the one asked for;
+* ``/health`` ``mtp_enabled`` is the runtime's truth (its ``available_generation_modes``
+  list is hard-coded): without MTP heads loaded there is no SD arm;
+* ``/health`` carries no MTPLX version: the release is ``mtplx --version`` on this
+  machine, else the installed package's version, else it says it is unknown.
+
+Token counts come from ``usage``, timing from the stream (the protocol's wall clock),
+drafted / accepted counts from ``mtplx_stats`` (both arms: ``ar`` drafts 0) or, where
+absent, ``GET /metrics``. The real server cannot start on Linux: its runtime loads
+macOS's libSystem when imported.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
@@ -27,6 +41,24 @@ from pytest_specdec.backends.llama_server import text_units
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+CONTROL_HEADER = {"X-MTPLX-Allow-Client-Controls": "1"}
+
+
+def mtplx_release() -> str:
+    """``mtplx 2.12.2`` from ``mtplx --version``, else the installed package; says so when unknown."""
+    binary = shutil.which("mtplx")
+    if binary is not None:
+        try:
+            done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        words = (done.stdout.split() if done is not None else [])[:2]
+        if len(words) == 2 and words[0] == "mtplx":
+            return f"mtplx {words[1]}"
+    try:
+        return f"mtplx {metadata.version('mtplx')}"
+    except metadata.PackageNotFoundError:
+        return "mtplx (version unknown: its /health reports none and no mtplx is installed here)"
 
 
 class MtplxBackend:
@@ -37,14 +69,19 @@ class MtplxBackend:
     def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
         self._http, self._stream = connect(
             self.name, options, service="MTPLX", default_url=DEFAULT_URL, timeout_s=300.0,
-            start_hint="start 'mtplx serve'",
+            start_hint="start 'mtplx serve'", headers=CONTROL_HEADER,
         )  # fmt: skip
         url = self._http.base_url
         self._health = get_or_refuse(self._http, "/health")
         if not self._health.get("ok", False):
             raise ModelLoadError(f"MTPLX at {url} is not ready: {self._health} — wait for the model to load")
-        if "mtp" not in self._health.get("available_generation_modes", ["mtp", "ar"]):
-            raise ModelLoadError(f"MTPLX at {url} offers no 'mtp' generation mode — start it without --no-mtp")
+        if self._health.get("mtp_enabled") is False:
+            self._http.close()
+            raise ModelLoadError(
+                f"MTPLX at {url} has no MTP heads loaded (mtp_enabled: false): there is no SD arm to measure — "
+                "start 'mtplx serve' with MTP (without --stock-ar / --no-load-mtp)"
+            )
+        self._release = mtplx_release()
         self._model = str(self._health.get("model") or pair.target)
         self._pair = ModelPair(self._model, "own MTP heads")
 
@@ -62,12 +99,11 @@ class MtplxBackend:
         return "the target's own MTP heads" if self._health.get("mtp_enabled") else "none (MTP not loaded)"
 
     def fingerprint(self) -> Fingerprint:
-        """Server version (when reported), MTP state and drafter."""
-        version = str(self._health.get("version") or "unknown")
+        """MTPLX release (``mtplx --version``), MTP state and drafter."""
         return Fingerprint(
             backend=self.name,
-            release=f"mtplx {version}",
-            versions={"mtplx": version},
+            release=self._release,
+            versions={"mtplx": self._release.removeprefix("mtplx ")},
             device=f"server: {self._http.base_url}",
             details={
                 "model_path": str(self._health.get("model_path", "")),
@@ -118,15 +154,23 @@ class MtplxBackend:
             raise BackendRuntimeError(
                 f"MTPLX at {self._http.base_url} ended the completion without 'usage' — no result kept"
             )
-        if request.arm.speculative and "drafted_tokens" not in stats:
+        if "drafted_tokens" not in stats:
             latest = self._http.get("/metrics").get("latest") or {}
             stats = latest if isinstance(latest, dict) else {}
-        speculative = request.arm.speculative
+        asked = self._body(request)["generation_mode"]
+        ran = stats.get("generation_mode", asked)
+        if ran != asked:
+            raise BackendRuntimeError(
+                f"MTPLX at {self._http.base_url} ran generation_mode {ran!r} for the {request.arm.label} arm, not "
+                f"{asked!r}: it ignores client controls (fields ignored: {stats.get('client_control_fields_ignored')}) "
+                "— unset MTPLX_CLIENT_CONTROLS_DEFAULT=hints on the server"
+            )
         return GenerationStats(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            drafted=int(stats.get("drafted_tokens", 0)) if speculative else None,
-            accepted=int(stats.get("accepted_drafts", 0)) if speculative else None,
+            drafted=int(stats["drafted_tokens"]) if "drafted_tokens" in stats else None,
+            accepted=int(stats["accepted_drafts"]) if "accepted_drafts" in stats else None,
             generated_tokens=int(usage["completion_tokens"]),
+            output_units="character",
         )
 
     def close(self) -> None:

@@ -1,19 +1,22 @@
 """Ollama through the official ``ollama`` client: built-in speculative decoding.
 
-Two ways to form the A/B pair (backend option ``sd``):
+Two ways to form the A/B pair (backend option ``sd``), each accepted only where the
+server's own answers say it really toggles SD (:mod:`~pytest_specdec.backends.ollama_model`):
 
 * ``sd=option`` (default) — one tag; the SD arm sends ``options.draft_num_predict = γ``,
-  the plain arm ``0``. This is the GGUF / llama-server path, where Ollama forces it to
-  0 unless set. It is a load-time runner option: switching it reloads the runner
-  (``load_duration``), which the decode rate excludes.
-* ``sd=tag`` — two tags: ``--specdec-model`` has the draft / MTP head (MLX engine,
-  always speculating) and ``plain_model=TAG`` the same weights without it.
+  the plain arm ``0``. Only on Ollama ≥ 0.30.0 and a GGUF tag with MTP layers or a
+  DRAFT. It is a load-time runner option: switching it reloads the runner
+  (``load_duration``), which is excluded from decode and first-token timing and
+  reported.
+* ``sd=tag`` — two tags: ``--specdec-model`` has the drafter and ``plain_model=TAG``
+  the same weights without it (the MLX engine drafts whenever a drafter ships).
 
 Decode rate is ``eval_count / eval_duration`` (nanoseconds); time to first token is
-measured on the stream. ``prompt_eval_count`` includes cached tokens, so prompt rate
-is not used. Ollama's API exposes no token ids and no acceptance counts: the output
-check compares text, and SD being live is shown by the predictable-vs-unpredictable
-probe (:mod:`pytest_specdec.analysis`).
+``prompt_eval_duration`` (the stream's clock would include a reload). Thinking models
+get ``think: false`` (Ollama turns thinking on by default, ``server/routes.go``), and
+text arriving in ``thinking`` still counts as output. Ollama's API exposes no token
+ids and no acceptance counts: the output check compares characters, and SD being live
+is judged from the static evidence and the engagement probe (:mod:`pytest_specdec.analysis`).
 """
 
 from __future__ import annotations
@@ -29,9 +32,17 @@ from pytest_specdec.backends.base import (
     GenerationStats,
     GenerationStream,
     ModelPair,
+    SpeculationEvidence,
     TokenBurst,
 )
 from pytest_specdec.backends.llama_server import text_units
+from pytest_specdec.backends.ollama_model import (
+    OllamaModel,
+    describe_model,
+    option_evidence,
+    refuse_flash_attention_on_mlx,
+    tag_evidence,
+)
 from pytest_specdec.backends.ollama_serve import ManagedOllama, parse_environment
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
@@ -79,10 +90,19 @@ class OllamaBackend:
                 if tag not in self._digests:
                     raise ModelLoadError(f"model {tag} is not on the server — run 'ollama pull {tag}'")
             self._show = self._call(self._client.show, self._tag)
+            self._model = describe_model(self._tag, self._http_post("/api/show", {"model": self._tag}))
+            refuse_flash_attention_on_mlx(self._model, environment)
+            if self._mode == "option":
+                self._evidence = option_evidence(self._version, self._model)
+                self._plain_model: OllamaModel | None = None
+            else:
+                plain = full_tag(self._plain_tag)
+                self._plain_model = describe_model(plain, self._http_post("/api/show", {"model": plain}))
+                self._evidence = tag_evidence(self._version, self._model, self._plain_model)
         except BackendRuntimeError as error:
             self.close()
             raise ModelLoadError(str(error)) from None
-        except ModelLoadError:
+        except (ModelLoadError, SpecdecUsageError):
             self.close()
             raise
         draft = f"built-in draft head (vs {full_tag(self._plain_tag)})" if self._mode == "tag" else "draft_num_predict"
@@ -101,6 +121,11 @@ class OllamaBackend:
         if isinstance(error, ConnectionError | httpx.ConnectError):
             return self._unreachable()
         if isinstance(error, ollama.ResponseError):
+            if error.status_code == -1:  # an {"error": ...} line after the first bytes, under HTTP 200
+                return BackendRuntimeError(
+                    f"Ollama at {self._host} reported an error in the middle of its answer: {error.error} "
+                    "— no partial result was kept"
+                )
             if error.status_code == 404 and "not found" in str(error.error):
                 return BackendRuntimeError(f"model {self._tag} is not on the server — run 'ollama pull {self._tag}'")
             return BackendRuntimeError(f"Ollama at {self._host} answered HTTP {error.status_code}: {error.error}")
@@ -124,11 +149,21 @@ class OllamaBackend:
 
     def _http_get(self, path: str) -> dict[str, Any]:
         """A GET the client has no method for (``/api/version``)."""
-        response = self._call(self._client._client.get, path)
+        return self._json(self._call(self._client._client.get, path), path)
+
+    def _http_post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A POST whose whole answer is needed (``/api/show`` with ``tensors``, which the client drops)."""
+        return self._json(self._call(self._client._client.post, path, json=dict(body)), path)
+
+    def _json(self, response: Any, path: str) -> dict[str, Any]:
         if response.status_code >= 400:
             raise BackendRuntimeError(f"Ollama at {self._host} answered HTTP {response.status_code} on {path}")
         parsed = self._call(response.json)
         return parsed if isinstance(parsed, dict) else {}
+
+    def speculation_evidence(self) -> SpeculationEvidence:
+        """What the server's answers say each arm can do (version, model format, MTP layers, DRAFT)."""
+        return self._evidence
 
     @property
     def pair(self) -> ModelPair:
@@ -148,6 +183,8 @@ class OllamaBackend:
             "digest": str(self._digests.get(self._tag, "")),
             "fully_on_gpu": str(resident.size_vram == resident.size) if resident else "not loaded",
             "sd": self._mode,
+            "drafter": self._model.drafter,
+            "evidence": self._evidence.reason,
         }
         if self._server is not None:
             info.update({f"env.{k}": v for k, v in sorted(self._server.environment.items())})
@@ -174,13 +211,17 @@ class OllamaBackend:
             "seed": request.seed,
             "num_predict": request.max_tokens,
         }
-        model = self._tag
-        if self._mode == "option":
+        described = self._model if speculative or self._plain_model is None else self._plain_model
+        if described.gguf:  # the MLX engine never reads it; on GGUF it is the switch
             options["draft_num_predict"] = request.arm.num_draft if speculative else 0
-        elif not speculative:
-            model = full_tag(self._plain_tag)
         stream = self._call(
-            self._client.generate, model=model, prompt=request.prompt, options=options, stream=True, raw=self._raw
+            self._client.generate,
+            model=described.tag,
+            prompt=request.prompt,
+            options=options,
+            stream=True,
+            raw=self._raw,
+            think=False if described.thinking else None,
         )
         while True:
             try:
@@ -195,8 +236,9 @@ class OllamaBackend:
         """One greedy generation; rates from ``eval_count`` / ``eval_duration``."""
         final = None
         for chunk in self._stream(request):
-            if chunk.response:
-                yield TokenBurst(text_units(chunk.response))
+            text = (getattr(chunk, "thinking", None) or "") + (chunk.response or "")
+            if text:  # a model that thinks despite think=false still produces output
+                yield TokenBurst(text_units(text))
             if chunk.done:
                 final = chunk
                 break
@@ -210,6 +252,10 @@ class OllamaBackend:
             prompt_tokens=int(final.prompt_eval_count or 0),
             server_decode_seconds=final.eval_duration / 1e9,
             server_decode_tokens=int(final.eval_count),
+            server_ttft_seconds=(final.prompt_eval_duration or 0) / 1e9,
+            generated_tokens=int(final.eval_count),
+            load_seconds=(final.load_duration or 0) / 1e9,
+            output_units="character",
         )
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-FAULTS = ("http500", "malformed", "cut", "no-timings", "slow", "not-found", "loading")
+FAULTS = ("http500", "malformed", "cut", "no-timings", "slow", "not-found", "loading", "midstream")
 
 
 class StandinServer(ThreadingHTTPServer):
@@ -28,6 +28,7 @@ class StandinServer(ThreadingHTTPServer):
         self.engine = engine
         self.faults: set[str] = set(faults)
         self.settings = dict(settings or {})  # what the real server takes on its command line
+        self.state: dict[str, Any] = {}  # what the real server remembers between requests
         self.released = threading.Event()  # a "slow" response waits for this (or the client's timeout)
         self.requests: list[tuple[str, str, Any]] = []
         self._thread: threading.Thread | None = None

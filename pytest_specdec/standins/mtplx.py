@@ -1,13 +1,22 @@
-"""Stand-in for ``mtplx serve``: ``/health``, ``/metrics``, ``/v1/completions``.
+"""Stand-in for ``mtplx serve`` (which cannot start on Linux): ``/health``, ``/metrics``, ``/v1/completions``.
 
-MTPLX drafts with the target's own MTP heads (no separate draft model): ``/health``
-reports ``mtp_enabled``, ``depth``, ``generation_mode`` and
-``available_generation_modes``; a request picks ``generation_mode`` ``"mtp"`` or
-``"ar"`` (``ar`` reports ``mtp_depth`` 0). Responses follow the OpenAI completion
-shape plus ``mtplx_stats`` (``generation_mode``, ``mtp_depth``, ``drafted_tokens``,
-``accepted_drafts``, ``decode_tok_s``, ``ttft_s``, ``elapsed_s``) and llama-server
-style ``timings``; the SSE stream ends with ``data: [DONE]``. Errors are
-``{"error": {"message", "type", "code", "param"}}``.
+Each behaviour follows the PyPI wheel's ``mtplx/server/openai.py``:
+
+* ``/health`` reports ``mtp_enabled`` (the runtime's truth), ``depth``, the server's
+  default ``generation_mode`` and a hard-coded ``available_generation_modes``; it
+  carries **no MTPLX version** (only ``mlx_runtime``, mlx's own).
+* A request's ``generation_mode`` (``mtp`` or ``ar``; anything else is 400) counts only
+  when client controls are allowed (``_client_controls_allowed``): the default policy
+  ``honor`` allows them; ``MTPLX_CLIENT_CONTROLS_DEFAULT=hints`` (setting
+  ``client_controls``) ignores them unless the header ``X-MTPLX-Allow-Client-Controls``
+  is truthy. Ignored fields are listed in ``mtplx_stats.client_control_fields_ignored``
+  and ``mtplx_stats.generation_mode`` is the mode that ran.
+* ``mtp`` without MTP heads loaded (setting ``mtp_enabled=false``) is 400
+  "generation_mode 'mtp' requires a runtime loaded with MTP".
+* Responses follow the OpenAI completion shape plus ``mtplx_stats`` and llama.cpp-style
+  ``timings`` with ``draft_n`` / ``draft_n_accepted`` (``_build_timings``; ``ar`` drafts
+  0); the SSE stream ends with ``data: [DONE]``. Errors are
+  ``{"error": {"message", "type", "code", "param"}}``.
 """
 
 from __future__ import annotations
@@ -56,13 +65,22 @@ class MtplxHandler(StandinHandler):
                 "generation_mode": "mtp",
                 "default_generation_mode": "mtp",
                 "available_generation_modes": ["mtp", "ar"],
-                "load_mtp": True,
-                "mtp_enabled": True,
+                "load_mtp": self._mtp_enabled,
+                "mtp_enabled": self._mtp_enabled,
                 "depth": DEPTH,
                 "draft_head_identity": "target's own MTP head (stand-in: aligned synthetic draft)",
-                "version": "2.12.2-standin",
+                "mlx_runtime": {"version": "0.32.2"},
             },
         )
+
+    @property
+    def _mtp_enabled(self) -> bool:
+        return self.server.settings.get("mtp_enabled", "true") == "true"
+
+    def _controls_allowed(self) -> bool:
+        if self.headers.get("X-MTPLX-Allow-Client-Controls", "").lower() in ("1", "true", "yes", "on", "allow"):
+            return True
+        return self.server.settings.get("client_controls", "honor") != "hints"
 
     def metrics(self, _: object) -> None:
         """``latest``, ``recent`` (last 32 turns) and ``tool_parse_counters``."""
@@ -73,11 +91,17 @@ class MtplxHandler(StandinHandler):
         """``/v1/completions`` in ``ar`` or ``mtp`` mode."""
         if self.fail_if_asked():
             return
-        mode = str(body.get("generation_mode") or "mtp")
+        allowed = self._controls_allowed()
+        ignored = [] if allowed else [k for k in ("generation_mode", "depth", "temperature", "top_k") if k in body]
+        mode = str((body.get("generation_mode") if allowed else None) or "mtp")
         if mode not in ("mtp", "ar"):
-            self.send_json(422, self.error_body(422, f"generation_mode must be 'mtp' or 'ar', got {mode!r}"))
+            self.send_json(400, self.error_body(400, "generation_mode must be 'mtp' or 'ar'"))
             return
-        depth = int(body.get("depth") or DEPTH) if mode == "mtp" else 0
+        if mode == "mtp" and not self._mtp_enabled:
+            self.send_json(400, self.error_body(400, "generation_mode 'mtp' requires a runtime loaded with MTP"))
+            return
+        depth = int((body.get("depth") if allowed else None) or DEPTH) if mode == "mtp" else 0
+        self.server.state["ignored"] = ignored
         events = self.server.engine.generate(
             str(body.get("prompt", "")), int(body.get("max_tokens") or 16), depth, int(body.get("seed") or 0)
         )
@@ -101,6 +125,8 @@ class MtplxHandler(StandinHandler):
             "elapsed_s": stats.prompt_s + stats.decode_s,
             "decode_tok_s": stats.decode_tokens / stats.decode_s if stats.decode_s else 0.0,
             "finish_reason": "length",
+            "client_controls_allowed": not self.server.state.get("ignored"),
+            "client_control_fields_ignored": self.server.state.get("ignored", []),
         }
         type(self).latest.append(mtplx_stats)
         payload: dict[str, Any] = {

@@ -1,16 +1,30 @@
-"""Stand-in for the Ollama server API (``/api/version``, ``/api/tags``, ``/api/show``,
-``/api/ps``, ``/api/generate``), with real generations.
+"""Stand-in for the Ollama server API, with real generations, for what cannot run here.
 
-Tags served (all the synthetic GGUF pair):
+Endpoints: ``/``, ``/api/version``, ``/api/tags``, ``/api/ps``, ``/api/show``,
+``/api/generate``. Each behaviour follows Ollama's source (``ollama/ollama``):
 
-* ``specdec-synthetic:latest`` — the GGUF / llama-server path: speculation only when
-  the request sets ``options.draft_num_predict`` > 0 (Ollama forces 0 otherwise);
-* ``specdec-synthetic:draft`` — the MLX path with a draft head: always speculates
-  (depth 3), ``draft_num_predict`` is not read;
-* ``specdec-synthetic:plain`` — the same weights without a draft.
+* ``draft_num_predict`` exists from v0.30.0 (``api/types.go``, ``Runner``); a server
+  of an older ``version`` setting ignores it (``Options.FromMap`` logs "invalid option
+  provided" and goes on).
+* GGUF tags speculate only with MTP layers (``<arch>.nextn_predict_layers`` in
+  ``model_info``) or a ``DRAFT`` layer, and only when ``draft_num_predict`` > 0; left
+  unset on a tag without a DRAFT it is forced to 0, with a DRAFT it defaults to 4
+  (``server/routes.go``; ``llm/llama_server.go`` ``hasMTPDraft``, ``appendDraftArgs``).
+* safetensors tags run on the MLX engine: it never reads ``draft_num_predict`` and
+  drafts on every request when the tag ships a drafter, unless ``logprobs`` is asked
+  (``x/mlxrunner/runner.go``, ``speculate.go``); the drafter shows in no API field.
+* A change of a runner option (``draft_num_predict`` among them) between requests
+  reloads a GGUF runner: ``load_duration`` on that request is a model load; MLX
+  models never reload for it (``server/sched.go`` ``needsReload``). The stand-in reports
+  the load without spending the time.
+* ``think`` defaults to true on thinking-capable tags; the text then arrives in
+  ``thinking`` and ``response`` stays empty (``server/routes.go``).
+* An error after the first bytes is one more NDJSON line ``{"error": ...}`` under the
+  HTTP 200 already sent, with no ``done`` chunk (``streamResponse``; fault ``midstream``).
+* Durations are nanoseconds; ``eval_count`` / ``eval_duration`` are the decoded tokens
+  and their time (``api.Metrics``); no draft counters are exposed.
 
-Durations are nanoseconds; ``eval_count`` / ``eval_duration`` are the committed
-tokens and the decode time; errors are ``{"error": "..."}`` with the HTTP status.
+Settings: ``version`` (default ``0.32.4``).
 """
 
 from __future__ import annotations
@@ -18,23 +32,48 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from pytest_specdec.standins.engine import EngineStats, Piece, collect
 from pytest_specdec.standins.http import StandinHandler
 
-VERSION = "0.31.0"
-TAGS = {
-    "specdec-synthetic:latest": ("gguf", "option"),
-    "specdec-synthetic:draft": ("safetensors", "always"),
-    "specdec-synthetic:plain": ("safetensors", "never"),
-}
+VERSION = "0.32.4"
+DRAFT_OPTION_SINCE = (0, 30, 0)
+DRAFT_DEFAULT = 4  # api/types.go DefaultOptions
+MLX_DEPTH = 3
+RELOAD_NS = 1_500_000_000  # a GGUF runner reload, as reported in load_duration
 ENVIRONMENT = ("OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL")
+
+
+@dataclass(frozen=True)
+class Tag:
+    """How one served tag is built."""
+
+    format: str  # "gguf" or "safetensors"
+    mtp: bool = False
+    draft: bool = False  # GGUF: a DRAFT layer; safetensors: a drafter (invisible in the API)
+    thinking: bool = False
+
+
+TAGS = {
+    "specdec-synthetic:latest": Tag("gguf"),
+    "specdec-synthetic:mtp": Tag("gguf", mtp=True),
+    "specdec-synthetic:gguf-draft": Tag("gguf", draft=True),
+    "specdec-synthetic:think": Tag("gguf", mtp=True, thinking=True),
+    "specdec-synthetic:draft": Tag("safetensors", draft=True),
+    "specdec-synthetic:draft-b": Tag("safetensors", draft=True),
+    "specdec-synthetic:plain": Tag("safetensors"),
+}
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("-", 1)[0].split(".")[:3])
 
 
 class OllamaHandler(StandinHandler):
@@ -49,11 +88,16 @@ class OllamaHandler(StandinHandler):
         ("POST", "/api/generate"): "generate",
     }
 
+    @property
+    def ollama_version(self) -> str:
+        """The Ollama release this stand-in plays."""
+        return self.server.settings.get("version", VERSION)
+
     def details(self, tag: str) -> dict[str, Any]:
         """``ModelDetails``."""
         return {
             "parent_model": "",
-            "format": TAGS[tag][0],
+            "format": TAGS[tag].format,
             "family": "llama",
             "families": ["llama"],
             "parameter_size": "10.6M",
@@ -67,7 +111,7 @@ class OllamaHandler(StandinHandler):
     def version(self, _: object) -> None:
         """``{"version": ...}``; the stand-in's environment rides along for the managed-server test."""
         environment = {key: os.environ[key] for key in ENVIRONMENT if key in os.environ}
-        self.send_json(200, {"version": VERSION, "standin_environment": environment})
+        self.send_json(200, {"version": self.ollama_version, "standin_environment": environment})
 
     def _model(self, tag: str) -> dict[str, Any]:
         engine = self.server.engine
@@ -106,22 +150,53 @@ class OllamaHandler(StandinHandler):
         return None
 
     def show(self, body: dict[str, Any]) -> None:
-        """``ShowResponse`` (no digest: that is in ``/api/tags``)."""
+        """``ShowResponse``: MTP layers in ``model_info``, a ``DRAFT`` line in the modelfile (GGUF only)."""
         tag = self._known(body)
         if tag is None:
             return
+        spec = TAGS[tag]
+        info: dict[str, Any] = {"general.architecture": "llama", "llama.block_count": 8, "llama.context_length": 4096}
+        if spec.mtp:
+            info["llama.nextn_predict_layers"] = 1
+        modelfile = f'# Modelfile generated by "ollama show"\nFROM /blobs/{tag}\n'
+        if spec.format == "gguf" and spec.draft:
+            modelfile += f"DRAFT /blobs/{tag}-draft\n"
         self.send_json(
             200,
             {
-                "modelfile": f"FROM {tag}\n",
+                "modelfile": modelfile,
                 "parameters": "temperature 0",
                 "template": "{{ .Prompt }}",
                 "details": self.details(tag),
-                "model_info": {"general.architecture": "llama", "llama.block_count": 8, "llama.context_length": 4096},
-                "capabilities": ["completion"],
+                "model_info": info,
+                "tensors": [{"name": "token_embd.weight", "type": "F16", "shape": [256, 256]}],
+                "capabilities": ["completion", *(["thinking"] if spec.thinking else [])],
                 "modified_at": _now(),
             },
         )
+
+    def _num_draft(self, tag: str, body: dict[str, Any]) -> int:
+        """How many tokens this request drafts per step, as the real server would decide."""
+        spec = TAGS[tag]
+        options = body.get("options") or {}
+        if spec.format == "safetensors":
+            asked_logprobs = bool(body.get("logprobs")) or bool(body.get("top_logprobs"))
+            return MLX_DEPTH if spec.draft and not asked_logprobs else 0
+        if _version(self.ollama_version) < DRAFT_OPTION_SINCE or not (spec.mtp or spec.draft):
+            return 0
+        requested = options.get("draft_num_predict")
+        if requested is None:
+            return DRAFT_DEFAULT if spec.draft else 0
+        return max(0, int(requested))
+
+    def _load_ns(self, tag: str, num_draft: int) -> int:
+        """A GGUF runner reloads when a runner option changed since its last request."""
+        if TAGS[tag].format != "gguf":
+            return 0
+        loaded: dict[str, int] = self.server.state.setdefault("runner_options", {})
+        previous = loaded.get(tag)
+        loaded[tag] = num_draft
+        return RELOAD_NS if previous is not None and previous != num_draft else 0
 
     def generate(self, body: dict[str, Any]) -> None:
         """``/api/generate``: NDJSON stream by default, one object with ``stream: false``."""
@@ -129,40 +204,50 @@ class OllamaHandler(StandinHandler):
         if tag is None or self.fail_if_asked():
             return
         options = body.get("options") or {}
-        mode = TAGS[tag][1]
-        num_draft = {"option": int(options.get("draft_num_predict", 0) or 0), "always": 3, "never": 0}[mode]
+        num_draft = self._num_draft(tag, body)
+        load_ns = self._load_ns(tag, num_draft)
+        thinking = TAGS[tag].thinking and body.get("think") is not False
         events = self.server.engine.generate(
             str(body.get("prompt", "")), int(options.get("num_predict", 128)), num_draft, int(options.get("seed", 0))
         )
         if body.get("stream", True):
-            lines = (json.dumps(event).encode() + b"\n" for event in self._events(tag, events))
+            lines = (json.dumps(event).encode() + b"\n" for event in self._events(tag, events, thinking, load_ns))
             self.stream("application/x-ndjson", lines)
             return
         pieces, stats = collect(events)
-        self.send_json(200, self._final(tag, stats, "".join(p.text for p in pieces)))
+        text = "".join(p.text for p in pieces)
+        self.send_json(200, self._final(tag, stats, "" if thinking else text, load_ns, text if thinking else ""))
 
-    def _final(self, tag: str, stats: EngineStats, response: str) -> dict[str, Any]:
+    def _final(self, tag: str, stats: EngineStats, response: str, load_ns: int, thinking: str = "") -> dict[str, Any]:
         final: dict[str, Any] = {
             "model": tag,
             "created_at": _now(),
             "response": response,
             "done": True,
             "done_reason": "length",
-            "total_duration": int((stats.prompt_s + stats.decode_s) * 1e9),
-            "load_duration": 0,
+            "total_duration": int((stats.prompt_s + stats.decode_s) * 1e9) + load_ns,
+            "load_duration": load_ns,
             "prompt_eval_count": stats.prompt_tokens,
             "prompt_eval_duration": int(stats.prompt_s * 1e9),
             "eval_count": stats.decode_tokens,
             "eval_duration": int(stats.decode_s * 1e9),
         }
+        if thinking:
+            final["thinking"] = thinking
         if "no-timings" in self.server.faults:
             for key in ("total_duration", "prompt_eval_duration", "eval_count", "eval_duration"):
                 del final[key]
         return final
 
-    def _events(self, tag: str, events: Iterator[Piece | EngineStats]) -> Iterator[dict[str, Any]]:
-        for item in events:
+    def _events(
+        self, tag: str, events: Iterator[Piece | EngineStats], thinking: bool, load_ns: int
+    ) -> Iterator[dict[str, Any]]:
+        for index, item in enumerate(events):
+            if "midstream" in self.server.faults and index == 2:
+                yield {"error": "llama runner process has terminated: signal: killed"}
+                return
             if isinstance(item, Piece):
-                yield {"model": tag, "created_at": _now(), "response": item.text, "done": False}
+                text = {"thinking": item.text, "response": ""} if thinking else {"response": item.text}
+                yield {"model": tag, "created_at": _now(), **text, "done": False}
             else:
-                yield self._final(tag, item, "")
+                yield self._final(tag, item, "", load_ns)

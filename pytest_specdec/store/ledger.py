@@ -24,6 +24,9 @@ from pytest_specdec.store.baselines import (
 from pytest_specdec.store.files import now_iso
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
 
+# A lossless failure, or arms that cannot differ, say nothing about SD's speed.
+NEVER_A_BASELINE = frozenset({Conclusion.FAILED, Conclusion.NOT_MEASURABLE})
+
 
 @dataclass(frozen=True)
 class LedgerPolicy:
@@ -55,7 +58,14 @@ class BaselineLedger:
     records: list[ComparisonRecord] = field(default_factory=list)
 
     def check(self, record: ComparisonRecord) -> ComparisonRecord:
-        """``record`` with its baseline check attached, remembered for :meth:`finish`."""
+        """``record`` with its baseline check attached, remembered for :meth:`finish`.
+
+        A record that can never be a baseline (a lossless failure, arms that cannot
+        differ) is kept for the history but compared with nothing.
+        """
+        if record.verdict in NEVER_A_BASELINE:
+            self.records.append(record)
+            return record
         entry = self.store.lookup(record)
         check = compare_with_baseline(
             record, entry, self.store.machine_class, self.policy.alpha, self.policy.min_effect
@@ -106,7 +116,7 @@ class BaselineLedger:
         accepted: dict[str, dict[str, BaselineEntry]] = {}
         candidates: dict[str, dict[str, BaselineEntry]] = {}
         for record in self.records:
-            if record.verdict is Conclusion.FAILED:  # lossless or engaged check failed: never a baseline
+            if record.verdict in NEVER_A_BASELINE:
                 continue
             entry = BaselineEntry(
                 result=replace(record, check=None),
@@ -134,7 +144,7 @@ class BaselineLedger:
                 "accept with --specdec-update-baselines"
             )
         history = [
-            history_line(r, self.store.machine_class, self.policy.update and r.verdict is not Conclusion.FAILED, when)
+            history_line(r, self.store.machine_class, self.policy.update and r.verdict not in NEVER_A_BASELINE, when)
             for r in self.records
         ]
         if history:

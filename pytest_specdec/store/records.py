@@ -36,8 +36,9 @@ class Conclusion(StrEnum):
     """What a comparison concluded, as the verdict column shows it.
 
     ``reference: …`` is a verdict on a claim made for another model profile: shown,
-    never gating. ``failed``: the lossless or engaged check failed, so the speed
-    bound was not judged. ``measured``: no bound was stated.
+    never gating. ``failed``: the lossless check failed, so no bound was judged.
+    ``not measurable``: the arms cannot differ (SD not engaged, or both speculate).
+    ``measured``: no bound was stated.
     """
 
     HOLDS = "holds"
@@ -47,6 +48,7 @@ class Conclusion(StrEnum):
     REFERENCE_REFUTED = "reference: refuted"
     REFERENCE_INCONCLUSIVE = "reference: inconclusive"
     FAILED = "failed"
+    NOT_MEASURABLE = "not measurable"
     MEASURED = "measured"
 
     @classmethod

@@ -56,7 +56,7 @@ def servers(engine: GenerationEngine) -> Iterator[dict[str, StandinServer]]:
 
 def connect(kind: str, url: str, **options: str) -> Backend:
     if kind == "ollama":
-        return OllamaBackend(ModelPair("specdec-synthetic"), {"host": url, **options})
+        return OllamaBackend(ModelPair("specdec-synthetic:mtp"), {"host": url, **options})
     if kind == "mtplx":
         return MtplxBackend(ModelPair("ignored"), {"url": url, **options})
     plain, _, sd = url.partition(" ")
@@ -156,7 +156,7 @@ def test_ollama_requests_and_fingerprint(servers: dict[str, StandinServer]) -> N
     options = [body["options"] for _, path, body in server.requests if path == "/api/generate"]
     assert [o["draft_num_predict"] for o in options] == [0, 3]
     assert all(o["num_predict"] == 12 and o["temperature"] == 0 and o["seed"] == 7 for o in options)
-    assert fingerprint.release == "ollama 0.31.0"
+    assert fingerprint.release == "ollama 0.32.4"
     assert fingerprint.details["format"] == "gguf"
     assert fingerprint.details["quantization_level"] == "F16"
     assert fingerprint.details["fully_on_gpu"] == "True"
@@ -286,7 +286,8 @@ def fake_ollama_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 @pytest.mark.usefixtures("fake_ollama_on_path")
 def test_managed_server_starts_with_its_environment_and_stops() -> None:
     backend = OllamaBackend(
-        ModelPair("specdec-synthetic"), {"serve": "true", "serve_env": "OLLAMA_FLASH_ATTENTION=0;OLLAMA_NUM_PARALLEL=1"}
+        ModelPair("specdec-synthetic:mtp"),
+        {"serve": "true", "serve_env": "OLLAMA_FLASH_ATTENTION=0;OLLAMA_NUM_PARALLEL=1"},
     )
     server = backend._server
     assert server is not None
@@ -299,7 +300,7 @@ def test_managed_server_starts_with_its_environment_and_stops() -> None:
     backend.close()
     assert not server.running
     with pytest.raises(ModelLoadError, match="cannot reach Ollama"):
-        OllamaBackend(ModelPair("specdec-synthetic"), {"host": server.host})
+        OllamaBackend(ModelPair("specdec-synthetic:mtp"), {"host": server.host})
 
 
 def test_managed_server_without_binary_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -311,7 +312,7 @@ def test_managed_server_without_binary_is_one_line(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     ("kind", "options"),
     [
-        ("ollama", ["--specdec-model=specdec-synthetic", "--specdec-ollama-host={url}"]),
+        ("ollama", ["--specdec-model=specdec-synthetic:mtp", "--specdec-ollama-host={url}"]),
         ("mtplx", ["--specdec-backend-option=url={url}"]),
         ("llama-server", ["--specdec-backend-option=plain_url={url}", "--specdec-backend-option=sd_url={sd}"]),
     ],
