@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pytest_specdec.backends.base import (
     Arm,
     Backend,
+    Detokenizes,
     KnowsSpeculation,
     KnowsWeightBytes,
     MeasuresStepCosts,
@@ -141,6 +142,23 @@ def roofline_note(backend: Backend, plain_tps: float) -> str | None:
     )
 
 
+SAMPLE_CHARACTERS = 60
+
+
+def _sample(backend: Backend, comparison: Comparison) -> str | None:
+    """The start of the baseline arm's output on the first pair: what the category really decoded."""
+    if not comparison.pairs:
+        return None
+    trial = comparison.pairs[0].baseline
+    if trial.units == "character":
+        text = "".join(chr(unit) for unit in trial.token_ids)
+    elif isinstance(backend, Detokenizes):
+        text = backend.detokenize(list(trial.token_ids))
+    else:
+        return None
+    return f"sample of the {trial.arm} arm's output on {trial.prompt_id}: {text[:SAMPLE_CHARACTERS]!r}"
+
+
 RELOAD_SECONDS = 0.5  # a load_duration this long is a model (re)load, not request parsing
 
 
@@ -160,6 +178,8 @@ class Analysis:
             self._roofline_shown.add((backend.name, backend.pair))
             roofline = roofline_note(backend, comparison.arm_tps("baseline"))
             notes += [roofline] if roofline else []
+        sample = _sample(backend, comparison)
+        notes += [sample] if sample else []
         reloads = [t.load_s for p in comparison.pairs for t in (p.baseline, p.treatment) if t.load_s]
         slow = [s for s in reloads if s >= RELOAD_SECONDS]
         if slow:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, ModelPair
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
@@ -96,14 +96,18 @@ class SpecdecSession:
         """The configured backend (or ``name``'s) for ``pair``, loaded once."""
         return self.pool.backend(pair, name)
 
-    def plan(self, spec: ComparisonSpec, expect: Expectations) -> ComparisonPlan:
-        """A plain-vs-SD plan from the settings, unless the spec names other arms."""
+    def arms(self, spec: ComparisonSpec) -> tuple[Arm, Arm]:
+        """Plain vs SD at the spec's (or the settings') γ, unless the spec names other arms."""
+        num_draft = spec.num_draft or self.settings.num_draft
+        return spec.baseline or Arm("plain"), spec.treatment or Arm("sd", speculative=True, num_draft=num_draft)
+
+    def plan(self, spec: ComparisonSpec, expect: Expectations, *, base_model: bool = False) -> ComparisonPlan:
+        """The comparison's plan from the settings; a base model gets text to continue, not instructions."""
         settings = self.settings
-        baseline = spec.baseline or Arm("plain")
-        treatment = spec.treatment or Arm("sd", speculative=True, num_draft=spec.num_draft or settings.num_draft)
+        baseline, treatment = self.arms(spec)
         return ComparisonPlan(
             category=spec.category,
-            prompts=prompts_for(spec.category),
+            prompts=prompts_for(spec.category, "continuation" if base_model else "instruction"),
             baseline=baseline,
             treatment=treatment,
             max_tokens=spec.max_tokens or settings.max_tokens,
@@ -125,8 +129,9 @@ class SpecdecSession:
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Result:
         """Run one comparison, judge it, explain it and check it against its baseline."""
-        plan = self.plan(spec, expect)
-        backend = self.pool.for_arms(plan.baseline, plan.treatment, spec.pair(self.settings.pair))
+        baseline, treatment = self.arms(spec)
+        backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
+        plan = self.plan(spec, expect, base_model=isinstance(backend, KnowsModelKind) and backend.is_base_model())
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)

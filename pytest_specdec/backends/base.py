@@ -160,6 +160,24 @@ class KnowsSpeculation(Protocol):
 
 
 @runtime_checkable
+class KnowsModelKind(Protocol):
+    """A backend that can tell a base model (no chat template: it continues text) from a chat model."""
+
+    def is_base_model(self) -> bool:
+        """Whether the target is a base model, so prompts must be text to continue."""
+        ...
+
+
+@runtime_checkable
+class Detokenizes(Protocol):
+    """A backend that can turn its token ids back into text (for samples in the report)."""
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """The text of ``tokens``."""
+        ...
+
+
+@runtime_checkable
 class KnowsWeightBytes(Protocol):
     """A backend that knows how many bytes of weights its target reads per token."""
 

@@ -1,7 +1,13 @@
 """llama-cpp-python adapter: plain decoding vs prompt-lookup or second-model drafting.
 
-One ``Llama`` serves both arms (same weights, same memory); a speculative arm sets
-its ``draft_model`` for the duration of one generation:
+Each arm runs the way its users run it. The **plain arm** has a ``Llama`` of its own,
+loaded as plain decoding loads it (``logits_all=False``: no logits row copied per
+step). The **SD arm**'s ``Llama`` is loaded with what speculation needs and sets its
+``draft_model`` for the duration of one generation. The GGUF is memory-mapped, so on
+a CPU or a unified-memory Mac the two instances share the weights' pages; when two
+copies do not fit (a discrete GPU), ``plain_instance=shared`` runs both arms on one
+instance and the fingerprint says so (measured cost: README, "Fair arms"). The
+near-tie check's logits come from the SD instance, only when a divergence is found.
 
 * ``spec=prompt-lookup``: llama-cpp-python's ``LlamaPromptLookupDecoding``
   (``ngram`` = its ``max_ngram_size``; γ = ``num_pred_tokens``);
@@ -128,7 +134,13 @@ class LlamaCppBackend:
         threads = reader.integer("n_threads", 0, low=0, high=1024)
         if threads:
             load_options["n_threads"] = threads
+        self._plain_instance = reader.text("plain_instance", "own")
         reader.reject_unknown()
+        if self._plain_instance not in ("own", "shared"):
+            raise SpecdecUsageError(
+                f"backend option plain_instance={self._plain_instance!r} must be own or shared — "
+                "fix --specdec-backend-option plain_instance=..."
+            )
         if self._mode == "draft" and pair.draft is None:
             raise SpecdecUsageError("backend option spec=draft needs a draft GGUF — set --specdec-draft")
         self._pair = pair
@@ -136,6 +148,10 @@ class LlamaCppBackend:
         self._target_path = resolve_gguf(pair.target)
         self._draft_path = resolve_gguf(pair.draft) if pair.draft and self._mode != "prompt-lookup" else None
         self._llm = _load(self._target_path, load_options, logits_all=True)
+        # The plain arm as users run it: no logits for every position.
+        self._plain_llm = (
+            _load(self._target_path, load_options, logits_all=False) if self._plain_instance == "own" else self._llm
+        )
         self._draft_llm: Llama | None = None
         if self._draft_path is not None:
             self._draft_llm = _load(self._draft_path, load_options, logits_all=False)
@@ -194,6 +210,9 @@ class LlamaCppBackend:
                 "spec": self.spec_mode,
                 "ngram": str(self._ngram),
                 "flash_attn": str(self._load_options["flash_attn"]),
+                "plain_arm": "own Llama, logits_all=False"
+                if self._plain_instance == "own"
+                else "shared with the SD arm (logits_all=True)",
             },
         )
 
@@ -207,6 +226,10 @@ class LlamaCppBackend:
         if self._draft_path is not None:
             parts.append(files_digest([self._draft_path]))
         return "+".join(parts)
+
+    def is_base_model(self) -> bool:
+        """A real model without a chat template (the synthetic pairs are neither: they keep the instruction suite)."""
+        return not models.is_embedded(self._pair.target) and not self._llm.metadata.get("tokenizer.chat_template")
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         """The prompt as the model sees it (its chat template when it has one)."""
@@ -278,10 +301,11 @@ class LlamaCppBackend:
         speculative = request.arm.speculative
         drafter = self._drafter(request.arm.num_draft) if speculative else None
         self.last_drafter = drafter
-        self._llm.draft_model = drafter
-        self._llm.reset()  # no prefix reuse across arms: each generation evaluates its prompt
+        llm = self._llm if speculative else self._plain_llm
+        llm.draft_model = drafter
+        llm.reset()  # no prefix reuse across arms: each generation evaluates its prompt
         emitted: list[int] = []
-        stream = self._llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True)
+        stream = llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True)
         try:
             for token in stream:
                 emitted.append(int(token))
@@ -290,17 +314,16 @@ class LlamaCppBackend:
                     break
         finally:
             stream.close()
-            self._llm.draft_model = None
+            llm.draft_model = None
         drafted = accepted = None
         if drafter is not None:
             drafted, accepted = count_acceptance(drafter.proposals, [*prompt, *emitted])
         return GenerationStats(prompt_tokens=len(prompt), drafted=drafted, accepted=accepted)
 
     def close(self) -> None:
-        """Free both models."""
-        for llm in (self._draft_llm, self._llm):
-            if llm is not None:
-                llm.close()
+        """Free every model instance."""
+        for llm in {id(m): m for m in (self._draft_llm, self._plain_llm, self._llm) if m is not None}.values():
+            llm.close()
         self._draft_llm = None
 
 

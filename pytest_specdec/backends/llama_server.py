@@ -377,6 +377,24 @@ class LlamaServerBackend:
         timings = service.post("/completion", body).get("timings") or {}
         return int(timings.get("draft_n", 0) or 0) == 0
 
+    def is_base_model(self) -> bool:
+        """No chat template in the GGUF (managed) or in ``/props`` (the user's servers); synthetic pairs excepted."""
+        if self._model is not None:
+            from pytest_specdec.embedded import models
+
+            if models.is_embedded(self._requested.target):
+                return False
+            import gguf
+
+            return gguf.GGUFReader(self._model).get_field("tokenizer.chat_template") is None
+        props = self._service(ArmServer(NO_SPECULATION)).get("/props")
+        return not props.get("chat_template")
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens``, from the plain server's ``/detokenize``."""
+        answer = self._service(ArmServer(NO_SPECULATION)).post("/detokenize", {"tokens": tokens})
+        return str(answer.get("content", ""))
+
     def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
         """``logit(first) - logit(second)`` on the plain server after ``prompt`` + ``prefix``.
 

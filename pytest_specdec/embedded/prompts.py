@@ -1,10 +1,16 @@
-"""The built-in prompt suite: four categories, our own text, fixed order.
+"""The built-in prompt suite: four categories, our own text, fixed order, two styles.
 
 - ``code``: write or continue short programs (predictable syntax, some freedom);
 - ``copy``: rewrite or extract from a given text, so most of the answer is already
   in the prompt (prompt-lookup drafting should shine here);
 - ``prose``: open-ended explanation in natural language;
 - ``unpredictable``: answers with little structure to guess (random-looking lists).
+
+Instruction-tuned models get instructions (:data:`SUITE`). A **base** model (one with
+no chat template, such as the PyPI Gemma 3 270M) does not follow instructions, it
+continues text, so it gets :data:`CONTINUATION_SUITE`: the same categories written as
+text to continue — code to complete, a passage whose repetition has begun, prose to go
+on with, a list of random words — with the same prompt ids.
 """
 
 from __future__ import annotations
@@ -113,14 +119,60 @@ SUITE: tuple[Prompt, ...] = (
     ),
 )
 
+_PASSAGE = (
+    "The lighthouse keeper climbs the spiral stairs at dusk, trims the wick, polishes the lens and "
+    "writes the weather in the log before the first ship rounds the point."
+)
+
+CONTINUATION_SUITE: tuple[Prompt, ...] = (
+    Prompt(
+        "code-1",
+        "code",
+        'def fibonacci(n: int) -> int:\n    """Return the n-th Fibonacci number, iteratively."""\n    a, b = 0, 1\n',
+    ),
+    Prompt(
+        "code-2",
+        "code",
+        "class Stack:\n    def __init__(self) -> None:\n        self._items: list[int] = []\n\n    def push(",
+    ),
+    Prompt(
+        "code-3",
+        "code",
+        "def parse_settings(text: str) -> dict[str, str]:\n    settings = {}\n    for line in text.splitlines():\n",
+    ),
+    Prompt(
+        "code-4", "code", "-- total of each customer's orders in 2025, highest first\nSELECT c.name, SUM(o.total) AS"
+    ),
+    Prompt("copy-1", "copy", "Inventory (original):\n" + _INVENTORY + "\nInventory (copy):\nitem,colour,count,shelf\n"),
+    Prompt(
+        "copy-2",
+        "copy",
+        "Original:\n" + _FUNCTION + "\nThe same function, copied:\ndef moving_average(values, window):\n",
+    ),
+    Prompt("copy-3", "copy", _PASSAGE + "\n\n" + _PASSAGE + "\n\n" + _PASSAGE.split(",", maxsplit=1)[0]),
+    Prompt("copy-4", "copy", "bolt M6x20, washer M6, hex nut M6, wood screw, wall plug, hinge.\n" * 3 + "bolt M6x20,"),
+    Prompt("prose-1", "prose", "A bicycle stays upright while it moves for two reasons. The first is"),
+    Prompt("prose-2", "prose", "In early spring the harbour town wakes slowly. The ferry captain"),
+    Prompt(
+        "prose-3", "prose", "Renting and buying a home each have their costs. For someone who moves every few years,"
+    ),
+    Prompt("prose-4", "prose", "Dear neighbour,\n\nThank you so much for looking after my plants while I was away."),
+    Prompt("unpredictable-1", "unpredictable", "quarry, violin, saddle, orbit, lantern, mango, chisel, tundra,"),
+    Prompt("unpredictable-2", "unpredictable", "4821 0937 5512 7704 3168 9245 0081 6639"),
+    Prompt("unpredictable-3", "unpredictable", "Okonkwo\nVaelstrom\nTiruvenkat\nHalloran\nMbeki-Sands\n"),
+    Prompt("unpredictable-4", "unpredictable", "teal, Lisbon, heron, ochre, Quito, lynx, crimson,"),
+)
+
 CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable")
+STYLES: dict[str, tuple[Prompt, ...]] = {"instruction": SUITE, "continuation": CONTINUATION_SUITE}
 
 
-def prompts_for(category: str) -> tuple[Prompt, ...]:
-    """The prompts of one category (``all`` for the whole suite)."""
+def prompts_for(category: str, style: str = "instruction") -> tuple[Prompt, ...]:
+    """The prompts of one category (``all`` for the whole suite) in ``style``."""
+    suite = STYLES[style]
     if category == "all":
-        return SUITE
-    chosen = tuple(p for p in SUITE if p.category == category)
+        return suite
+    chosen = tuple(p for p in suite if p.category == category)
     if not chosen:
         raise SpecdecUsageError(f"unknown prompt category {category!r} — use one of: {', '.join(CATEGORIES)}, all")
     return chosen

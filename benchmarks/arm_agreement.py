@@ -1,0 +1,173 @@
+"""Fair arms: the plugin's plain and SD arms against bare loops of the library (README: "Fair arms").
+
+Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile gemma [--rounds 12]``
+(backends ``mlx`` and ``llama-cpp``; profiles ``embedded`` and ``gemma``). Not collected
+by pytest.
+
+Each round runs, on the same prompt and token budget, the plugin's plain arm, a bare
+plain loop, the plugin's SD arm and a bare SD loop, interleaved (the order alternates
+by round). The bare loops are the library used as its documentation shows:
+
+* llama-cpp: ``Llama(model_path)`` with its defaults and ``generate()`` for plain;
+  ``Llama(..., draft_model=LlamaPromptLookupDecoding(...))`` for SD (the library's own
+  speculative API; a second-model drafter has none, so SD here is prompt lookup);
+* mlx: ``mlx_lm.stream_generate`` without and with ``draft_model=`` on the same loaded
+  weights (so only the harness differs).
+
+Every rate is decode tok/s from the first token to the last, (n-1) tokens over that
+time. Per round: plugin ÷ bare for plain tok/s, SD tok/s and the speedup; reported as
+the median and a 95 % t interval of the mean log ratio. Targets: median within 2 %,
+interval inside ±3 %. For mlx also P2: the plugin's plain tok/s against mlx-lm's own
+``generation_tps`` on the same definition (``generation_tps`` counts n tokens over n-1
+intervals, so it is scaled by (n-1)/n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from scipy import stats
+
+from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.config import GEMMA_GGUF
+from pytest_specdec.embedded import models
+from pytest_specdec.embedded.prompts import Prompt, prompts_for
+from pytest_specdec.measure import ComparisonPlan, run_trial
+
+PLAIN, SD = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
+NGRAM = 2
+
+
+def timed(tokens: Iterator[Any], max_tokens: int) -> tuple[float, Any]:
+    """Decode tok/s of a token stream, first token to last; and the last item."""
+    first = last = 0.0
+    count = 0
+    final = None
+    for item in tokens:
+        last = time.perf_counter()
+        first = first or last
+        count += 1
+        final = item
+        if count >= max_tokens:
+            break
+    return (count - 1) / (last - first), final
+
+
+def llama_cpp_loops(backend: Any, reference: str, max_tokens: int) -> dict[str, Callable[[Prompt], float]]:
+    from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    from pytest_specdec.backends.llama_cpp import resolve_gguf
+
+    path = str(resolve_gguf(reference))
+    plain = Llama(model_path=path, verbose=False, n_ctx=1024)
+    lookup = LlamaPromptLookupDecoding(max_ngram_size=NGRAM, num_pred_tokens=SD.num_draft)
+    sd = Llama(model_path=path, verbose=False, n_ctx=1024, draft_model=lookup, logits_all=True)
+
+    def loop(llm: Any) -> Callable[[Prompt], float]:
+        def run(prompt: Prompt) -> float:
+            tokens = backend.prompt_tokens(prompt.text)  # the very tokens the plugin feeds
+            stream = llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+            try:
+                return timed(stream, max_tokens)[0]
+            finally:
+                stream.close()
+
+        return run
+
+    return {"plain": loop(plain), "sd": loop(sd)}
+
+
+def mlx_loops(backend: Any, max_tokens: int, generation_tps: list[float]) -> dict[str, Callable[[Prompt], float]]:
+    from mlx_lm import stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    model, tokenizer = backend._target.model, backend._target.tokenizer
+    draft = backend._draft.model if backend._draft is not None else None
+    greedy = make_sampler(temp=0.0)
+
+    def run(prompt: Prompt, **extra: Any) -> float:
+        stream = stream_generate(model, tokenizer, prompt.text, max_tokens=max_tokens, sampler=greedy, **extra)
+        rate, last = timed(stream, max_tokens)
+        if not extra:
+            n = last.generation_tokens
+            generation_tps.append(last.generation_tps * (n - 1) / n)
+        return rate
+
+    return {"plain": run, "sd": lambda p: run(p, draft_model=draft, num_draft_tokens=SD.num_draft)}
+
+
+def interval(ratios: list[float]) -> tuple[float, float, float]:
+    """Median ratio and a 95 % t interval of the geometric mean."""
+    logs = [math.log(r) for r in ratios]
+    mean, sem = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
+    half = stats.t.ppf(0.975, len(logs) - 1) * sem
+    return statistics.median(ratios), math.exp(mean - half), math.exp(mean + half)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("mlx", "llama-cpp"), default="llama-cpp")
+    parser.add_argument("--profile", choices=("embedded", "gemma"), default="embedded")
+    parser.add_argument("--category", default="copy")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+
+    from pytest_specdec.backends import load_backend
+
+    target = GEMMA_GGUF if args.profile == "gemma" else models.DEFAULT_TARGET
+    draft = models.DEFAULT_DRAFT if args.backend == "mlx" and args.profile == "embedded" else None
+    options = {"spec": "prompt-lookup", "ngram": str(NGRAM)} if args.backend == "llama-cpp" else {}
+    backend: Backend = load_backend(args.backend, ModelPair(target, draft), options)
+    generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
+    if args.backend == "llama-cpp":
+        loops = llama_cpp_loops(backend, target, args.max_tokens)
+    else:
+        loops = mlx_loops(backend, args.max_tokens, generation_tps)
+    plugin_style = "continuation" if getattr(backend, "is_base_model", lambda: False)() else "instruction"
+    prompts = prompts_for(args.category, plugin_style)
+    plan = ComparisonPlan(args.category, prompts, PLAIN, SD, args.max_tokens, 2, 2, 0.95)
+
+    def plugin(arm: Arm, prompt: Prompt) -> float:
+        return run_trial(backend, prompt, arm, plan, time.perf_counter).decode_tps
+
+    for prompt in prompts[:1]:  # warm-up of every harness
+        plugin(PLAIN, prompt), plugin(SD, prompt), loops["plain"](prompt), loops["sd"](prompt)
+    rows: dict[str, list[float]] = {"plain tok/s": [], "SD tok/s": [], "speedup": [], "P2": []}
+    started = time.monotonic()
+    for index in range(args.rounds):
+        prompt = prompts[index % len(prompts)]
+        order = [("plugin", PLAIN), ("bare", PLAIN), ("plugin", SD), ("bare", SD)]
+        runs: dict[tuple[str, str], float] = {}
+        for who, arm in order if index % 2 == 0 else reversed(order):
+            runs[who, arm.label] = plugin(arm, prompt) if who == "plugin" else loops[arm.label](prompt)
+        if generation_tps:
+            rows["P2"].append(runs["plugin", "plain"] / generation_tps[-1])
+        rows["plain tok/s"].append(runs["plugin", "plain"] / runs["bare", "plain"])
+        rows["SD tok/s"].append(runs["plugin", "sd"] / runs["bare", "sd"])
+        rows["speedup"].append(
+            (runs["plugin", "sd"] / runs["plugin", "plain"]) / (runs["bare", "sd"] / runs["bare", "plain"])
+        )
+        print(f"  round {index + 1}/{args.rounds} ({time.monotonic() - started:.0f} s)", flush=True)
+    backend.close()
+    print(
+        f"{args.backend} {args.profile} [{args.category}], {args.rounds} rounds, {args.max_tokens} tokens, γ={SD.num_draft}"
+    )
+    print("| plugin ÷ bare | median | 95 % interval | target met |")
+    print("|---|---|---|---|")
+    for name, ratios in rows.items():
+        if len(ratios) < 2:
+            continue
+        median, low, high = interval(ratios)
+        met = abs(median - 1) <= 0.02 and low >= 0.97 and high <= 1.03
+        print(f"| {name} | {median:.3f} | [{low:.3f}, {high:.3f}] | {'yes' if met else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()
