@@ -153,7 +153,10 @@ def _sample(backend: Backend, comparison: Comparison) -> str | None:
     if trial.units == "character":
         text = "".join(chr(unit) for unit in trial.token_ids)
     elif isinstance(backend, Detokenizes):
-        text = backend.detokenize(list(trial.token_ids))
+        try:
+            text = backend.detokenize(list(trial.token_ids))
+        except BackendRuntimeError:  # a sample is an aid to the reader, never a reason to fail
+            return None
     else:
         return None
     return f"sample of the {trial.arm} arm's output on {trial.prompt_id}: {text[:SAMPLE_CHARACTERS]!r}"
@@ -178,6 +181,13 @@ class Analysis:
             self._roofline_shown.add((backend.name, backend.pair))
             roofline = roofline_note(backend, comparison.arm_tps("baseline"))
             notes += [roofline] if roofline else []
+        other = comparison.other_reading
+        if other is not None:
+            reading = "these prompts" if plan.reading == "prompts-like-these" else "prompts like these"
+            notes.append(
+                f"{reading}: {other.estimate:.2f}x [{other.low:.2f}, {other.high:.2f}] "
+                f"(the verdict reads {plan.reading.replace('-', ' ')})"
+            )
         sample = _sample(backend, comparison)
         notes += [sample] if sample else []
         reloads = [t.load_s for p in comparison.pairs for t in (p.baseline, p.treatment) if t.load_s]

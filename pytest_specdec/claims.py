@@ -65,9 +65,14 @@ class Expectations:
     claim: ClaimInfo | None = None
 
     @property
+    def bound_count(self) -> int:
+        """How many bounds the test states (the error budget is split across them)."""
+        return sum(b is not None for b in (self.speedup.min, self.speedup.max, self.acceptance.min))
+
+    @property
     def has_bounds(self) -> bool:
         """Whether any bound was stated."""
-        return self.speedup.min is not None or self.speedup.max is not None or self.acceptance.min is not None
+        return self.bound_count > 0
 
 
 def _number(marker: str, key: str, value: object, *, low: float = 0.0, high: float = math.inf) -> float:
@@ -275,9 +280,15 @@ def judge_outcome(
         first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)
         return replace(outcome, failure=refutation_message(first, speedup, acceptance, fingerprint.release))
     if verdict is Verdict.INCONCLUSIVE and gating:
+        futile = comparison.stopped.startswith("futile")
         message = (
             f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
-            f"[{speedup.low:.2f}, {speedup.high:.2f}] vs {expect.speedup.describe()} — raise --specdec-max-trials"
+            f"[{speedup.low:.2f}, {speedup.high:.2f}] vs {expect.speedup.describe()} — "
+            + (
+                "the bound cannot be decided within the budget at this noise (see specdec calibrate)"
+                if futile
+                else "raise --specdec-max-trials"
+            )
         )
         if settings.strict:
             return replace(outcome, failure=message + " (--specdec-strict)")

@@ -6,6 +6,8 @@ results into pass, fail, skip or warning.
 
 from __future__ import annotations
 
+import contextlib
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -130,9 +132,8 @@ class SpecdecFixture:
             pytest.skip(f"environment not fit to measure: {fitness.reason}")
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
-        reporter = self._request.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            result = self._session.compare(item.nodeid, spec, expect, _progress_writer(reporter))
+            result = self._session.compare(item.nodeid, spec, expect, _progress_writer(self._request.config))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
         self.result = result
@@ -140,17 +141,28 @@ class SpecdecFixture:
         return result
 
 
-def _progress_writer(reporter: Any) -> Any:
+def _progress_writer(config: pytest.Config) -> Any:
+    """Live progress while a comparison runs, past pytest's output capture (as live logging does).
+
+    In a terminal: one line per comparison, rewritten after every pair. Elsewhere (CI
+    logs): the first pair, every fifth and the last.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    started = time.monotonic()
+
     def write(update: Progress) -> None:
         if reporter is None:
             return
-        line = report.progress_line(update)
-        if update.done == 1:
-            reporter.ensure_newline()
-        if reporter.isatty():
-            reporter.rewrite("    " + line)
-        elif update.done in (1, update.planned_max) or update.done % 5 == 0:
-            reporter.write_line("    " + line)
+        line = "    " + report.progress_line(update, time.monotonic() - started)
+        disabled = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+        with disabled:
+            if update.done == 1:
+                reporter.ensure_newline()
+            if reporter.isatty():
+                reporter.rewrite(line, erase=True)
+            elif update.done in (1, update.planned_max) or update.done % 5 == 0:
+                reporter.write_line(line)
 
     return write
 

@@ -1,10 +1,10 @@
 """The one measurement protocol, the same for every backend.
 
 1. **Warm-up**: one generation per arm, discarded (kernels compile, caches fill).
-2. **Interleaved pairs**: pair *i* runs both arms back to back on the same prompt,
-   alternating which arm goes first, cycling through the category's prompts. Slow
-   drift of the machine (heat, background load) hits both arms of a pair alike and
-   cancels in the pair's log-ratio.
+2. **Interleaved pairs in blocks**: pair *i* runs both arms back to back on the same
+   prompt; a block runs every prompt twice with the arm order balanced
+   (:func:`~pytest_specdec.sequential.block_schedule`). Slow drift of the machine (heat,
+   background load) hits both arms of a pair alike and cancels in the pair's log-ratio.
 3. **Greedy decoding, fixed budget**: every generation decodes ``max_tokens`` tokens
    with the same seed.
 4. **Decode-only timing**: the wall clock from the first token to the last, by the
@@ -12,7 +12,10 @@
    their own decode seconds, which win.
 5. **Lossless check**: greedy SD must reproduce the plain tokens exactly.
 6. **Engaged check**: the SD arm must have drafted at least one token.
-7. **Adaptive stopping** at the looks of :func:`stats.look_schedule`.
+7. **Group-sequential stopping** after whole blocks
+   (:mod:`~pytest_specdec.sequential`): the interval at each look is a repeated
+   confidence interval, valid whenever the run stops; a bound that can no longer be
+   decided within the budget stops being waited for (futility).
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from typing import Protocol, runtime_checkable
 
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest
 from pytest_specdec.embedded.prompts import Prompt
-from pytest_specdec.stats import Interval, look_schedule, proportion_interval, speedup_interval
+from pytest_specdec.sequential import (
+    Estimate,
+    block_schedule,
+    boundaries,
+    futile,
+    look_schedule,
+    random_effects,
+    stratified_huber,
+    t_critical,
+)
+from pytest_specdec.stats import Interval
 
 Clock = Callable[[], float]
 StopRule = Callable[["Interval", "Interval | None"], bool]
@@ -89,8 +102,15 @@ class ComparisonPlan:
     # A first divergence where the plain arm's top two logits are closer than this is
     # a numerical near-tie (batch-size-dependent arithmetic), not an SD error.
     near_tie_logits: float = 0.1
-    order: str = "interleaved"  # or "block": all baseline runs, then all treatment runs
     seed: int = 0
+    # The speedup bounds the test states (ratio scale), for futility; their error shares are in ``confidence``.
+    bounds: tuple[float, ...] = ()
+    reading: str = "these-prompts"  # or "prompts-like-these": which interval the verdicts use
+
+    @property
+    def alpha(self) -> float:
+        """The one-sided error this comparison's interval may spend over all its looks."""
+        return (1.0 - self.confidence) / 2.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,7 @@ class Comparison:
     output: OutputCheck
     engaged: bool | None  # None: the backend cannot tell
     stopped: str = ""
+    other_reading: Interval | None = None  # the interval of the reading the verdicts do not use
 
     @property
     def log_ratios(self) -> tuple[float, ...]:
@@ -236,13 +257,57 @@ def check_output(pairs: Sequence[Pair], backend: object = None, plan: Comparison
     return OutputCheck(True, near_ties=tuple(near_ties))
 
 
-def _acceptance(pairs: Sequence[Pair], looks: int, confidence: float) -> Interval | None:
+def _acceptance(pairs: Sequence[Pair], critical: float) -> Interval | None:
     rates = [
         p.treatment.accepted / p.treatment.drafted
         for p in pairs
         if p.treatment.drafted and p.treatment.accepted is not None
     ]
-    return proportion_interval(rates, confidence, looks) if len(rates) >= 2 else None
+    if len(rates) < 2:
+        return None
+    n = len(rates)
+    mean = math.fsum(rates) / n
+    sd = math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / (n - 1))
+    half = t_critical(critical, n - 1) * sd / math.sqrt(n)
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), 1.0 - 2.0 * _tail(critical), n)
+
+
+def _tail(z: float) -> float:
+    from scipy import stats as scipy_stats
+
+    return float(scipy_stats.norm.sf(z))
+
+
+@dataclass(frozen=True)
+class Look:
+    """The intervals at one look."""
+
+    speedup: Interval
+    other: Interval | None
+    acceptance: Interval | None
+    estimate: Estimate
+
+
+def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...]) -> Look:
+    """The repeated confidence intervals after ``pairs`` (at the current or next planned look)."""
+    index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
+    z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
+    estimate = stratified_huber([p.log_ratio for p in pairs], [p.prompt_id for p in pairs])
+    confidence = 1.0 - 2.0 * _tail(z)
+    these = _interval(estimate, z, confidence, len(pairs))
+    population = random_effects(estimate)
+    like = _interval(population, z, confidence, len(pairs)) if population is not None else None
+    if plan.reading == "prompts-like-these" and like is not None:
+        these, like = like, these
+    return Look(these, like, _acceptance(pairs, z), estimate)
+
+
+def _interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:
+    if not math.isfinite(estimate.se):
+        return Interval(math.exp(estimate.value), 0.0, math.inf, confidence, n)
+    half = t_critical(z, estimate.df) * estimate.se
+    high = math.exp(estimate.value + half) if estimate.value + half < 700 else math.inf  # few pairs: unbounded
+    return Interval(math.exp(estimate.value), math.exp(estimate.value - half), high, confidence, n)
 
 
 def _engaged(pairs: Sequence[Pair]) -> bool | None:
@@ -256,16 +321,22 @@ def baseline_drafted(pairs: Sequence[Pair]) -> int | None:
     return sum(drafted) if drafted else None
 
 
-def _decided(plan: ComparisonPlan, speedup: Interval, acceptance: Interval | None) -> bool:
+def _decided(plan: ComparisonPlan, look: Look) -> bool:
     if plan.stop_when is None:
-        return speedup.half_width_ratio <= plan.precision
-    return plan.stop_when(speedup, acceptance)
+        return look.speedup.half_width_ratio <= plan.precision
+    return plan.stop_when(look.speedup, look.acceptance)
 
 
-def _pair_order(plan: ComparisonPlan, index: int) -> bool:
-    """True when the baseline arm runs first in pair ``index``."""
-    cycle = index // len(plan.prompts)
-    return (index + cycle) % 2 == 0
+def _futile(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
+    """Every speedup bound the interval still straddles can no longer be decided in the budget."""
+    open_bounds = [b for b in plan.bounds if look.speedup.low <= b <= look.speedup.high]
+    if not open_bounds or len(looks) < 2:
+        return False
+    final = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[-1]
+    prompts = max(1, len(look.estimate.locations))
+    final_df = look.estimate.df * (looks[-1] - prompts) / max(1, look.speedup.n - prompts)
+    final_critical = t_critical(final, final_df)
+    return all(futile(look.estimate, look.speedup.n, looks[-1], math.log(b), final_critical) for b in open_bounds)
 
 
 def run_comparison(
@@ -274,27 +345,22 @@ def run_comparison(
     progress: Callable[[Progress], None] = lambda _: None,
     clock: Clock = time.perf_counter,
 ) -> Comparison:
-    """Warm up, run paired trials until decided or out of budget, and summarise."""
+    """Warm up, run paired trials until decided, futile or out of budget, and summarise."""
     for arm in (plan.baseline, plan.treatment):
         run_trial(backend, plan.prompts[0], arm, plan, clock)
-    if plan.order == "block":
-        pairs = _block_pairs(backend, plan, clock)
-        looks: tuple[int, ...] = (plan.max_trials,)
-        stopped = "block protocol: fixed trial count"
-    else:
-        looks = look_schedule(plan.min_trials, plan.max_trials)
-        pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
-    speedup = speedup_interval([p.log_ratio for p in pairs], plan.confidence, len(looks))
-    acceptance = _acceptance(pairs, len(looks), plan.confidence)
+    looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
+    pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
+    final = look_at(plan, pairs, looks)
     return Comparison(
         plan=plan,
         pairs=tuple(pairs),
-        speedup=speedup,
-        acceptance=acceptance,
+        speedup=final.speedup,
+        acceptance=final.acceptance,
         looks=looks,
         output=check_output(pairs, backend, plan),
         engaged=_engaged(pairs) if plan.treatment.speculative else None,
         stopped=stopped,
+        other_reading=final.other,
     )
 
 
@@ -306,34 +372,28 @@ def _interleaved_pairs(
     clock: Clock,
 ) -> tuple[list[Pair], str]:
     pairs: list[Pair] = []
-    for index in range(plan.max_trials):
-        prompt = plan.prompts[index % len(plan.prompts)]
-        baseline_first = _pair_order(plan, index)
-        arms = (plan.baseline, plan.treatment) if baseline_first else (plan.treatment, plan.baseline)
+    schedule = block_schedule(len(plan.prompts))
+    for index in range(looks[-1]):
+        prompt_index, sd_first = schedule[index % len(schedule)]
+        prompt = plan.prompts[prompt_index]
+        arms = (plan.treatment, plan.baseline) if sd_first else (plan.baseline, plan.treatment)
         first, second = (run_trial(backend, prompt, arm, plan, clock) for arm in arms)
-        baseline, treatment = (first, second) if baseline_first else (second, first)
+        baseline, treatment = (second, first) if sd_first else (first, second)
         pairs.append(Pair(index, prompt.id, arms[0].label, baseline, treatment))
-        interval = (
-            speedup_interval([p.log_ratio for p in pairs], plan.confidence, len(looks)) if len(pairs) >= 2 else None
-        )
-        progress(Progress(plan.category, len(pairs), plan.max_trials, interval))
+        look = look_at(plan, pairs, looks) if len(pairs) >= 2 else None
+        progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None))
         if plan.require_identical_output and not check_output(pairs[-1:], backend, plan).identical:
             return pairs, "stopped: the arms produced different tokens"
-        if len(pairs) in looks and interval is not None:
+        if len(pairs) in looks and look is not None:
             if plan.treatment.speculative and _engaged(pairs) is False:
                 return pairs, "stopped: the SD arm never drafted"
             if not plan.baseline.speculative and baseline_drafted(pairs):
                 return pairs, "stopped: the plain arm drafted"
-            if _decided(plan, interval, _acceptance(pairs, len(looks), plan.confidence)):
+            if _decided(plan, look):
                 return pairs, f"decided at look {looks.index(len(pairs)) + 1} of {len(looks)}"
+            if _futile(plan, look, looks):
+                return (
+                    pairs,
+                    f"futile at look {looks.index(len(pairs)) + 1} of {len(looks)}: the bound cannot be decided within the budget",
+                )
     return pairs, "trial budget used up"
-
-
-def _block_pairs(backend: Backend, plan: ComparisonPlan, clock: Clock) -> list[Pair]:
-    chosen = [plan.prompts[i % len(plan.prompts)] for i in range(plan.max_trials)]
-    baselines = [run_trial(backend, p, plan.baseline, plan, clock) for p in chosen]
-    treatments = [run_trial(backend, p, plan.treatment, plan, clock) for p in chosen]
-    return [
-        Pair(i, p.id, plan.baseline.label, b, t)
-        for i, (p, b, t) in enumerate(zip(chosen, baselines, treatments, strict=True))
-    ]

@@ -210,8 +210,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ledger.commit_info = get_commit_info()
     collected, scopes = _whole_suite(session)
     finished = ledger.finish(interrupted=interrupted, collected=collected, scopes=scopes)
+    specdec_session.mark_drifted(finished.drifted)
     lines = list(finished.lines)
     errors = [finished.error] if finished.error else []
+    errors += [f"{line} (--specdec-fail-on-drift)" for line in finished.failed]
     if specdec_session.records:
         base = config.invocation_params.dir
         wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()}

@@ -9,7 +9,7 @@ module only wires them and remembers what happened. Nothing here imports pytest.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,11 +21,12 @@ from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_o
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
+from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import now_iso, specdec_version
-from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
-from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord
+from pytest_specdec.store.ledger import NEVER_A_BASELINE, BaselineLedger, LedgerPolicy
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,11 @@ class SpecdecSession:
             max_tokens=spec.max_tokens or settings.max_tokens,
             min_trials=settings.min_trials,
             max_trials=max(settings.min_trials, min(spec.max_trials or settings.max_trials, settings.max_trials)),
-            confidence=settings.confidence,
+            # Each stated bound gets an equal share of the per-direction error budget.
+            confidence=1.0 - (1.0 - settings.confidence) / max(1, expect.bound_count),
             stop_when=stop_rule(expect) if expect.has_bounds else None,
+            bounds=tuple(b for b in (expect.speedup.min, expect.speedup.max) if b is not None),
+            reading=settings.interval,
             # Different models (or kernels) need not produce the same text; SD must.
             require_identical_output=not needs_router(baseline, treatment),
             precision=settings.precision,
@@ -137,17 +141,26 @@ class SpecdecSession:
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable)
         notes = self.analysis.notes(backend, comparison) + engagement_notes
+        if outcome.conclusion not in NEVER_A_BASELINE:
+            s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
+            notes += beside_result(self.machine_class, settings.backend, s.estimate, s.low, s.high)
         record = record_outcome(outcome, self.pool.digest(backend), notes)
         record = replace(record, theory=self.analysis.theory(backend, comparison), scope=_scope(settings, plan))
         record = self.ledger.check(record)
-        baseline_failure = self.ledger.failure(record)
-        failure = baseline_failure or outcome.failure
+        failure = self.ledger.failure(record) or outcome.failure
         warning = outcome.warning
-        if record.check is not None and record.check.change is Change.DRIFT and not baseline_failure:
-            warning = "; ".join(w for w in (warning, record.check.message) if w)
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
         return result
+
+    def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
+        """Carry the end-of-run drift decisions into the results the report shows."""
+        checks = {(r.nodeid, r.category, r.num_draft): r.check for r in drifted}
+        for index, result in enumerate(self.results):
+            record = result.record
+            check = checks.get((record.nodeid, record.category, record.num_draft))
+            if check is not None:
+                self.results[index] = replace(result, record=replace(record, check=check))
 
     def verify_cost(self, num_draft: int, rounds: int = 8) -> Interval:
         """r_v for γ = ``num_draft`` on the configured backend."""

@@ -1,18 +1,8 @@
-"""Statistics on paired samples: speedup intervals, verdicts, adaptive stopping.
+"""Statistics on samples: intervals, three-valued verdicts, the drift test and its multiplicity control.
 
-Each paired trial gives one log-ratio ``log(tok/s SD / tok/s plain)`` measured on
-the same prompt, back to back. The speedup is the geometric mean ratio
-``exp(mean log-ratio)`` with a Student-t interval on the mean.
-
-**Optional stopping.** The protocol looks at the data more than once and stops as
-soon as every bound is decided. To keep the reported interval valid under that,
-it uses *Bonferroni alpha spending over a fixed schedule of looks*: the looks are
-planned up front (:func:`look_schedule`: ``min_trials``, then about x1.5 each time,
-ending at ``max_trials``) and each look spends ``α / K`` of the error budget. By the
-union bound the K intervals hold simultaneously with probability ≥ 1 − α, so the
-interval at whichever look the run stops at has coverage ≥ 1 − α. It is
-conservative compared with a group-sequential design, but exact, simple to audit
-and independent of how the stopping decision is made.
+The comparison's own interval under optional stopping is the group-sequential design's
+(:mod:`pytest_specdec.sequential`); the one-look intervals here serve quantities
+measured once (r_v, the probe's ratios, a fraction of the roofline).
 """
 
 from __future__ import annotations
@@ -47,21 +37,6 @@ class Interval:
         return (self.high - self.low) / 2 / self.estimate if self.estimate else math.inf
 
 
-def look_schedule(min_trials: int, max_trials: int, growth: float = 1.5) -> tuple[int, ...]:
-    """Planned interim looks: ``min_trials``, then ×``growth`` (rounded up), then ``max_trials``."""
-    if min_trials < 2 or max_trials < min_trials:
-        raise ValueError(f"need 2 <= min_trials <= max_trials, got {min_trials}, {max_trials}")
-    looks = [min_trials]
-    while looks[-1] < max_trials:
-        looks.append(min(max_trials, max(looks[-1] + 1, math.ceil(looks[-1] * growth))))
-    return tuple(looks)
-
-
-def per_look_confidence(confidence: float, looks: int) -> float:
-    """The confidence each look must have so that all ``looks`` hold jointly."""
-    return 1.0 - (1.0 - confidence) / looks
-
-
 def mean_interval(samples: Sequence[float], confidence: float) -> tuple[float, float, float]:
     """Mean and Student-t interval of ``samples`` (unbounded for a single sample)."""
     n = len(samples)
@@ -79,18 +54,10 @@ def mean_interval(samples: Sequence[float], confidence: float) -> tuple[float, f
     return mean, mean - half, mean + half
 
 
-def speedup_interval(log_ratios: Sequence[float], confidence: float, looks: int = 1) -> Interval:
-    """Geometric-mean speedup of paired log-ratios, with a simultaneous interval."""
-    level = per_look_confidence(confidence, looks)
-    mean, low, high = mean_interval(log_ratios, level)
+def speedup_interval(log_ratios: Sequence[float], confidence: float) -> Interval:
+    """Geometric mean of log-ratios with a t interval (one look)."""
+    mean, low, high = mean_interval(log_ratios, confidence)
     return Interval(math.exp(mean), math.exp(low), math.exp(high), confidence, len(log_ratios))
-
-
-def proportion_interval(values: Sequence[float], confidence: float, looks: int = 1) -> Interval:
-    """Mean of per-trial proportions (e.g. acceptance) with a t interval clipped to [0, 1]."""
-    level = per_look_confidence(confidence, looks)
-    mean, low, high = mean_interval(values, level)
-    return Interval(mean, max(0.0, low), min(1.0, high), confidence, len(values))
 
 
 def verdict_at_least(interval: Interval, bound: float) -> Verdict:
@@ -142,3 +109,14 @@ def drift_test(new: Sequence[float], old: Sequence[float], alpha: float, min_eff
         p_value = 0.0 if ratio != 1.0 else 1.0
     significant = p_value < alpha and abs(math.log(ratio)) >= math.log1p(min_effect)
     return DriftTest(ratio, p_value, significant)
+
+
+def benjamini_hochberg(p_values: Sequence[float], rate: float) -> list[bool]:
+    """Which p-values are discoveries at false-discovery ``rate`` (Benjamini–Hochberg step-up)."""
+    ranked = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    cutoff = 0
+    for rank, index in enumerate(ranked, start=1):
+        if p_values[index] <= rate * rank / len(p_values):
+            cutoff = rank
+    chosen = set(ranked[:cutoff])
+    return [i in chosen for i in range(len(p_values))]

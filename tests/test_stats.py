@@ -10,30 +10,13 @@ import pytest
 from pytest_specdec.stats import (
     Interval,
     Verdict,
+    benjamini_hochberg,
     combine,
     drift_test,
-    look_schedule,
-    per_look_confidence,
-    proportion_interval,
     speedup_interval,
     verdict_at_least,
     verdict_at_most,
 )
-
-
-def test_look_schedule_starts_at_min_grows_and_ends_at_max() -> None:
-    assert look_schedule(6, 30) == (6, 9, 14, 21, 30)
-    assert look_schedule(5, 5) == (5,)
-
-
-@pytest.mark.parametrize(("low", "high"), [(1, 10), (7, 3)])
-def test_look_schedule_rejects_impossible_budgets(low: int, high: int) -> None:
-    with pytest.raises(ValueError, match="min_trials"):
-        look_schedule(low, high)
-
-
-def test_per_look_confidence_spends_alpha_evenly() -> None:
-    assert per_look_confidence(0.95, 5) == pytest.approx(0.99)
 
 
 def test_speedup_is_the_geometric_mean_of_pair_ratios() -> None:
@@ -42,13 +25,6 @@ def test_speedup_is_the_geometric_mean_of_pair_ratios() -> None:
     assert interval.estimate == pytest.approx(float(np.prod(ratios)) ** 0.25)
     assert interval.low < interval.estimate < interval.high
     assert interval.n == 4
-
-
-def test_more_looks_widen_the_interval() -> None:
-    logs = [0.1, 0.3, 0.2, 0.25, 0.15, 0.22]
-    one, five = speedup_interval(logs, 0.95, 1), speedup_interval(logs, 0.95, 5)
-    assert five.low < one.low
-    assert five.high > one.high
 
 
 def test_interval_coverage_matches_its_level_on_simulated_data() -> None:
@@ -68,9 +44,10 @@ def test_single_sample_interval_is_unbounded() -> None:
     assert interval.high == math.inf
 
 
-def test_proportion_interval_is_clipped_to_unit_range() -> None:
-    interval = proportion_interval([1.0, 0.98, 1.0, 0.99], 0.95)
-    assert 0.0 <= interval.low <= interval.estimate <= interval.high <= 1.0
+def test_benjamini_hochberg_steps_up_from_the_smallest_p() -> None:
+    assert benjamini_hochberg([0.001, 0.02, 0.04, 0.9], 0.05) == [True, True, False, False]
+    assert benjamini_hochberg([0.03, 0.04], 0.05) == [True, True]  # 0.04 <= 0.05 * 2/2
+    assert benjamini_hochberg([], 0.05) == []
 
 
 @pytest.mark.parametrize(

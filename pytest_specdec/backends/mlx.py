@@ -57,6 +57,11 @@ class _LoadedModel:
 
 
 def _resolve(reference: str) -> str:
+    from pytest_specdec.embedded import gemma_mlx
+
+    if reference.startswith(gemma_mlx.REFERENCE):
+        # The llama-cpp backend's Gemma GGUF, converted for mlx-lm so both backends run one model.
+        return str(gemma_mlx.resolve(reference))
     if models.is_embedded(reference):
         try:
             return str(models.materialize(reference))
@@ -145,6 +150,15 @@ class MlxBackend:
         if self._draft is not None:
             parts.append(model_dir_digest(self._draft.path))
         return "+".join(parts)
+
+    def is_base_model(self) -> bool:
+        """A real model whose tokenizer has no chat template (the synthetic pairs keep the instruction suite)."""
+        tokenizer = self._target.tokenizer
+        return not models.is_embedded(self._pair.target) and not getattr(tokenizer, "chat_template", None)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens``."""
+        return str(self._target.tokenizer.decode(tokens))
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         tokenizer = self._target.tokenizer

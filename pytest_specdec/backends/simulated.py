@@ -9,7 +9,9 @@ and how much interleaving saves over a block protocol (P3). Nothing sleeps: the
 timings are reported, not waited for.
 
 Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
-``noise``, ``drift``, ``wander``, ``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``.
+``noise``, ``drift``, ``wander``, ``prompt_spread`` (log-sd of per-prompt speedups
+around ``speedup``), ``outliers`` (the share of generations that run 2–3x slow),
+``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``.
 """
 
 from __future__ import annotations
@@ -46,13 +48,16 @@ class SimulatedBackend:
         self.noise = reader.number("noise", 0.03, low=0.0, high=2.0)
         self.drift = reader.number("drift", 0.0, low=-0.5, high=0.5)
         self.wander = reader.number("wander", 0.0, low=0.0, high=1.0)
+        self.prompt_spread = reader.number("prompt_spread", 0.0, low=0.0, high=1.0)
+        self.outliers = reader.number("outliers", 0.0, low=0.0, high=0.5)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
         # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
         self.tie_margin = reader.number("tie_margin", -1.0, low=-1.0)
         self.engaged = reader.flag("engaged", True)
         self.release = reader.text("release", "1.0")
-        self._rng = np.random.default_rng(reader.integer("seed", 0))
+        self._seed = reader.integer("seed", 0)
+        self._rng = np.random.default_rng(self._seed)
         reader.reject_unknown()
         self._pair = pair
         self.generations = 0
@@ -76,6 +81,13 @@ class SimulatedBackend:
         """A digest of the model names (there are no files)."""
         return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
 
+    def _prompt_effect(self, prompt: str) -> float:
+        """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``."""
+        if not self.prompt_spread:
+            return 1.0
+        seed = int.from_bytes(hashlib.sha256(f"effect {self._seed} {prompt}".encode()).digest()[:8], "little")
+        return math.exp(self.prompt_spread * float(np.random.default_rng(seed).standard_normal()))
+
     def _tokens(self, prompt: str, count: int) -> list[int]:
         seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "little")
         return [int(t) for t in np.random.default_rng(seed).integers(0, _VOCAB, count)]
@@ -90,8 +102,10 @@ class SimulatedBackend:
         # Drift: the machine slows (or speeds up) with every generation, whatever the arm.
         self._walk += self.wander * float(self._rng.standard_normal())
         rate = self.plain_tps * math.exp(-self.drift * self.generations + self._walk)
-        rate *= self.true_speedup if speculative else 1.0
+        rate *= self.true_speedup * self._prompt_effect(request.prompt) if speculative else 1.0
         rate *= math.exp(self.noise * float(self._rng.standard_normal()))
+        if self.outliers and self._rng.random() < self.outliers:
+            rate /= 2.0 + float(self._rng.random())  # a background job, a page fault storm
         self.generations += 1
         drafted = accepted = None
         if speculative:

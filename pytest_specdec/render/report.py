@@ -111,7 +111,8 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
     first = records[0]
     lines = [
         f"profile: {', '.join(sorted({r.profile for r in records}))}; device: {first.device}; release: {first.release}",
-        f"intervals: {first.speedup.confidence:.0%} simultaneous over each run's planned looks (Bonferroni alpha spending)",
+        f"intervals: {first.speedup.confidence:.0%} repeated confidence over each comparison's looks "
+        "(group-sequential; the error is split across a test's bounds)",
     ]
     if any(models.is_embedded(r.target) for r in records):
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
@@ -130,10 +131,18 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
     return lines
 
 
-def progress_line(update: Progress) -> str:
-    """``specdec code: pair 7/30, speedup 1.52x [1.31, 1.76]``."""
+def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
+    """``specdec code: pair 7 of at most 72, speedup 1.52x [1.31, 1.76], 41 s, at most ~6 min left``."""
     shown = "" if update.interval is None else f", speedup {interval_cell(update.interval)}"
-    return f"specdec {update.category}: pair {update.done}/{update.planned_max}{shown}"
+    timing = ""
+    if elapsed_s is not None:
+        left = elapsed_s / update.done * (update.planned_max - update.done)
+        timing = f", {_duration(elapsed_s)}" + (f", at most ~{_duration(left)} left" if left >= 1 else "")
+    return f"specdec {update.category}: pair {update.done}/{update.planned_max}{shown}{timing}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _markdown_cell(text: str) -> str:
@@ -162,7 +171,10 @@ def markdown_report(run: RunRecord) -> str:
     if any(models.is_embedded(r.target) for r in records):
         lines[-1] += "Synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs. "
     if records:
-        lines[-1] += f"Intervals are {records[0].speedup.confidence:.0%} simultaneous (Bonferroni alpha spending)."
+        lines[-1] += (
+            f"Intervals are {records[0].speedup.confidence:.0%} repeated confidence intervals over each comparison's "
+            "looks (group-sequential)."
+        )
     lines += ["", "## Machine and versions", ""]
     versions = sorted({f"{k} {v}" for r in records for k, v in r.versions.items()})
     info = run.machine_info

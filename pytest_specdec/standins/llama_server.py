@@ -55,6 +55,7 @@ class LlamaServerHandler(StandinHandler):
         ("GET", "/health"): "health",
         ("GET", "/props"): "props",
         ("POST", "/completion"): "completion",
+        ("POST", "/detokenize"): "detokenize",
     }
 
     def error_body(self, status: int, message: str) -> object:
@@ -89,6 +90,11 @@ class LlamaServerHandler(StandinHandler):
                 "default_generation_settings": {"n_ctx": 1024, "params": {"speculative.n_max": self._num_draft()}},
             },
         )
+
+    def detokenize(self, body: dict[str, Any]) -> None:
+        """``{"content": text}`` of ``tokens`` (``tools/server/server.cpp``, the detokenize handler)."""
+        tokens = [int(t) for t in body.get("tokens") or []]
+        self.send_json(200, {"content": self.server.engine.backend.detokenize(tokens)})
 
     def completion(self, body: dict[str, Any]) -> None:
         """One completion, streamed as server-sent events or whole."""

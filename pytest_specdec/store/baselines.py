@@ -124,20 +124,22 @@ def compare_with_baseline(
             f"accept it with --specdec-update-baselines)",
             entry,
         )
+    ratio = p_value = None
     if new.log_ratios and old.log_ratios:
+        # Drift is decided for the whole run at its end, with the false-discovery rate controlled
+        # across its comparisons (BaselineLedger.finish); here only its test is computed.
         drift = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect)
-        if drift.significant:
-            return BaselineCheck(
-                Change.DRIFT,
-                f"speedup drifted {drift.ratio - 1:+.1%} against the baseline ({_interval_text(old)}, "
-                f"{old.release}) → {_interval_text(new)}, p={drift.p_value:.3g}; the conclusion is unchanged",
-                entry,
-                drift.ratio,
-                drift.p_value,
-            )
         ratio, p_value = drift.ratio, drift.p_value
-    else:
-        ratio, p_value = None, None
+    decisive = {Verdict.HOLDS, Verdict.REFUTED}
+    if set(before.values()) & decisive and not {b.verdict for b in new.bounds} & decisive:
+        return BaselineCheck(
+            Change.UNDECIDED,
+            f"undecided: inconclusive now ({_interval_text(new)}) against the {old.verdict.value} baseline "
+            f"({_interval_text(old)}, {old.release}) — not a flip and not a re-confirmation",
+            entry,
+            ratio,
+            p_value,
+        )
     if old.release != new.release:
         return BaselineCheck(
             Change.RECONFIRMED,
@@ -147,6 +149,18 @@ def compare_with_baseline(
             p_value,
         )
     return BaselineCheck(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+
+
+def drift_message(record: ComparisonRecord, ratio: float, p_value: float) -> str:
+    """The line a drifted comparison reports."""
+    check = record.check
+    baseline = check.baseline_speedup if check else None
+    shown = f"{baseline.estimate:.2f}x [{baseline.low:.2f}, {baseline.high:.2f}]" if baseline else "-"
+    return (
+        f"speedup drifted {ratio - 1:+.1%} against the baseline ({shown}, {check.baseline_release if check else '-'}) "
+        f"→ {_interval_text(record)}, p={p_value:.3g} (false-discovery rate controlled over the run); "
+        "the conclusion is unchanged"
+    )
 
 
 @dataclass

@@ -8,17 +8,20 @@ interrupted session writes nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.stats import benjamini_hochberg
 from pytest_specdec.store.baselines import (
     BaselineEntry,
     BaselineStore,
     baseline_key,
     compare_with_baseline,
+    drift_message,
     history_line,
 )
 from pytest_specdec.store.files import now_iso
@@ -45,6 +48,8 @@ class FinishReport:
 
     lines: tuple[str, ...] = ()
     error: str | None = None
+    drifted: tuple[ComparisonRecord, ...] = ()  # comparisons whose drift survived the run's FDR control
+    failed: tuple[str, ...] = ()  # drift lines that fail the session (--specdec-fail-on-drift)
 
 
 @dataclass
@@ -75,15 +80,41 @@ class BaselineLedger:
         return checked
 
     def failure(self, record: ComparisonRecord) -> str | None:
-        """Why the baseline comparison fails the test, if it does."""
+        """Why the baseline comparison fails the test, if it does (a flip; drift is judged at the end)."""
         check = record.check
         if check is None or self.policy.update:
             return None
-        if check.change is Change.FLIP:
-            return check.message
-        if check.change is Change.DRIFT and self.policy.fail_on_drift:
-            return check.message + " (--specdec-fail-on-drift)"
-        return None
+        return check.message if check.change is Change.FLIP else None
+
+    def control_drift(self) -> list[ComparisonRecord]:
+        """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run.
+
+        Each comparison's drift test runs at measure time; deciding it only here keeps the
+        run's false-drift rate at ``alpha`` however many comparisons it makes.
+        """
+        tested = [
+            (index, record)
+            for index, record in enumerate(self.records)
+            if record.check is not None
+            and record.check.change in (Change.UNCHANGED, Change.RECONFIRMED)
+            and record.check.drift_p_value is not None
+            and math.isfinite(record.check.drift_p_value)
+            and record.check.drift_ratio is not None
+            and abs(math.log(record.check.drift_ratio)) >= math.log1p(self.policy.min_effect)
+        ]
+        found = benjamini_hochberg([r.check.drift_p_value for _, r in tested], self.policy.alpha)  # type: ignore[union-attr,misc]
+        drifted = []
+        for (index, record), discovered in zip(tested, found, strict=True):
+            if not discovered:
+                continue
+            check = record.check
+            assert check is not None
+            assert check.drift_ratio is not None
+            assert check.drift_p_value is not None
+            message = drift_message(record, check.drift_ratio, check.drift_p_value)
+            self.records[index] = replace(record, check=replace(check, change=Change.DRIFT, message=message))
+            drifted.append(self.records[index])
+        return drifted
 
     def finish(
         self, *, interrupted: bool, collected: Collection[str] | None, scopes: Sequence[str] = ("",)
@@ -98,10 +129,13 @@ class BaselineLedger:
             return FinishReport()
         if interrupted:
             return FinishReport(("interrupted: no baseline, candidate or history line was written",))
+        drifted = self.control_drift()
+        drift_lines = tuple(f"{r.nodeid} [{r.category}]: {r.check.message}" for r in drifted if r.check)
+        failed = drift_lines if drifted and self.policy.fail_on_drift and not self.policy.update else ()
         if not self.policy.write:
-            return FinishReport(self._stale(collected, scopes))
+            return FinishReport(drift_lines + self._stale(collected, scopes), drifted=tuple(drifted), failed=failed)
         try:
-            lines = self._write()
+            lines = drift_lines + tuple(self._write())
         except SpecdecUsageError as error:
             return FinishReport(error=str(error))
         except OSError as error:
@@ -109,7 +143,7 @@ class BaselineLedger:
                 error=f"cannot write under {self.store.root}: {error.strerror or error} — make it writable "
                 "or point --specdec-baselines at another folder; existing baselines were left as they were"
             )
-        return FinishReport(tuple(lines) + self._stale(collected, scopes))
+        return FinishReport(tuple(lines) + self._stale(collected, scopes), drifted=tuple(drifted), failed=failed)
 
     def _write(self) -> list[str]:
         when = now_iso()

@@ -69,7 +69,8 @@ class Change(StrEnum):
     NEW = "new"
     FLIP = "flip"
     DRIFT = "drift"
-    RECONFIRMED = "re-confirmed"
+    RECONFIRMED = "re-confirmed"  # the same decisive verdict on a new release
+    UNDECIDED = "undecided"  # inconclusive now against a decisive baseline: shown, never alerting
     UNCHANGED = "unchanged"
 
 

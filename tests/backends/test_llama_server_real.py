@@ -197,12 +197,10 @@ def test_the_plugin_starts_both_servers_and_gives_a_verdict_table(pytester: pyte
         "--specdec-min-trials=3",
         "--specdec-max-trials=3",
         "--specdec-max-tokens=32",
-        # Batched verification on this CPU moves logits by up to 0.22 (measured, README): a near-tie, not an SD error.
-        "--specdec-near-tie=0.3",
         "-p",
         "no:cacheprovider",
     )
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*llama-server*gemma-3-270m*copy*x [[]*[]]*0.*3*holds*"])
+    result.stdout.fnmatch_lines(["*llama-server*gemma-3-270m*copy*x [[]*[]]*[[]*[]]*3*holds*"])
     assert time.monotonic() - started < 300
     assert set(pid_dir().glob("*.json")) == before, "both servers were stopped at the end"

@@ -1,0 +1,146 @@
+"""``specdec calibrate``: this machine's noise, and what the default design can decide with it.
+
+It runs A/A pairs on the configured backend — the plain arm twice, back to back, on
+the category's prompts — so every pair's log-ratio is pure measurement noise. From
+them it prints the noise (the log-sd per pair and the share of outliers), then
+replays the group-sequential design on resampled A/A pairs shifted by a chosen true
+speedup: the false-decision rate at the bound (A/A itself) and the power curve, i.e.
+the smallest true speedup each bound is decided against, in 90 % of replays, within
+the budget ("with this noise, ``min=1.2`` needs a true ≥ 1.34x within 72 pairs").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pytest_specdec.backends.base import Arm, Backend
+from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.measure import ComparisonPlan, Pair, look_at, run_trial
+from pytest_specdec.sequential import block_schedule, look_schedule
+from pytest_specdec.stats import Verdict
+
+POWER = 0.90
+TRUTHS = (0.70, 0.80, 0.85, 0.90, 0.95, 1.05, 1.10, 1.15, 1.20, 1.25, 1.30, 1.35, 1.40, 1.50, 1.60, 1.80, 2.00)
+BOUNDS = (SpeedupBounds(max=1.0), SpeedupBounds(min=1.0), SpeedupBounds(min=1.2), SpeedupBounds(max=1.3))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the A/A pairs showed, and what the design does with that noise."""
+
+    pairs: int
+    log_sd: float
+    outlier_share: float
+    false_decisions: float  # A/A at the bound (max=1.0), share of replays that refuted it
+    needed: tuple[tuple[str, float | None], ...]  # bound → smallest (or largest) truth decided in 90 %
+
+    def lines(self, budget: int) -> list[str]:
+        """The report."""
+        shown = [
+            f"A/A pairs measured: {self.pairs}; noise: log-sd {self.log_sd:.3f} per pair "
+            f"(CV ≈ {self.log_sd / math.sqrt(2):.1%} per generation), outliers beyond 3 MADs {self.outlier_share:.1%}",
+            f"A/A replays at the bound max=1.0: wrong decisive verdict in {self.false_decisions:.1%} (target ≤ 1 %)",
+        ]
+        for label, truth in self.needed:
+            shown.append(
+                f"with this noise, {label} needs a true ≥ {truth:.2f}x to be decided within {budget} pairs "
+                f"({POWER:.0%} of replays)"
+                if truth is not None
+                else f"with this noise, {label} is not decided within {budget} pairs for any true speedup up to "
+                f"{TRUTHS[-1]:.2f}x"
+            )
+        return shown
+
+
+def measure_aa(
+    backend: Backend, category: str, pairs: int, max_tokens: int, progress: Callable[[int], None]
+) -> list[float]:
+    """Log-ratios of ``pairs`` A/A pairs (the plain arm twice), in the protocol's block order."""
+    prompts = prompts_for(category)
+    first, second = Arm("plain"), Arm("plain-again")
+    plan = ComparisonPlan(category, prompts, first, second, max_tokens, 2, pairs, 0.98)
+    schedule = block_schedule(len(prompts))
+    run_trial(backend, prompts[0], first, plan, time.perf_counter)  # warm-up
+    logs = []
+    for index in range(pairs):
+        prompt_index, swap = schedule[index % len(schedule)]
+        arms = (second, first) if swap else (first, second)
+        a, b = (run_trial(backend, prompts[prompt_index], arm, plan, time.perf_counter) for arm in arms)
+        plain, again = (b, a) if swap else (a, b)
+        logs.append(math.log(again.decode_tps / plain.decode_tps))
+        progress(index + 1)
+    return logs
+
+
+def replay(noise: Sequence[float], truth: float, bounds: SpeedupBounds, budget: int, seed: int) -> Verdict:
+    """One run of the design on resampled A/A log-ratios shifted by ``log(truth)``."""
+    import random
+
+    rng = random.Random(seed)
+    expect = Expectations(speedup=bounds)
+    prompts = prompts_for("code")
+    plan = ComparisonPlan(
+        "code",
+        prompts,
+        Arm("plain"),
+        Arm("sd", speculative=True, num_draft=3),
+        16,
+        16,
+        budget,
+        1.0 - 0.02 / expect.bound_count,
+        stop_when=stop_rule(expect),
+        bounds=tuple(b for b in (bounds.min, bounds.max) if b is not None),
+    )
+    looks = look_schedule(len(prompts), plan.min_trials, budget)
+    schedule = block_schedule(len(prompts))
+    pairs: list[Pair] = []
+    shift = math.log(truth)
+    for index in range(looks[-1]):
+        prompt = prompts[schedule[index % len(schedule)][0]]
+        pairs.append(_pair(index, prompt.id, rng.choice(noise) + shift))
+        if len(pairs) in looks:
+            look = look_at(plan, pairs, looks)
+            verdicts = judge(expect, look.speedup, None)
+            if all(v.verdict is not Verdict.INCONCLUSIVE for v in verdicts) or len(pairs) == looks[-1]:
+                return verdicts[0].verdict
+    return Verdict.INCONCLUSIVE
+
+
+def _pair(index: int, prompt_id: str, log_ratio: float) -> Pair:
+    from pytest_specdec.measure import Trial
+
+    plain = Trial("plain", prompt_id, (), 1, 0.0, 1.0, 10)
+    treated = Trial("sd", prompt_id, (), 1, 0.0, 1.0 / math.exp(log_ratio), 10)
+    return Pair(index, prompt_id, "plain", plain, treated)
+
+
+def calibrate(noise: Sequence[float], budget: int, replays: int = 200) -> Calibration:
+    """Noise figures, the A/A false-decision rate at the bound, and each bound's power threshold."""
+    median = statistics.median(noise)
+    mad = statistics.median(abs(v - median) for v in noise) or 1e-12
+    centred = [v - statistics.fmean(noise) for v in noise]  # A/A: the truth is exactly 1
+    wrong = sum(replay(centred, 1.0, SpeedupBounds(max=1.0), budget, s) is Verdict.REFUTED for s in range(replays))
+    needed = []
+    for bounds in BOUNDS:
+        value = bounds.min if bounds.min is not None else bounds.max
+        assert value is not None
+        found = None
+        for truth in (t for t in TRUTHS if t > value):  # how far above the bound SD must be to be told apart
+            runs = replays // 2
+            decided = sum(replay(centred, truth, bounds, budget, s) is not Verdict.INCONCLUSIVE for s in range(runs))
+            if decided >= POWER * runs:
+                found = truth
+                break
+        needed.append((bounds.describe(), found))
+    return Calibration(
+        pairs=len(noise),
+        log_sd=statistics.stdev(noise),
+        outlier_share=sum(abs(v - median) > 3 * 1.4826 * mad for v in noise) / len(noise),
+        false_decisions=wrong / replays,
+        needed=tuple(needed),
+    )

@@ -1,0 +1,90 @@
+"""The ``specdec`` command: baselines, reports, history, evidence and the CI gate outside a pytest run.
+
+One module per command family (``baselines``, ``report``, ``research``, ``gate``), each
+registering its own sub-commands. It never imports the pytest plugin module. Bad input
+prints one line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from pytest_specdec.config import requested_backend
+from pytest_specdec.errors import SpecdecUsageError
+
+Command = Callable[[argparse.Namespace], int]
+
+
+NATIVE_FIRST = {"llama-cpp": "llama_cpp"}
+
+
+def run_pytest(argv: Sequence[str]) -> int:
+    """``specdec pytest ARGS``: pytest in this process, the backend's native libraries loaded first.
+
+    On CUDA images where numpy's native libraries, once loaded, make llama.cpp's first
+    ``Llama(...)`` crash, any pytest plugin that imports numpy at start-up (jaxtyping,
+    hypothesis extensions, …) is enough to trigger it; loading ``llama_cpp`` before
+    pytest and its plugins avoids it.
+    """
+    import importlib
+    import importlib.util
+
+    module = NATIVE_FIRST.get(requested_backend(argv) or "")
+    if module is not None and importlib.util.find_spec(module) is not None:
+        importlib.import_module(module)
+    import pytest
+
+    return int(pytest.main(list(argv)))
+
+
+def _standin(args: argparse.Namespace) -> int:
+    from pytest_specdec.standins.__main__ import main as serve
+
+    return serve([args.kind, "--port", str(args.port), *(f"--fault={f}" for f in args.fault)])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``specdec`` argument parser: each command module registers its own sub-commands."""
+    from pytest_specdec.cli import baselines, gate, report, research
+
+    parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (baselines, report, research, gate):
+        module.register(commands)
+    commands.add_parser(
+        "pytest", help="run pytest with the backend's native libraries loaded first (CUDA images: see README)"
+    )
+    standin = commands.add_parser("standin", help="serve a stand-in Ollama / MTPLX / llama-server on loopback")
+    standin.add_argument("kind", choices=("ollama", "mtplx", "llama-server"))
+    standin.add_argument("--port", type=int, default=0)
+    standin.add_argument(
+        "--fault", action="append", default=[], help="inject a fault (see pytest_specdec.standins.http)"
+    )
+    standin.set_defaults(handler=_standin)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``specdec`` console script."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["pytest"]:
+        return run_pytest(arguments[1:])
+    args = build_parser().parse_args(arguments)
+    handler: Command = args.handler
+    try:
+        return handler(args)
+    except SpecdecUsageError as error:
+        print(f"specdec: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(f"specdec: error: {error.name} is not installed — pip install 'pytest-specdec[plot]'", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""``specdec baselines list|show|diff``: accepted baselines and candidates."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tabulate import tabulate
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.render.report import interval_cell
+from pytest_specdec.store.baselines import BaselineFile, list_baseline_files, load_any, read_baseline_file
+from pytest_specdec.store.files import dumps
+
+
+def listing(args: argparse.Namespace) -> int:
+    rows = []
+    for path in list_baseline_files(args.dir):
+        stored = load_any(path)
+        if args.machine and stored.machine_class != args.machine:
+            continue
+        for key, entry in sorted(stored.entries.items()):
+            r = entry.result
+            rows.append(
+                [
+                    stored.machine_class,
+                    stored.backend,
+                    key,
+                    interval_cell(r.speedup),
+                    r.release,
+                    r.verdict,
+                    entry.provenance,
+                ]
+            )
+    if not rows:
+        print(f"no baselines under {args.dir}")
+        return 0
+    headers = ("machine class", "backend", "key", "speedup", "release", "verdict", "provenance")
+    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    matches = []
+    for path in list_baseline_files(args.dir):
+        stored = load_any(path)
+        matches += [(path, key, entry) for key, entry in stored.entries.items() if args.key in key]
+    if not matches:
+        raise SpecdecUsageError(
+            f"no baseline under {args.dir} has a key containing {args.key!r} — see 'specdec baselines list'"
+        )
+    for path, key, entry in matches:
+        print(f"# {path}: {key}")
+        print(dumps(entry), end="")
+    return 0
+
+
+def diff(args: argparse.Namespace) -> int:
+    """Candidates against the accepted baselines: what accepting them would change."""
+    rows = []
+    candidates_root = args.dir / "candidates"
+    for path in list_baseline_files(candidates_root):
+        pending = load_any(path)
+        accepted = read_baseline_file(
+            args.dir / pending.machine_class / f"{pending.backend}.json", pending.machine_class, pending.backend
+        )
+        rows += _diff_rows(pending, accepted)
+    if not rows:
+        print(f"no candidates under {candidates_root}")
+        return 0
+    headers = ("machine class", "backend", "key", "accepted", "candidate", "verdicts")
+    print(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    return 0
+
+
+def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]:
+    rows = []
+    for key, entry in sorted(pending.entries.items()):
+        old = accepted.entries.get(key)
+        new = entry.result
+        before = f"{interval_cell(old.result.speedup)} ({old.result.release})" if old else "(none)"
+        after = f"{interval_cell(new.speedup)} ({new.release})"
+        verdicts = f"{old.result.verdict.value} → {new.verdict.value}" if old else new.verdict.value
+        rows.append([pending.machine_class, pending.backend, key, before, after, verdicts])
+    return rows
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``specdec baselines``."""
+    baselines = commands.add_parser("baselines", help="inspect accepted baselines and candidates")
+    actions = baselines.add_subparsers(dest="action", required=True)
+    for name, handler, help_text in (
+        ("list", listing, "one line per accepted baseline"),
+        ("show", show, "every field of the baselines whose key contains KEY"),
+        ("diff", diff, "candidates against the accepted baselines"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory")
+        if name == "show":
+            action.add_argument("key", help="part of a baseline key (e.g. a node id)")
+        if name == "list":
+            action.add_argument("--machine", help="only this machine class")
+        action.set_defaults(handler=handler)

@@ -1,0 +1,69 @@
+"""``specdec gate measure|confirm|alert|notify``: the steps of the CI gate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from pytest_specdec.store.files import load_run
+
+
+def step(args: argparse.Namespace) -> int:
+    from pytest_specdec import gate
+
+    extra = shlex.split(args.pytest_args)
+    if args.step == "measure":
+        leg = gate.measure(args.backend, args.out, args.python, extra)
+        (args.out / "status.json").write_text(json.dumps(leg.__dict__) + "\n", encoding="utf-8")
+        print(f"specdec gate: {args.backend}: {leg.reason}")
+        return 0
+    status = (
+        json.loads((args.out / "status.json").read_text(encoding="utf-8"))
+        if (args.out / "status.json").is_file()
+        else {}
+    )
+    if not status.get("measurable", False):
+        print(f"specdec gate: {args.backend}: {status.get('reason', 'nothing was measured')} — nothing to {args.step}")
+        return 0
+    results = args.out / "results.json"
+    if args.step == "confirm":
+        confirmed = gate.confirm(results, args.out / "confirm", args.python, extra)
+        print(f"specdec gate: {len(confirmed)} flipped conclusion(s) confirmed by a re-run")
+        return 0
+    run = load_run(results)
+    if args.step == "notify":
+        url = os.environ.get("SPECDEC_WEBHOOK_URL", "")
+        print(gate.notify(run, url) if url else "specdec gate: no SPECDEC_WEBHOOK_URL — nothing sent")
+        return 0
+    listed = json.loads((args.out / "confirm" / "confirmed.json").read_text(encoding="utf-8"))
+    keys = {(item["nodeid"], item["category"]) for item in listed}
+    confirmed = [r for r in run.flips if (r.nodeid, r.category) in keys]
+    for line in gate.alert(run, confirmed, args.gh, gate.run_url()):
+        print(f"specdec gate: {line}")
+    flips = len(run.flips)
+    if confirmed:
+        print(f"specdec gate: FAIL — {len(confirmed)} conclusion(s) changed and were confirmed")
+        return 1
+    if flips:
+        print(f"specdec gate: {flips} flip(s) did not repeat on the re-run — no issue opened")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``specdec gate``."""
+    parser = commands.add_parser("gate", help="steps of the CI gate (see .github/workflows/specdec-gate.yml)")
+    parser.add_argument("step", choices=("measure", "confirm", "alert", "notify"))
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--out", type=Path, required=True, help="folder for this backend's reports")
+    parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
+    parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
+    parser.add_argument(
+        "--pytest-args",
+        default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""),
+        help="extra pytest arguments, one string",
+    )
+    parser.set_defaults(handler=step)

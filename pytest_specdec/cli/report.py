@@ -1,0 +1,67 @@
+"""``specdec report`` and ``specdec plot-history``: stored results rendered again."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.render.report import markdown_report
+from pytest_specdec.store.baselines import read_history
+from pytest_specdec.store.files import load_run
+
+
+def report(args: argparse.Namespace) -> int:
+    from pytest_specdec.store.files import write_atomically
+
+    runs = [load_run(path) for path in args.results]
+    run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
+    text = markdown_report(run)
+    if args.md:
+        write_atomically(args.md, text)
+        print(f"wrote {args.md}")
+    if args.png:
+        from pytest_specdec.render.plots import forest_plot
+
+        forest_plot(list(run.comparisons), args.png, f"pytest-specdec on {run.machine_class}")
+        print(f"wrote {args.png}")
+    if not args.md and not args.png:
+        print(text, end="")
+    return 1 if run.flips else 0
+
+
+def plot_history(args: argparse.Namespace) -> int:
+    from pytest_specdec.render.plots import history_plot
+
+    histories = sorted((args.dir / "history").glob("*.jsonl"))
+    if args.machine:
+        histories = [p for p in histories if p.stem == args.machine]
+    if not histories:
+        raise SpecdecUsageError(f"no history under {args.dir / 'history'} — run the benchmarks first")
+    lines = [line for path in histories for line in read_history(path)]
+    if args.backend:
+        lines = [line for line in lines if line.get("backend") == args.backend]
+    if args.match:
+        lines = [line for line in lines if args.match in str(line.get("key", ""))]
+    if not lines:
+        raise SpecdecUsageError("no history line matches the filters — loosen --backend / --match")
+    history_plot(lines, args.out, "speedup by backend release")
+    print(f"wrote {args.out} ({len(lines)} results)")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``specdec report`` and ``specdec plot-history``."""
+    parser = commands.add_parser("report", help="render a --specdec-json results file")
+    parser.add_argument("results", type=Path, nargs="+", help="one or more --specdec-json files (same machine)")
+    parser.add_argument("--md", type=Path, help="write Markdown here (default: print it)")
+    parser.add_argument("--png", type=Path, help="write the forest plot here")
+    parser.set_defaults(handler=report)
+    history = commands.add_parser("plot-history", help="speedup against backend release, from the history")
+    history.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory")
+    history.add_argument("--machine", help="only this machine class")
+    history.add_argument("--backend", help="only this backend")
+    history.add_argument("--match", help="only keys containing this text (e.g. a node id)")
+    history.add_argument("--out", type=Path, default=Path("specdec-history.png"), help="PNG to write")
+    history.set_defaults(handler=plot_history)

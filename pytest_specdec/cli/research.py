@@ -1,0 +1,122 @@
+"""``specdec claims``, ``evidence`` and ``calibrate``: the document, the world's figures, this machine."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from pytest_specdec.store.baselines import read_history
+
+
+def claims(args: argparse.Namespace) -> int:
+    """Every claim of the document, its bounds, what research found, and its latest verdict here."""
+    from pytest_specdec.seed.document import CLAIMS
+
+    latest: dict[str, dict[str, object]] = {}
+    for path in sorted((args.dir / "history").glob("*.jsonl")):
+        for line in read_history(path):
+            claim = line.get("claim_id")
+            if isinstance(claim, str) and str(line.get("time", "")) >= str(latest.get(claim, {}).get("time", "")):
+                latest[claim] = line
+    rows = []
+    for claim in CLAIMS.values():
+        seen = latest.get(claim.id)
+        verdict = (
+            f"{seen['verdict']} ({seen.get('profile', '?')}, {seen['machine_class']}, {str(seen['time'])[:10]})"
+            if seen
+            else "not measured yet"
+        )
+        rows.append([claim.id, claim.section, claim.quote, claim.bounds, claim.research, verdict])
+    headers = ("id", "section", "quote", "bounds", "research", "latest verdict")
+    widths = [None, 18, 40, 24, 30, None]
+    print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple", maxcolwidths=widths))
+    return 0
+
+
+def evidence(args: argparse.Namespace) -> int:
+    """Published SD measurements: per seed claim by chip generation, this machine's chip, and a plot."""
+    from pytest_specdec.hardware import machine_class
+    from pytest_specdec.seed.evidence import backend_family, chip_of, claims_table, load_evidence, plottable, rows_for
+
+    rows = load_evidence()
+    table = [list(row) for row in claims_table(rows)]
+    print(tabulate(table, headers=("claim", "chip", "published rows", "which"), maxcolwidths=[None, None, 30, 70]))
+    machine = args.machine or machine_class()
+    here = rows_for(machine, rows)
+    print(f"\npublished on {machine}: {len(here)} row(s)")
+    for row in here:
+        shown = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
+        print(f"  {row.id}: {row.backend} {row.method} {row.model}: {shown} ({row.link})")
+    if args.plot is None:
+        return 0
+    from pytest_specdec.render.evidence_plot import OwnPoint, PublishedPoint, evidence_plot
+
+    points = [
+        PublishedPoint(str(r.chip), r.family, float(r.speedup or 0), r.roofline_suspect, r.id) for r in plottable(rows)
+    ]
+    own = []
+    for path in sorted((args.dir / "history").glob("*.jsonl")):
+        latest: dict[str, dict[str, object]] = {}
+        for line in read_history(path):
+            latest[str(line["key"])] = line  # history is in time order: the last line per key wins
+        for line in latest.values():
+            chip = chip_of(str(line["machine_class"]))
+            speedup = line["speedup"]
+            if chip is None or not isinstance(speedup, dict):
+                continue
+            family = backend_family(str(line["backend"]))
+            own.append(
+                OwnPoint(chip[0], family, speedup["estimate"], speedup["low"], speedup["high"], str(line["key"]))
+            )
+    evidence_plot(points, own, args.plot, "Published SD speedups by chip and runtime (yours in black)")
+    print(f"wrote {args.plot}")
+    return 0
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    """A/A pairs on this machine's backend: its noise, and what the default design can decide with it."""
+    from pytest_specdec.backends import load_backend
+    from pytest_specdec.calibration import calibrate as replay_design
+    from pytest_specdec.calibration import measure_aa
+    from pytest_specdec.config import build_settings, read_pyproject
+
+    cli = {"backend": args.backend, "model": args.model, "profile": args.profile, "backend_option": tuple(args.option)}
+    settings = build_settings(cli.get, lambda _: None, read_pyproject(Path.cwd()))
+    backend = load_backend(settings.backend, settings.pair, settings.backend_options)
+    started = time.monotonic()
+
+    def progress(done: int) -> None:
+        print(f"\r  A/A pair {done}/{args.pairs} ({time.monotonic() - started:.0f} s)", end="", flush=True)
+
+    try:
+        noise = measure_aa(backend, args.category, args.pairs, settings.max_tokens, progress)
+    finally:
+        backend.close()
+    print()
+    for line in replay_design(noise, settings.max_trials).lines(settings.max_trials):
+        print(line)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``specdec claims``, ``specdec evidence`` and ``specdec calibrate``."""
+    parser = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")
+    parser.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table")
+    parser.set_defaults(handler=claims)
+    published = commands.add_parser("evidence", help="published SD measurements per chip, and where your runs stand")
+    published.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
+    published.add_argument("--machine", help="machine class to list published rows for (default: this machine)")
+    published.add_argument("--plot", type=Path, help="write the plot of published speedups by chip here (.png)")
+    published.set_defaults(handler=evidence)
+    calibration = commands.add_parser("calibrate", help="A/A pairs: this machine's noise, false decisions, power")
+    calibration.add_argument("--backend", default=None, help="backend (default: as configured)")
+    calibration.add_argument("--model", default=None, help="target model (default: as configured)")
+    calibration.add_argument("--profile", default=None, help="model profile (embedded, gemma, seed, ...)")
+    calibration.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend option")
+    calibration.add_argument("--category", default="code", help="prompt category of the A/A pairs")
+    calibration.add_argument("--pairs", type=int, default=32, help="A/A pairs to measure")
+    calibration.set_defaults(handler=calibrate)
