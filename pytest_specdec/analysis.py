@@ -25,7 +25,6 @@ from pytest_specdec.backends.base import (
     Backend,
     Detokenizes,
     KnowsSpeculation,
-    KnowsWeightBytes,
     MeasuresStepCosts,
     ModelPair,
 )
@@ -127,11 +126,10 @@ def verify_cost(backend: Backend, num_draft: int, rounds: int, confidence: float
     return speedup_interval(logs, confidence)
 
 
-def roofline_note(backend: Backend, plain_tps: float) -> str | None:
+def roofline_note(size: int | None, plain_tps: float) -> str | None:
     """The plain arm as a fraction of this machine's bandwidth roofline, when the weights' size is known."""
-    if not isinstance(backend, KnowsWeightBytes):
+    if size is None:
         return None
-    size = backend.weight_bytes()
     machine = machine_profile()
     if size <= 0 or not machine.bandwidth_gbs:
         return None  # weights of unknown size (a server the user started): no roofline to state
@@ -173,13 +171,13 @@ class Analysis:
     _costs: dict[tuple[str, ModelPair, int], Costs] = field(default_factory=dict)
     _roofline_shown: set[tuple[str, ModelPair]] = field(default_factory=set)
 
-    def notes(self, backend: Backend, comparison: Comparison) -> list[str]:
-        """Near-tie notes and the roofline (once per backend and pair)."""
+    def notes(self, backend: Backend, comparison: Comparison, weight_bytes: int | None = None) -> list[str]:
+        """Near-tie notes, the roofline (once per backend and pair, from the weights' size at load), a sample, reloads."""
         plan = comparison.plan
         notes = list(comparison.output.near_ties)
         if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
             self._roofline_shown.add((backend.name, backend.pair))
-            roofline = roofline_note(backend, comparison.arm_tps("baseline"))
+            roofline = roofline_note(weight_bytes, comparison.arm_tps("baseline"))
             notes += [roofline] if roofline else []
         other = comparison.other_reading
         if other is not None:
@@ -265,9 +263,10 @@ class Analysis:
         key = (backend.name, backend.pair, gamma)
         if key not in self._costs:
             draft_s, one_s, wide_s, method = backend.step_costs(plan.prompts[0].text, gamma)
-            self._costs[key] = Costs(c=draft_s / one_s, r_v=wide_s / one_s, target_step_s=one_s, method=method)
+            lookup = "lookup" in method  # an n-gram drafter's time is measured as c, with no model call
+            self._costs[key] = Costs(draft_s / one_s, wide_s / one_s, one_s, method, draft_is_model=not lookup)
         costs = self._costs[key]
-        why = explain(rate, gamma, costs, comparison.speedup)
+        why = explain(rate, gamma, costs, comparison.speedup, comparison.arm_tps("baseline"))
         return TheoryRecord(
             alpha=why.alpha,
             gamma=gamma,

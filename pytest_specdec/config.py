@@ -87,6 +87,13 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
     OptionDef(
+        "columns",
+        "str",
+        None,
+        "comma-separated columns of the terminal table (default: as many as fit the terminal), e.g. "
+        "'category,speedup [CI],verdict'",
+    ),
+    OptionDef(
         "ollama_host", "str", None, "Ollama server URL for --backend=ollama (default: $OLLAMA_HOST or 127.0.0.1:11434)"
     ),
     OptionDef(
@@ -166,6 +173,7 @@ class Settings:
     fail_on_drift: bool = False
     drift_min_effect: float = 0.05
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
+    columns: tuple[str, ...] = ()  # the terminal table's columns; empty: as many as fit
 
 
 def read_pyproject(rootdir: Path) -> dict[str, object]:
@@ -235,15 +243,24 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
     backend = str(values["backend"])
     backend_spec(backend)  # an unknown name is the first thing to report
     table = pyproject.get(backend, {})
-    backend_table: Mapping[str, object] = table if isinstance(table, dict) else {}
+    if not isinstance(table, dict):
+        raise SpecdecUsageError(
+            f"[tool.specdec] {backend} = {table!r} must be a table ([tool.specdec.{backend}] with model = ..., options = ...)"
+        )
+    backend_table: Mapping[str, object] = table
     if "num_draft" not in explicit and "num_draft" in backend_table:
         values["num_draft"] = _convert(
             OPTION_BY_KEY["num_draft"], backend_table["num_draft"], f"[tool.specdec.{backend}]"
         )
     options_table = backend_table.get("options", {})
+    if not isinstance(options_table, dict):
+        raise SpecdecUsageError(
+            f"[tool.specdec.{backend}] options = {options_table!r} must be a table of KEY = VALUE "
+            f"([tool.specdec.{backend}.options])"
+        )
     backend_options = _parse_backend_options(
         tuple(str(v) for v in values["backend_option"]),  # type: ignore[attr-defined]
-        options_table if isinstance(options_table, dict) else {},
+        options_table,
     )
     if backend == "ollama":
         if values["ollama_host"]:
@@ -273,6 +290,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         fail_on_drift=bool(values["fail_on_drift"]),
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
+        columns=tuple(c.strip() for c in str(values["columns"] or "").split(",") if c.strip()),
     )
     validate(settings)
     return settings

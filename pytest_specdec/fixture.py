@@ -136,6 +136,12 @@ class SpecdecFixture:
             result = self._session.compare(item.nodeid, spec, expect, _progress_writer(self._request.config))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
+        except Exception as error:  # a backend library failing mid-run: one line, nothing kept
+            name = self._session.settings.backend
+            pytest.fail(
+                f"backend {name!r} failed while measuring: {type(error).__name__}: {error} — no result was kept",
+                pytrace=False,
+            )
         self.result = result
         _record_properties(self._request, result)
         return result

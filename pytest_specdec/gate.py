@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.files import load_run
+from pytest_specdec.store.files import load_run, write_atomically
 from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 REPORT_FILES = {
@@ -89,7 +89,7 @@ def confirm(results: Path, out: Path, python: str, extra: Sequence[str]) -> list
     first = run.flips
     out.mkdir(parents=True, exist_ok=True)
     if not first:
-        (out / "confirmed.json").write_text("[]\n", encoding="utf-8")
+        write_atomically(out / "confirmed.json", "[]\n")
         return []
     backend = first[0].backend
     nodeids = sorted({r.nodeid for r in first})
@@ -103,8 +103,9 @@ def confirm(results: Path, out: Path, python: str, extra: Sequence[str]) -> list
         else set()
     )
     confirmed = [r for r in first if (r.nodeid, r.category) in again]
-    (out / "confirmed.json").write_text(
-        json.dumps([{"nodeid": r.nodeid, "category": r.category} for r in confirmed], indent=2) + "\n", encoding="utf-8"
+    write_atomically(
+        out / "confirmed.json",
+        json.dumps([{"nodeid": r.nodeid, "category": r.category} for r in confirmed], indent=2) + "\n",
     )
     return confirmed
 

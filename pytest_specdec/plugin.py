@@ -209,17 +209,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ledger.machine_info = pytest_benchmark_generate_machine_info()
         ledger.commit_info = get_commit_info()
     collected, scopes = _whole_suite(session)
-    finished = ledger.finish(interrupted=interrupted, collected=collected, scopes=scopes)
-    specdec_session.mark_drifted(finished.drifted)
-    lines = list(finished.lines)
-    errors = [finished.error] if finished.error else []
-    errors += [f"{line} (--specdec-fail-on-drift)" for line in finished.failed]
-    if specdec_session.records:
-        base = config.invocation_params.dir
-        wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()}
-        written, output_errors = render_outputs(specdec_session.run_record(), wanted)
-        lines += [f"wrote {path}" for path in written]
-        errors += output_errors
+    lines: list[str] = []
+    errors: list[str] = []
+    try:
+        finished = ledger.finish(interrupted=interrupted, collected=collected, scopes=scopes)
+        specdec_session.mark_drifted(finished.drifted)
+        lines += finished.lines
+        errors += [finished.error] if finished.error else []
+        errors += [f"{line} (--specdec-fail-on-drift)" for line in finished.failed]
+        if specdec_session.records:
+            base = config.invocation_params.dir
+            wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()}
+            written, output_errors = render_outputs(specdec_session.run_record(interrupted=interrupted), wanted)
+            lines += [f"wrote {path}" for path in written]
+            errors += output_errors
+    except KeyboardInterrupt:
+        # Every file is written whole or not at all (atomic writes): whatever was written stands.
+        errors.append("interrupted while writing baselines and reports: each file is either complete or untouched")
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     config.stash[finish_key] = lines + [f"ERROR: {error}" for error in errors]
     if errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -233,7 +240,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.write_sep("=", "specdec verdicts")
     if records:
-        terminalreporter.write_line(report.terminal_table(records))
+        columns = config.stash[session_key].settings.columns
+        try:
+            table = report.terminal_table(records, terminalreporter._tw.fullwidth, columns)
+        except ValueError as error:  # an unknown --specdec-columns name: the full table, and why
+            table = report.terminal_table(records, 10_000) + f"\nERROR: --specdec-columns: {error}"
+        terminalreporter.write_line(table)
     for line in report.terminal_notes(records) + config.stash[session_key].notes + finished:
         terminalreporter.write_line(line, red=line.startswith("ERROR"))
 

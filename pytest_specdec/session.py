@@ -140,7 +140,7 @@ class SpecdecSession:
         settings = replace(self.settings, pair=backend.pair)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
         outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable)
-        notes = self.analysis.notes(backend, comparison) + engagement_notes
+        notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         if outcome.conclusion not in NEVER_A_BASELINE:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
             notes += beside_result(self.machine_class, settings.backend, s.estimate, s.low, s.high)
@@ -166,9 +166,10 @@ class SpecdecSession:
         """r_v for γ = ``num_draft`` on the configured backend."""
         return verify_cost(self.backend(), num_draft, rounds, self.settings.confidence)
 
-    def run_record(self) -> RunRecord:
-        """The session's results as one record, finished now."""
+    def run_record(self, *, interrupted: bool = False) -> RunRecord:
+        """The session's results as one record, finished now (``interrupted``: the run was cut short)."""
         return RunRecord(
+            interrupted=interrupted,
             machine_class=self.machine_class,
             started=self.started,
             finished=now_iso(),

@@ -27,6 +27,18 @@ from pytest_specdec.store.records import (
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _wide_terminal() -> Iterator[None]:
+    """In-process runs print the whole verdict table (fitting a narrow terminal is tested on its own)."""
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "320"
+    yield
+    if previous is None:
+        os.environ.pop("COLUMNS", None)
+    else:
+        os.environ["COLUMNS"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Keep synthetic models out of the user's cache (shared by in-process pytester runs)."""
     path = tmp_path_factory.mktemp("specdec-models")

@@ -62,9 +62,9 @@ def test_break_even_alpha() -> None:
 
 def test_explanation_names_the_dominant_cause() -> None:
     slow_verify = explain(
-        0.9, 3, Costs(c=0.02, r_v=2.5, target_step_s=0.01, method="t"), Interval(0.8, 0.7, 0.9, 0.95, 9)
+        0.9, 3, Costs(c=0.02, r_v=4.5, target_step_s=0.01, method="t"), Interval(0.8, 0.7, 0.9, 0.95, 9)
     )
-    assert slow_verify.cause.startswith("SD loses: verify cost r_v = 2.50")
+    assert slow_verify.cause.startswith("SD loses: verify cost r_v = 4.50")
     bad_drafts = explain(
         0.05, 3, Costs(c=0.05, r_v=1.1, target_step_s=0.01, method="t"), Interval(0.8, 0.7, 0.9, 0.95, 9)
     )
@@ -77,7 +77,25 @@ def test_explanation_names_the_dominant_cause() -> None:
     assert "break-even α" in win.describe()
     off = explain(0.9, 3, costs, Interval(1.5, 1.4, 1.6, 0.95, 9))
     assert not off.agrees
-    assert "outside the measured interval" in off.describe()
+    assert "(the model is +97% off the measurement)" in off.describe()
+
+
+def test_the_cause_follows_from_the_numbers_it_quotes() -> None:
+    dear_drafts = Costs(c=1.4, r_v=1.46, target_step_s=0.01, method="t")  # a prediction of a loss
+    won = explain(0.95, 3, dear_drafts, Interval(1.3, 1.2, 1.4, 0.95, 9))
+    assert won.predicted < 1.0
+    assert won.cause.startswith("the model does not explain this: it predicts a loss")
+    assert "SD wins" not in won.describe()
+
+
+def test_the_measured_overhead_closes_the_gap_to_the_measurement() -> None:
+    costs = Costs(c=0.0, r_v=1.4, target_step_s=0.010, method="lookup", draft_is_model=False)
+    rate = 0.8
+    plain_tps = 1 / 0.0125  # 25 % overhead per plain token beyond the timed step
+    bare = predicted_speedup(alpha_from_rate(rate, 3), 3, 0.0, 1.4)
+    with_overhead = explain(rate, 3, costs, Interval(1.0, 0.9, 1.1, 0.95, 9), plain_tps)
+    assert with_overhead.overhead == pytest.approx(0.25)
+    assert with_overhead.predicted > bare, "the per-call overhead is paid once per SD step, once per plain token"
 
 
 def test_general_arms_compare_two_configurations(pytester: pytest.Pytester) -> None:

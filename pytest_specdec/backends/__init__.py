@@ -28,6 +28,8 @@ BUILTIN_BACKENDS: dict[str, BackendSpec] = {
             requires=("mlx", "mlx_lm"),
             extra="mlx",
             distributions=("mlx", "mlx-lm"),
+            # mx.device_info() from mlx 0.30.4; mlx_lm.utils._download from mlx-lm 0.28.3
+            minimum={"mlx": "0.30.4", "mlx-lm": "0.28.3"},
         ),
         BackendSpec(
             name="llama-cpp",
@@ -96,11 +98,23 @@ def missing_runtime(spec: BackendSpec) -> str | None:
 def require_runtime(spec: BackendSpec) -> None:
     """Raise a one-line usage error naming the extra when the runtime is absent."""
     module = missing_runtime(spec)
+    fix = f"pip install -U 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {module}"
     if module is not None:
-        fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {module}"
         raise BackendUnavailable(
             f"backend {spec.name!r} needs the Python package {module!r}, which is not installed — run: {fix}"
         )
+    from packaging.version import InvalidVersion, Version
+
+    for distribution, oldest in spec.minimum.items():
+        try:
+            installed = metadata.version(distribution)
+            too_old = Version(installed) < Version(oldest)
+        except (metadata.PackageNotFoundError, InvalidVersion):
+            continue
+        if too_old:
+            raise BackendUnavailable(
+                f"backend {spec.name!r} needs {distribution} >= {oldest}, but {installed} is installed — run: {fix}"
+            )
 
 
 def distribution_versions(spec: BackendSpec) -> dict[str, str]:

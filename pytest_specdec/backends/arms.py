@@ -61,6 +61,11 @@ class ArmRouter:
         self._pair = ModelPair(f"{first[0]}: {first[1].pair.target}", f"{second[0]}: {second[1].pair.target}")
 
     @property
+    def members(self) -> tuple[Backend, ...]:
+        """The arms' own backends."""
+        return tuple(self._backends.values())
+
+    @property
     def pair(self) -> ModelPair:
         """``label: model`` of each arm."""
         return self._pair

@@ -195,6 +195,8 @@ class BackendSpec:
     requires: tuple[str, ...] = ()  # top-level modules its runtime needs
     extra: str | None = None  # the pytest-specdec extra that installs them
     distributions: tuple[str, ...] = ()  # distributions whose versions it reports
+    # Oldest releases the adapter can run on (what it calls exists from then on).
+    minimum: Mapping[str, str] = field(default_factory=dict)
 
 
 class BackendOptions:

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pytest_specdec.backends.base import BackendOptions
-from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 
 def server_message(body: str) -> str:
@@ -31,6 +31,20 @@ def server_message(body: str) -> str:
     return body.strip()[:200]
 
 
+def checked_url(url: str, option: str) -> str:
+    """``url`` if it is an ``http(s)://HOST[:PORT]`` address; otherwise one line naming the option to fix."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as error:
+        raise SpecdecUsageError(f"{option}={url!r} is not a valid URL ({error}) — use http://HOST:PORT") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecdecUsageError(f"{option}={url!r} is not a valid URL — use http://HOST:PORT")
+    return url
+
+
 class HttpService:
     """A JSON-over-HTTP server at ``base_url`` (``service`` names it in messages)."""
 
@@ -40,7 +54,7 @@ class HttpService:
         import httpx
 
         self.service = service
-        self.base_url = base_url.rstrip("/")
+        self.base_url = checked_url(base_url, "url").rstrip("/")
         self.timeout_s = timeout_s
         self.fix = fix
         self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=dict(headers or {}))

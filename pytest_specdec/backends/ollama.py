@@ -35,6 +35,7 @@ from pytest_specdec.backends.base import (
     SpeculationEvidence,
     TokenBurst,
 )
+from pytest_specdec.backends.http_client import checked_url
 from pytest_specdec.backends.llama_server import text_units
 from pytest_specdec.backends.ollama_model import (
     OllamaModel,
@@ -78,7 +79,9 @@ class OllamaBackend:
                 "backend option sd=tag needs plain_model=TAG (the same weights without a draft head)"
             )
         self._server = ManagedOllama(environment).start() if serve else None
-        self._host = self._server.host if self._server else (host if "://" in host else f"http://{host}")
+        self._host = (
+            self._server.host if self._server else checked_url(host if "://" in host else f"http://{host}", "host")
+        )
         import ollama
 
         self._client = ollama.Client(host=self._host, timeout=self._timeout)

@@ -2,8 +2,9 @@
 
 A comparison asks the pool for the backend its plan needs: the configured backend for
 plain vs SD, or an :class:`~pytest_specdec.backends.arms.ArmRouter` over one backend
-per arm when the arms differ in more than SD on/off. Model digests are read once per
-backend and pair.
+per arm when the arms differ in more than SD on/off. A backend's model identity (its
+digest and weight size) is read **when it loads**: files changed or removed during the
+run cannot re-key its results or break the roofline.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
-from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, ModelPair
 
 Loader = Callable[[str, ModelPair, Mapping[str, str]], Backend]
 BackendKey = tuple[str, ModelPair, tuple[tuple[str, str], ...]]
@@ -29,6 +30,7 @@ class BackendPool:
     loader: Loader = load_backend
     _backends: dict[BackendKey, Backend] = field(default_factory=dict)
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
+    _weights: dict[tuple[str, ModelPair], int] = field(default_factory=dict)
 
     def backend(
         self, pair: ModelPair | None = None, name: str | None = None, extra_options: Mapping[str, str] | None = None
@@ -39,7 +41,12 @@ class BackendPool:
         options.update(extra_options or {})
         key = (backend_name, pair or self.default_pair, tuple(sorted(options.items())))
         if key not in self._backends:
-            self._backends[key] = self.loader(key[0], key[1], options)
+            loaded = self.loader(key[0], key[1], options)
+            self._backends[key] = loaded
+            identity = (loaded.name, loaded.pair)
+            self._digests.setdefault(identity, loaded.model_digest())
+            if isinstance(loaded, KnowsWeightBytes):
+                self._weights.setdefault(identity, loaded.weight_bytes())
         return self._backends[key]
 
     def for_arms(self, baseline: Arm, treatment: Arm, pair: ModelPair | None) -> Backend:
@@ -55,11 +62,17 @@ class BackendPool:
         )
 
     def digest(self, backend: Backend) -> str:
-        """The backend's model digest, read once per backend and pair."""
+        """The model digest read when the backend loaded (each arm's, joined, for a router)."""
+        if isinstance(backend, ArmRouter):
+            return "|".join(self.digest(member) for member in backend.members)
         key = (backend.name, backend.pair)
         if key not in self._digests:
             self._digests[key] = backend.model_digest()
         return self._digests[key]
+
+    def weight_bytes(self, backend: Backend) -> int | None:
+        """The target's weight size read when the backend loaded (``None`` when it cannot tell)."""
+        return self._weights.get((backend.name, backend.pair))
 
     def close(self) -> None:
         """Release every backend."""

@@ -11,7 +11,8 @@ timings are reported, not waited for.
 Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
 ``noise``, ``drift``, ``wander``, ``prompt_spread`` (log-sd of per-prompt speedups
 around ``speedup``), ``outliers`` (the share of generations that run 2–3x slow),
-``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``.
+``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``, and
+``crash_after`` (a library that raises after that many generations, for fault tests).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class SimulatedBackend:
         self.wander = reader.number("wander", 0.0, low=0.0, high=1.0)
         self.prompt_spread = reader.number("prompt_spread", 0.0, low=0.0, high=1.0)
         self.outliers = reader.number("outliers", 0.0, low=0.0, high=0.5)
+        self.crash_after = reader.integer("crash_after", 0, low=0)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
         # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
@@ -94,6 +96,8 @@ class SimulatedBackend:
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Yield the prompt's deterministic tokens and report simulated timings."""
+        if self.crash_after and self.generations >= self.crash_after:
+            raise RuntimeError("simulated library failure (crash_after)")
         count = request.max_tokens
         tokens = self._tokens(request.prompt, count)
         speculative = request.arm.speculative

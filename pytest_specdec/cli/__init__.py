@@ -74,7 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(arguments)
     handler: Command = args.handler
     try:
-        return handler(args)
+        status = handler(args)
+        from pytest_specdec.cli import report, research
+
+        for line in dict.fromkeys(report.TORN + research.TORN):
+            print(f"specdec: warning: {line}", file=sys.stderr)
+        return status
     except SpecdecUsageError as error:
         print(f"specdec: error: {error}", file=sys.stderr)
         return 2
@@ -84,7 +89,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,6 +33,13 @@ def listing(args: argparse.Namespace) -> int:
                 ]
             )
     if not rows:
+        if not args.dir.is_dir():
+            raise SpecdecUsageError(f"{args.dir}: no such baselines folder — pass --dir, or accept a run first")
+        known = sorted({load_any(p).machine_class for p in list_baseline_files(args.dir)})
+        if args.machine:
+            raise SpecdecUsageError(
+                f"no baselines for machine class {args.machine!r} under {args.dir} — known: {', '.join(known) or 'none'}"
+            )
         print(f"no baselines under {args.dir}")
         return 0
     headers = ("machine class", "backend", "key", "speedup", "release", "verdict", "provenance")

@@ -9,7 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from pytest_specdec.store.files import load_run
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.files import load_run, read_json, write_atomically
 
 
 def step(args: argparse.Namespace) -> int:
@@ -18,14 +19,11 @@ def step(args: argparse.Namespace) -> int:
     extra = shlex.split(args.pytest_args)
     if args.step == "measure":
         leg = gate.measure(args.backend, args.out, args.python, extra)
-        (args.out / "status.json").write_text(json.dumps(leg.__dict__) + "\n", encoding="utf-8")
+        write_atomically(args.out / "status.json", json.dumps(leg.__dict__) + "\n")
         print(f"specdec gate: {args.backend}: {leg.reason}")
         return 0
-    status = (
-        json.loads((args.out / "status.json").read_text(encoding="utf-8"))
-        if (args.out / "status.json").is_file()
-        else {}
-    )
+    found = read_json(args.out / "status.json") if (args.out / "status.json").is_file() else {}
+    status = found if isinstance(found, dict) else {}
     if not status.get("measurable", False):
         print(f"specdec gate: {args.backend}: {status.get('reason', 'nothing was measured')} — nothing to {args.step}")
         return 0
@@ -39,7 +37,11 @@ def step(args: argparse.Namespace) -> int:
         url = os.environ.get("SPECDEC_WEBHOOK_URL", "")
         print(gate.notify(run, url) if url else "specdec gate: no SPECDEC_WEBHOOK_URL — nothing sent")
         return 0
-    listed = json.loads((args.out / "confirm" / "confirmed.json").read_text(encoding="utf-8"))
+    listed = read_json(args.out / "confirm" / "confirmed.json")
+    if not isinstance(listed, list):
+        raise SpecdecUsageError(
+            f"{args.out / 'confirm' / 'confirmed.json'} is not a list — re-run 'specdec gate confirm'"
+        )
     keys = {(item["nodeid"], item["category"]) for item in listed}
     confirmed = [r for r in run.flips if (r.nodeid, r.category) in keys]
     for line in gate.alert(run, confirmed, args.gh, gate.run_url()):

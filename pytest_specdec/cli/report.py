@@ -11,10 +11,14 @@ from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.baselines import read_history
 from pytest_specdec.store.files import load_run
 
+TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
+
 
 def report(args: argparse.Namespace) -> int:
     from pytest_specdec.store.files import write_atomically
 
+    if args.png and args.png.suffix.lower() != ".png":
+        raise SpecdecUsageError(f"--png {args.png} must name a .png file")
     runs = [load_run(path) for path in args.results]
     run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
     text = markdown_report(run)
@@ -39,7 +43,7 @@ def plot_history(args: argparse.Namespace) -> int:
         histories = [p for p in histories if p.stem == args.machine]
     if not histories:
         raise SpecdecUsageError(f"no history under {args.dir / 'history'} — run the benchmarks first")
-    lines = [line for path in histories for line in read_history(path)]
+    lines = [line for path in histories for line in read_history(path, TORN)]
     if args.backend:
         lines = [line for line in lines if line.get("backend") == args.backend]
     if args.match:

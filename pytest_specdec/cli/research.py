@@ -10,6 +10,8 @@ from tabulate import tabulate
 
 from pytest_specdec.store.baselines import read_history
 
+TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
+
 
 def claims(args: argparse.Namespace) -> int:
     """Every claim of the document, its bounds, what research found, and its latest verdict here."""
@@ -17,7 +19,7 @@ def claims(args: argparse.Namespace) -> int:
 
     latest: dict[str, dict[str, object]] = {}
     for path in sorted((args.dir / "history").glob("*.jsonl")):
-        for line in read_history(path):
+        for line in read_history(path, TORN):
             claim = line.get("claim_id")
             if isinstance(claim, str) and str(line.get("time", "")) >= str(latest.get(claim, {}).get("time", "")):
                 latest[claim] = line
@@ -60,7 +62,7 @@ def evidence(args: argparse.Namespace) -> int:
     own = []
     for path in sorted((args.dir / "history").glob("*.jsonl")):
         latest: dict[str, dict[str, object]] = {}
-        for line in read_history(path):
+        for line in read_history(path, TORN):
             latest[str(line["key"])] = line  # history is in time order: the last line per key wins
         for line in latest.values():
             chip = chip_of(str(line["machine_class"]))

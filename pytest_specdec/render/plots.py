@@ -51,27 +51,67 @@ def _save(figure: Any, path: Path, drawn: object) -> Path:
     return path
 
 
+def short_name(reference: str | None) -> str:
+    """The last path component of a model reference, without ``embedded:``/``pypi:``."""
+    if not reference:
+        return ""
+    return reference.rstrip("/").rsplit("/", 1)[-1].removeprefix("embedded:").removeprefix("pypi:")
+
+
 def row_label(record: ComparisonRecord) -> str:
-    """``gemma-3-270m-q4_k_m.gguf · copy · γ=3``: model, category and γ, short enough for an axis."""
-    model = record.target.rstrip("/").rsplit("/", 1)[-1].removeprefix("embedded:")
-    return f"{model[:28]} · {record.category} · γ={record.num_draft}"
+    """``gemma-3-270m-q4_k_m.gguf + draft-aligned · copy · γ=3``: models, category and γ."""
+    models = short_name(record.target)[:26]
+    if record.draft:
+        models += f" + {short_name(record.draft)[:18]}"
+    return f"{models} · {record.category} · γ={record.num_draft}"
+
+
+def speedup_axis(axes: Any, low: float, high: float, *, horizontal: bool = True) -> None:
+    """A log axis with ticks a reader can read: ``0.5x``, ``1x``, ``1.5x``, ``2x`` …"""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    candidates = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0)
+    ticks = [t for t in candidates if low / 1.05 <= t <= high * 1.05] or [1.0]
+    axis = axes.xaxis if horizontal else axes.yaxis
+    (axes.set_xscale if horizontal else axes.set_yscale)("log")
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+
+
+def _finite(values: Sequence[float], fallback: float) -> list[float]:
+    return [v for v in values if 0 < v < float("inf")] or [fallback]
 
 
 def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> Path:
-    """Speedup with interval per comparison; bounds drawn; colour by verdict."""
+    """Speedup with interval per comparison, coloured by verdict; the accepted baseline beside it
+    (grey, just above) when it was consulted; each claimed bound as a labelled tick."""
     plt = _pyplot()
-    height = 1.2 + 0.45 * max(1, len(records))
-    figure, axes = plt.subplots(figsize=(10, height))
+    height = 1.4 + 0.55 * max(1, len(records))
+    figure, axes = plt.subplots(figsize=(11, height))
     drawn = []
+    extremes: list[float] = [1.0]
     for row, record in enumerate(reversed(records)):
         s = record.speedup
         colour = _colour(record.verdict)
         axes.errorbar(
-            [s.estimate], [row], xerr=[[s.estimate - s.low], [s.high - s.estimate]], fmt="o", color=colour, capsize=3
-        )
+            [s.estimate], [row], xerr=[[s.estimate - s.low], [max(0.0, s.high - s.estimate) if s.high < float("inf") else 0.0]],
+            fmt="o", color=colour, capsize=3,
+        )  # fmt: skip
+        extremes += _finite([s.low, s.high, s.estimate], 1.0)
+        check = record.check
+        baseline = check.baseline_speedup if check is not None else None
+        if baseline is not None:
+            axes.errorbar(
+                [baseline.estimate], [row + 0.28],
+                xerr=[[baseline.estimate - baseline.low], [baseline.high - baseline.estimate]],
+                fmt="s", color=OTHER, capsize=2, markersize=4, alpha=0.8,
+            )  # fmt: skip
+            extremes += _finite([baseline.low, baseline.high], 1.0)
         for bound in record.bounds:
             if bound.metric == "speedup":
-                axes.plot([bound.bound], [row], marker="|", markersize=16, color="black")
+                axes.plot([bound.bound], [row], marker="|", markersize=18, color="black")
+                axes.annotate(f"{bound.kind}={bound.bound:g}", (bound.bound, row - 0.33), fontsize=7, ha="center")
         drawn.append(
             {
                 "row": row,
@@ -79,45 +119,59 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 "estimate": s.estimate,
                 "low": s.low,
                 "high": s.high,
-                "verdict": record.verdict,
+                "verdict": record.verdict.value,
+                "baseline": None if baseline is None else [baseline.estimate, baseline.low, baseline.high],
             }
         )
     labels = [row_label(r) for r in reversed(records)]
     axes.set_yticks(range(len(records)), labels)
+    axes.set_ylim(-0.8, len(records) - 0.3)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
-    axes.set_xscale("log")
-    axes.set_xlabel("speedup (SD tok/s ÷ plain tok/s), log scale; | = claimed bound")
+    speedup_axis(axes, min(extremes), max(extremes))
+    axes.set_xlabel("speedup (SD tok/s ÷ plain tok/s), log scale; | = claimed bound; grey square = accepted baseline")
     axes.set_title(title)
     handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=v) for v, c in COLOURS.items()]
-    axes.legend(handles=handles, loc="best", fontsize="small")
+    handles.append(plt.Line2D([], [], color=OTHER, marker="s", linestyle="", label="accepted baseline"))
+    axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     figure.tight_layout()
     return _save(figure, path, drawn)
 
 
 def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """Speedup vs backend release, one series per comparison key, in time order."""
+    """Speedup vs backend release, one line per comparison key in time order; flips marked with a red ring."""
     plt = _pyplot()
+    ordered = sorted(lines, key=lambda item: str(item.get("time", "")))
     series: dict[str, list[Mapping[str, Any]]] = {}
-    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
-        series.setdefault(str(line["key"]), []).append(line)
     releases: list[str] = []
-    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
-        if line["release"] not in releases:
+    for line in ordered:
+        series.setdefault(str(line["key"]), []).append(line)
+        if str(line["release"]) not in releases:
             releases.append(str(line["release"]))
-    figure, axes = plt.subplots(figsize=(9, 4.5))
+    figure, axes = plt.subplots(figsize=(11, 4.8))
     drawn = []
+    extremes: list[float] = [1.0]
     for key, points in series.items():
         xs = [releases.index(str(p["release"])) for p in points]
         ys = [float(p["speedup"]["estimate"]) for p in points]
         lows = [y - float(p["speedup"]["low"]) for y, p in zip(ys, points, strict=True)]
         highs = [float(p["speedup"]["high"]) - y for y, p in zip(ys, points, strict=True)]
-        axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=key.split(" [", 1)[-1][:60])
-        drawn.append({"key": key, "releases": [p["release"] for p in points], "estimates": ys})
+        label = key.split("::", 1)[-1][:70]
+        axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
+        flips = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.get("change") == "flip"]
+        if flips:
+            axes.scatter(
+                *zip(*flips, strict=True), s=160, facecolors="none", edgecolors="#c62828", linewidths=2, zorder=5
+            )
+        extremes += _finite(
+            [float(p["speedup"]["low"]) for p in points] + [float(p["speedup"]["high"]) for p in points], 1.0
+        )
+        drawn.append({"key": key, "releases": [p["release"] for p in points], "estimates": ys, "flips": len(flips)})
     axes.axhline(1.0, color=OTHER, linestyle="--", linewidth=1)
     axes.set_xticks(range(len(releases)), releases, rotation=20, ha="right")
-    axes.set_ylabel("speedup")
-    axes.set_title(title)
+    speedup_axis(axes, min(extremes), max(extremes), horizontal=False)
+    axes.set_ylabel("speedup (log scale)")
+    axes.set_title(title + " — red ring: the conclusion flipped")
     if series:
-        axes.legend(fontsize="x-small", loc="best")
+        axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     figure.tight_layout()
     return _save(figure, path, drawn)

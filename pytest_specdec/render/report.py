@@ -96,12 +96,54 @@ def has_baselines(records: Sequence[ComparisonRecord]) -> bool:
     return any(r.check is not None for r in records)
 
 
-def terminal_table(records: Sequence[ComparisonRecord]) -> str:
-    """The verdict table for the terminal summary."""
-    with_baseline = has_baselines(records)
-    headers = HEADERS + BASELINE_HEADERS if with_baseline else HEADERS
-    rows = verdict_rows(records, with_baseline=with_baseline)
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+# Dropped first when the table is wider than the terminal (the Markdown and JSON keep everything).
+OPTIONAL_COLUMNS = ("baseline release", "baseline", "trials", "γ", "draft", "acceptance", "plain tok/s", "SD tok/s")
+MODEL_COLUMNS = ("target", "draft")
+SHORT_MODEL = 18
+
+
+def column_names(records: Sequence[ComparisonRecord]) -> tuple[str, ...]:
+    """Every column the table can show for these records."""
+    return HEADERS + BASELINE_HEADERS if has_baselines(records) else HEADERS
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], chosen: Sequence[str]) -> str:
+    keep = [headers.index(name) for name in chosen]
+    return tabulate(
+        [[row[i] for i in keep] for row in rows], headers=[headers[i] for i in keep], tablefmt="simple",
+        disable_numparse=True,
+    )  # fmt: skip
+
+
+def _shorten(cell: str) -> str:
+    return cell if len(cell) <= SHORT_MODEL else cell[: SHORT_MODEL - 1] + "…"
+
+
+def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, columns: Sequence[str] | None = None) -> str:
+    """The verdict table for the terminal: the chosen ``columns``, or as many as fit ``width``.
+
+    Model names are shortened first, then optional columns dropped in :data:`OPTIONAL_COLUMNS` order.
+    """
+    headers = list(column_names(records))
+    rows = verdict_rows(records, with_baseline=len(headers) > len(HEADERS))
+    if columns:
+        unknown = [c for c in columns if c not in headers]
+        if unknown:
+            raise ValueError(f"unknown column {unknown[0]!r} — choose from: {', '.join(headers)}")
+        return _table(headers, rows, list(columns))
+    chosen = list(headers)
+    text = _table(headers, rows, chosen)
+    if max(map(len, text.splitlines())) > width:
+        models = [headers.index(name) for name in MODEL_COLUMNS]
+        rows = [[_shorten(cell) if i in models else cell for i, cell in enumerate(row)] for row in rows]
+        text = _table(headers, rows, chosen)
+    for name in OPTIONAL_COLUMNS:
+        if max(map(len, text.splitlines())) <= width:
+            break
+        if name in chosen:
+            chosen.remove(name)
+            text = _table(headers, rows, chosen)
+    return text
 
 
 def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:

@@ -238,13 +238,19 @@ class BaselineStore:
     def append_history(self, lines: Sequence[Mapping[str, object]]) -> Path:
         """Append whole JSON lines to the history (never rewrites earlier lines)."""
         path = self.history_path()
-        text = "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines)
+        data = "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines).encode()
         with self.locked():
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as stream:
-                stream.write(text)
-                stream.flush()
-                os.fsync(stream.fileno())
+            with path.open("ab") as stream:
+                size = stream.tell()
+                try:
+                    stream.write(data)
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                except BaseException:
+                    # A short write (a full disk) must not leave half a line for later appends to glue onto.
+                    stream.truncate(size)
+                    raise
         return path
 
     @contextlib.contextmanager
@@ -317,19 +323,30 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
     }
 
 
-def read_history(path: Path) -> list[dict[str, Any]]:
-    """History lines; a malformed line is a one-line error naming its number."""
+def read_history(path: Path, torn: list[str] | None = None) -> list[dict[str, Any]]:
+    """History lines; a malformed line is a one-line error naming its number.
+
+    A last line without its newline is what an interrupted append leaves: it is
+    skipped, and reported in ``torn`` when given, instead of making the file unreadable.
+    """
     lines: list[dict[str, Any]] = []
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecdecUsageError(f"{path}: no such history file — run the benchmarks first") from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecdecUsageError(f"{path} cannot be read ({error}) — check the file") from None
+    rows = text.splitlines()
+    for number, line in enumerate(rows, start=1):
         if not line.strip():
             continue
         try:
             parsed = json.loads(line)
         except json.JSONDecodeError as error:
+            if number == len(rows) and not text.endswith("\n"):
+                if torn is not None:
+                    torn.append(f"{path}:{number}: a torn last line (an interrupted append) was skipped")
+                continue
             raise SpecdecUsageError(f"{path}:{number} is not valid JSON ({error.msg})") from None
         if not isinstance(parsed, dict) or "speedup" not in parsed or "release" not in parsed:
             raise SpecdecUsageError(f"{path}:{number} is not a pytest-specdec history line")

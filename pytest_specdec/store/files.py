@@ -53,6 +53,8 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     data = content.encode("utf-8") if isinstance(content, str) else content
     try:
+        # mkstemp makes 0600 files: keep a replaced file's mode, else the mode a plain write would give.
+        os.chmod(temporary, path.stat().st_mode & 0o7777 if path.exists() else _default_mode())
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
@@ -62,6 +64,12 @@ def write_atomically(path: Path, content: str | bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def validate(kind: type[T], data: object, where: str) -> T:
@@ -84,10 +92,32 @@ def read_json(path: Path) -> object:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecdecUsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SpecdecUsageError(f"{path} is a directory, not a JSON file — remove it or point elsewhere") from None
+    except PermissionError:
+        raise SpecdecUsageError(f"{path} cannot be read (permission denied) — fix its permissions") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise SpecdecUsageError(
             f"{path} is not valid JSON ({error}) — restore it from version control or delete it"
         ) from None
+
+
+def remove_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> list[Path]:
+    """Delete what interrupted atomic writes left behind (``.NAME.*.tmp``), an hour or more old."""
+    import time
+
+    if not folder.is_dir():
+        return []
+    now = time.time()
+    removed = []
+    for leftover in folder.rglob(".*.tmp"):
+        try:
+            if now - leftover.stat().st_mtime >= older_than_s:
+                leftover.unlink()
+                removed.append(leftover)
+        except OSError:
+            continue
+    return removed
 
 
 def check_schema(data: object, path: Path) -> Mapping[str, object]:

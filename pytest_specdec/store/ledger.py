@@ -24,7 +24,7 @@ from pytest_specdec.store.baselines import (
     drift_message,
     history_line,
 )
-from pytest_specdec.store.files import now_iso
+from pytest_specdec.store.files import now_iso, remove_stale_temporaries
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
 
 # A lossless failure, or arms that cannot differ, say nothing about SD's speed.
@@ -147,6 +147,8 @@ class BaselineLedger:
 
     def _write(self) -> list[str]:
         when = now_iso()
+        with self.store.locked():
+            leftovers = remove_stale_temporaries(self.store.root)
         accepted: dict[str, dict[str, BaselineEntry]] = {}
         candidates: dict[str, dict[str, BaselineEntry]] = {}
         for record in self.records:
@@ -183,6 +185,10 @@ class BaselineLedger:
         ]
         if history:
             lines.append(f"history: {len(history)} line(s) appended to {self.store.append_history(history)}")
+        if leftovers:
+            lines.append(
+                f"removed {len(leftovers)} temporary file(s) left by an interrupted write under {self.store.root}"
+            )
         return lines
 
     def _stale(self, collected: Collection[str] | None, scopes: Sequence[str]) -> tuple[str, ...]:

@@ -198,6 +198,7 @@ class RunRecord:
     commit_info: Mapping[str, Any] = field(default_factory=dict)
     specdec_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    interrupted: bool = False  # Ctrl-C or a failure cut the run short: fewer comparisons than planned
 
     @property
     def flips(self) -> list[ComparisonRecord]:

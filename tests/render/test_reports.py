@@ -40,9 +40,11 @@ def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path, sample_r
     path = forest_plot(list(run.comparisons), tmp_path / "forest.png", "test")
     with Image.open(path) as image:
         assert image.format == "PNG"
-        assert image.size == (1000, int((1.2 + 0.45 * 2) * 100))
+        assert image.size == (1100, int((1.4 + 0.55 * 2) * 100))
         drawn = json.loads(image.text["specdec"])
     assert sorted((row["estimate"], row["verdict"]) for row in drawn) == [(1.0, "holds"), (1.41, "refuted")]
+    # the accepted baseline is drawn beside each result that was checked against one
+    assert sorted(row["baseline"][0] for row in drawn) == [0.94, 1.0]
     assert {row["low"] for row in drawn} == {c.speedup.low for c in run.comparisons}
 
 
@@ -60,7 +62,9 @@ def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
     lines = [line("2026-02", "mlx-lm 0.33", 1.4), line("2026-01", "mlx-lm 0.32", 0.9)]
     with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
         drawn = json.loads(image.text["specdec"])
-    assert drawn == [{"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4]}]
+    assert drawn == [
+        {"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4], "flips": 0}
+    ]
 
 
 def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, sample_run: RunRecord) -> None:
@@ -81,3 +85,20 @@ def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, samp
     assert done.returncode == 0, done.stderr
     assert "test_mlx_draft[code]" in done.stdout
     assert "[code-sd]" in done.stdout
+
+
+def test_the_terminal_table_fits_its_width_and_keeps_the_verdict(sample_run: RunRecord) -> None:
+    from pytest_specdec.render.report import terminal_table
+
+    records = list(sample_run.comparisons)
+    full = terminal_table(records, width=10_000)
+    fitted = terminal_table(records, width=120)
+    assert max(map(len, full.splitlines())) > 120
+    assert max(map(len, fitted.splitlines())) <= 120
+    assert "verdict" in fitted.splitlines()[0]
+    assert "refuted (FLIPPED)" in fitted
+    assert "speedup [CI]" in fitted.splitlines()[0]
+    chosen = terminal_table(records, columns=["category", "verdict"])
+    assert chosen.splitlines()[0].split() == ["category", "verdict"]
+    with pytest.raises(ValueError, match="unknown column 'speed'"):
+        terminal_table(records, columns=["speed"])

@@ -1,0 +1,209 @@
+"""Every failure is one line, a nonzero exit, and a store that is whole: one fault-injection test per class."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.backends import require_runtime
+from pytest_specdec.backends.base import BackendSpec, ModelPair
+from pytest_specdec.backends.pool import BackendPool
+from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.cli import main
+from pytest_specdec.config import build_settings
+from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
+from pytest_specdec.store.baselines import BaselineStore, read_history
+from pytest_specdec.store.files import write_atomically
+from pytest_specdec.store.records import ComparisonRecord
+
+SIM = ("--backend=simulated", "--specdec-max-trials=4", "-p", "no:cacheprovider")
+TEST = (
+    "import pytest\n\n@pytest.mark.speedup(min=0.5)\ndef test_claim(specdec):\n    specdec.compare(category='code')\n"
+)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, so a write can run out of space (needs root; skipped otherwise)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    command = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]
+    done = subprocess.run(command, check=False, capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.decode().strip() or 'not root'})")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+def fill(disk: Path) -> list[Path]:
+    """Fill ``disk`` a page at a time until it is full; the files written."""
+    fillers: list[Path] = []
+    while True:
+        fillers.append(disk / f"filler-{len(fillers)}")
+        try:
+            fillers[-1].write_bytes(b"\0" * 4096)
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+            return fillers[:-1]
+
+
+def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
+    small_disk: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    from pytest_specdec.store.baselines import history_line
+
+    store = BaselineStore(small_disk / "baselines", "M")
+    line = history_line(make_record("code", 1.0, "holds", None), "M", False, "2026-11-30")
+    store.append_history([line])
+    before = store.history_path().read_bytes()
+    fillers = fill(small_disk)
+    fillers[0].unlink()  # room for part of the next line, not all of it
+    with pytest.raises(OSError, match="No space left") as caught:
+        store.append_history([{**line, "padding": "x" * 16_000}])
+    assert caught.value.errno == errno.ENOSPC
+    assert store.history_path().read_bytes() == before, "rolled back to the previous size"
+    assert len(read_history(store.history_path())) == 1
+
+
+def test_a_torn_last_line_is_skipped_and_reported(tmp_path: Path, make_record: Callable[..., ComparisonRecord]) -> None:
+    from pytest_specdec.store.baselines import history_line
+
+    path = tmp_path / "history.jsonl"
+    whole = json.dumps(history_line(make_record("code", 1.0, "holds", None), "M", False, "t"))
+    path.write_text(whole + "\n" + whole[: len(whole) // 2])
+    torn: list[str] = []
+    assert len(read_history(path, torn)) == 1
+    assert torn == [f"{path}:2: a torn last line (an interrupted append) was skipped"]
+
+
+def test_model_identity_is_read_when_the_backend_loads() -> None:
+    class Shifting(SimulatedBackend):
+        calls = 0
+
+        def model_digest(self) -> str:
+            Shifting.calls += 1
+            return f"digest-{Shifting.calls}"
+
+    def loader(name: str, pair: ModelPair, options: Mapping[str, str]) -> SimulatedBackend:
+        return Shifting(pair, options)
+
+    pool = BackendPool("simulated", ModelPair("t", "d"), {}, loader)
+    backend = pool.backend()
+    assert pool.digest(backend) == "digest-1"
+    assert pool.digest(backend) == "digest-1", "files changed mid-run do not re-key the result"
+
+
+def test_a_baseline_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "M" / "mlx.json").mkdir(parents=True)
+    with pytest.raises(SpecdecUsageError, match=r"mlx.json is a directory, not a JSON file"):
+        BaselineStore(tmp_path, "M").load("mlx")
+
+
+@pytest.mark.parametrize(
+    ("backend", "options"),
+    [
+        ("llama-server", {"plain_url": "http://127.0.0.1:abc", "sd_url": "http://127.0.0.1:1"}),
+        ("mtplx", {"url": "http://127.0.0.1:abc"}),
+    ],
+)
+def test_a_malformed_server_url_is_one_line(backend: str, options: dict[str, str]) -> None:
+    from pytest_specdec.backends import load_backend
+
+    with pytest.raises(SpecdecUsageError, match=r"is not a valid URL .*use http://HOST:PORT"):
+        load_backend(backend, ModelPair("m"), options)
+
+
+def test_a_backend_that_raises_mid_run_fails_its_test_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TEST)
+    result = pytester.runpytest(*SIM, "--specdec-backend-option=crash_after=5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*backend 'simulated' failed while measuring: RuntimeError: simulated library failure*"]
+    )
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+    assert not (pytester.path / "baselines" / "candidates").exists()
+
+
+def test_ctrl_c_during_the_end_write_is_reported_and_leaves_whole_files(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TEST)
+    pytester.makeconftest(
+        "from pytest_specdec.store import ledger\n"
+        "def interrupted(self):\n    raise KeyboardInterrupt\n"
+        "ledger.BaselineLedger._write = interrupted\n"
+    )
+    result = pytester.runpytest_subprocess(*SIM)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["ERROR: interrupted while writing baselines and reports*"])
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "message"),
+    [
+        ({"backend": "simulated", "simulated": "fast"}, r"must be a table \(\[tool.specdec.simulated\]"),
+        ({"backend": "simulated", "simulated": {"options": ["speedup=2"]}}, r"options = .* must be a table"),
+    ],
+)
+def test_wrong_typed_configuration_is_refused_not_ignored(pyproject: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecdecUsageError, match=message):
+        build_settings(lambda _: None, lambda _: None, pyproject)
+
+
+def test_atomic_writes_keep_the_file_mode_and_stale_temporaries_are_cleaned(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+
+    path = tmp_path / "M" / "mlx.json"
+    write_atomically(path, "{}")
+    path.chmod(0o644)
+    write_atomically(path, "{}\n")
+    assert path.stat().st_mode & 0o777 == 0o644
+    stale = tmp_path / "M" / ".mlx.json.abc.tmp"
+    stale.write_text("half")
+    os.utime(stale, (0, 0))
+    path.unlink()
+    book = BaselineLedger(BaselineStore(tmp_path, "M"), LedgerPolicy(update=True))
+    book.check(make_record("code", 1.0, "holds", None))
+    report = book.finish(interrupted=False, collected=None)
+    assert not stale.exists()
+    assert any("temporary file(s) left by an interrupted write" in line for line in report.lines)
+
+
+def test_an_interrupted_run_says_so_in_its_results_json(tmp_path: Path) -> None:
+    from pytest_specdec.config import Settings
+    from pytest_specdec.session import SpecdecSession
+
+    run = SpecdecSession.create(Settings(backend="simulated"), "M", tmp_path).run_record(interrupted=True)
+    assert run.interrupted
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["baselines", "list", "--dir", "{tmp}/missing"], "no such baselines folder"),
+        (["report", "{tmp}/r.json", "--png", "{tmp}/out.txt"], "must name a .png file"),
+        (["gate", "alert", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
+    ],
+)
+def test_cli_refusals_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "status.json").write_text('{"measurable": tr')  # truncated
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_runtime_older_than_the_code_needs_is_named_with_the_fix() -> None:
+    spec = BackendSpec("x", "m:C", requires=("json",), extra="x", minimum={"pytest": "999.0"})
+    with pytest.raises(BackendUnavailable, match=r"needs pytest >= 999.0, but .* is installed — run: pip install -U"):
+        require_runtime(spec)
