@@ -25,7 +25,7 @@ from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
-from pytest_specdec.stats import Verdict
+from pytest_specdec.stats import Verdict, wilson_interval
 
 REALISTIC = {"noise": "0.1", "drift": "0.0011", "wander": "0.01", "outliers": "0.02"}
 
@@ -51,14 +51,6 @@ SCENARIOS = (
     Scenario("1.3x vs min=1.2, prompts differ (log-sd 0.1)", 1.3, SpeedupBounds(min=1.2), Verdict.REFUTED, 0.1),
     Scenario("0.9x vs min=1.0, prompts differ (log-sd 0.2)", 0.9, SpeedupBounds(min=1.0), Verdict.HOLDS, 0.2),
 )
-
-
-def wilson(hits: int, n: int) -> tuple[float, float]:
-    """Wilson 95 % interval of a proportion."""
-    z = 1.959963984540054
-    centre = (hits + z * z / 2) / (n + z * z)
-    half = z * math.sqrt(hits * (n - hits) / n + z * z / 4) / (n + z * z)
-    return centre - half, centre + half
 
 
 def one_run(scenario: Scenario, seed: int, settings: Settings) -> tuple[Verdict, int, bool, bool]:
@@ -116,7 +108,7 @@ def main() -> None:
         cover_like = sum(r[3] for r in results)
 
         def shown(hits: int, n: int = n) -> str:
-            low, high = wilson(hits, n)
+            low, high = wilson_interval(hits, n)
             return f"{hits / n:.1%} [{low:.1%}, {high:.1%}]"
 
         print(

@@ -13,7 +13,6 @@ an interval that misses 1.0 is a coverage failure. Wilson 95 % intervals.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 from pytest_specdec.backends import load_backend
@@ -22,15 +21,7 @@ from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.config import DEFAULT_PAIRS, Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
-from pytest_specdec.stats import Verdict
-
-
-def wilson(hits: int, n: int) -> tuple[float, float]:
-    """Wilson 95 % interval of a proportion."""
-    z = 1.959963984540054
-    centre = (hits + z * z / 2) / (n + z * z)
-    half = z * math.sqrt(hits * (n - hits) / n + z * z / 4) / (n + z * z)
-    return centre - half, centre + half
+from pytest_specdec.stats import Verdict, wilson_interval
 
 
 def main() -> None:
@@ -71,10 +62,10 @@ def main() -> None:
         )
     backend.close()
     n = args.runs
-    low, high = wilson(wrong, n)
+    low, high = wilson_interval(wrong, n)
     print(f"{args.backend}, embedded pair, A/A against max=1.0, {n} runs, {args.max_tokens} tokens:")
     print(f"  wrong decisive verdicts: {wrong}/{n} = {wrong / n:.1%} [{low:.1%}, {high:.1%}]")
-    low, high = wilson(covered, n)
+    low, high = wilson_interval(covered, n)
     print(f"  coverage of 1.0: {covered}/{n} = {covered / n:.1%} [{low:.1%}, {high:.1%}]")
     print(f"  pairs per run: mean {sum(pairs) / n:.1f}")
 

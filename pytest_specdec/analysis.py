@@ -180,6 +180,11 @@ class Analysis:
             roofline = roofline_note(weight_bytes, comparison.arm_tps("baseline"))
             notes += [roofline] if roofline else []
         other = comparison.other_reading
+        if other is None and plan.reading == "prompts-like-these":
+            notes.append(
+                "prompts like these needs every prompt measured equally often, at least twice: "
+                "the verdict read these prompts instead"
+            )
         if other is not None:
             reading = "these prompts" if plan.reading == "prompts-like-these" else "prompts like these"
             notes.append(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.measure import ComparisonPlan, Pair, look_at, run_trial
-from pytest_specdec.sequential import block_schedule, look_schedule
+from pytest_specdec.measure import ComparisonPlan, Pair, futile_at, look_at, run_trial
+from pytest_specdec.sequential import block_schedule, look_schedule, stratified_huber
 from pytest_specdec.stats import Verdict
 
 POWER = 0.90
@@ -57,42 +57,46 @@ class Calibration:
         return shown
 
 
-def measure_aa(
-    backend: Backend, category: str, pairs: int, max_tokens: int, progress: Callable[[int], None]
-) -> list[float]:
-    """Log-ratios of ``pairs`` A/A pairs (the plain arm twice), in the protocol's block order."""
+Noise = Sequence[tuple[str, float]]  # (prompt id, A/A log-ratio)
+
+
+def measure_aa(backend: Backend, category: str, pairs: int, max_tokens: int, progress: Callable[[int], None]) -> Noise:
+    """``pairs`` A/A pairs (the plain arm twice) in the protocol's block order, with their prompts."""
     prompts = prompts_for(category)
     first, second = Arm("plain"), Arm("plain-again")
     plan = ComparisonPlan(category, prompts, first, second, max_tokens, 2, pairs, 0.98)
     schedule = block_schedule(len(prompts))
     run_trial(backend, prompts[0], first, plan, time.perf_counter)  # warm-up
-    logs = []
+    noise = []
     for index in range(pairs):
         prompt_index, swap = schedule[index % len(schedule)]
         arms = (second, first) if swap else (first, second)
         a, b = (run_trial(backend, prompts[prompt_index], arm, plan, time.perf_counter) for arm in arms)
         plain, again = (b, a) if swap else (a, b)
-        logs.append(math.log(again.decode_tps / plain.decode_tps))
+        noise.append((prompts[prompt_index].id, math.log(again.decode_tps / plain.decode_tps)))
         progress(index + 1)
-    return logs
+    return noise
 
 
-def replay(noise: Sequence[float], truth: float, bounds: SpeedupBounds, budget: int, seed: int) -> Verdict:
-    """One run of the design on resampled A/A log-ratios shifted by ``log(truth)``."""
+def replay(noise: Noise, truth: float, bounds: SpeedupBounds, budget: int, *, seed: int, confidence: float) -> Verdict:
+    """One run of the design users run (looks, spending, futility) on A/A pairs resampled per prompt."""
     import random
 
     rng = random.Random(seed)
+    by_prompt: dict[str, list[float]] = {}
+    for prompt_id, value in noise:
+        by_prompt.setdefault(prompt_id, []).append(value)
     expect = Expectations(speedup=bounds)
-    prompts = prompts_for("code")
+    prompts = [p for p in prompts_for("all") if p.id in by_prompt] or list(prompts_for("code"))
     plan = ComparisonPlan(
-        "code",
-        prompts,
+        "calibration",
+        tuple(prompts),
         Arm("plain"),
         Arm("sd", speculative=True, num_draft=3),
         16,
         16,
         budget,
-        1.0 - 0.02 / expect.bound_count,
+        1.0 - (1.0 - confidence) / expect.bound_count,
         stop_when=stop_rule(expect),
         bounds=tuple(b for b in (bounds.min, bounds.max) if b is not None),
     )
@@ -100,13 +104,15 @@ def replay(noise: Sequence[float], truth: float, bounds: SpeedupBounds, budget: 
     schedule = block_schedule(len(prompts))
     pairs: list[Pair] = []
     shift = math.log(truth)
+    pool = [value for _, value in noise]
     for index in range(looks[-1]):
         prompt = prompts[schedule[index % len(schedule)][0]]
-        pairs.append(_pair(index, prompt.id, rng.choice(noise) + shift))
+        pairs.append(_pair(index, prompt.id, rng.choice(by_prompt.get(prompt.id) or pool) + shift))
         if len(pairs) in looks:
             look = look_at(plan, pairs, looks)
             verdicts = judge(expect, look.speedup, None)
-            if all(v.verdict is not Verdict.INCONCLUSIVE for v in verdicts) or len(pairs) == looks[-1]:
+            decided = all(v.verdict is not Verdict.INCONCLUSIVE for v in verdicts)
+            if decided or len(pairs) == looks[-1] or futile_at(plan, look, looks):
                 return verdicts[0].verdict
     return Verdict.INCONCLUSIVE
 
@@ -119,12 +125,18 @@ def _pair(index: int, prompt_id: str, log_ratio: float) -> Pair:
     return Pair(index, prompt_id, "plain", plain, treated)
 
 
-def calibrate(noise: Sequence[float], budget: int, replays: int = 200) -> Calibration:
+def calibrate(noise: Noise, budget: int, confidence: float = 0.98, replays: int = 200) -> Calibration:
     """Noise figures, the A/A false-decision rate at the bound, and each bound's power threshold."""
-    median = statistics.median(noise)
-    mad = statistics.median(abs(v - median) for v in noise) or 1e-12
-    centred = [v - statistics.fmean(noise) for v in noise]  # A/A: the truth is exactly 1
-    wrong = sum(replay(centred, 1.0, SpeedupBounds(max=1.0), budget, s) is Verdict.REFUTED for s in range(replays))
+    values = [value for _, value in noise]
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values) or 1e-12
+    # A/A: the truth is exactly 1, so centre on the design's own (robust, per-prompt) estimate.
+    centre = stratified_huber(values, [prompt for prompt, _ in noise]).value
+    centred = [(prompt, value - centre) for prompt, value in noise]
+    wrong = sum(
+        replay(centred, 1.0, SpeedupBounds(max=1.0), budget, seed=s, confidence=confidence) is Verdict.REFUTED
+        for s in range(replays)
+    )
     needed = []
     for bounds in BOUNDS:
         value = bounds.min if bounds.min is not None else bounds.max
@@ -132,15 +144,18 @@ def calibrate(noise: Sequence[float], budget: int, replays: int = 200) -> Calibr
         found = None
         for truth in (t for t in TRUTHS if t > value):  # how far above the bound SD must be to be told apart
             runs = replays // 2
-            decided = sum(replay(centred, truth, bounds, budget, s) is not Verdict.INCONCLUSIVE for s in range(runs))
+            decided = sum(
+                replay(centred, truth, bounds, budget, seed=s, confidence=confidence) is not Verdict.INCONCLUSIVE
+                for s in range(runs)
+            )
             if decided >= POWER * runs:
                 found = truth
                 break
         needed.append((bounds.describe(), found))
     return Calibration(
-        pairs=len(noise),
-        log_sd=statistics.stdev(noise),
-        outlier_share=sum(abs(v - median) > 3 * 1.4826 * mad for v in noise) / len(noise),
+        pairs=len(values),
+        log_sd=statistics.stdev(values),
+        outlier_share=sum(abs(v - median) > 3 * 1.4826 * mad for v in values) / len(values),
         false_decisions=wrong / replays,
         needed=tuple(needed),
     )

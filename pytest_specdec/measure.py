@@ -236,7 +236,7 @@ def _margin(backend: object, plan: ComparisonPlan, pair: Pair, position: int) ->
 
 def _near_tie_note(plan: ComparisonPlan, pair: Pair, position: int, margin: float) -> str:
     return (
-        f"prompt {pair.prompt_id}: the arms diverged at token {position} on a near-tie "
+        f"prompt {pair.prompt_id}: the arms diverged at {pair.baseline.units} {position} on a near-tie "
         f"(plain logit margin {margin:.3f} ≤ {plan.near_tie_logits:g}) — batch-size-dependent arithmetic, not an SD error"
     )
 
@@ -327,7 +327,7 @@ def _decided(plan: ComparisonPlan, look: Look) -> bool:
     return plan.stop_when(look.speedup, look.acceptance)
 
 
-def _futile(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
+def futile_at(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
     """Every speedup bound the interval still straddles can no longer be decided in the budget."""
     open_bounds = [b for b in plan.bounds if look.speedup.low <= b <= look.speedup.high]
     if not open_bounds or len(looks) < 2:
@@ -391,7 +391,7 @@ def _interleaved_pairs(
                 return pairs, "stopped: the plain arm drafted"
             if _decided(plan, look):
                 return pairs, f"decided at look {looks.index(len(pairs)) + 1} of {len(looks)}"
-            if _futile(plan, look, looks):
+            if futile_at(plan, look, looks):
                 return (
                     pairs,
                     f"futile at look {looks.index(len(pairs)) + 1} of {len(looks)}: the bound cannot be decided within the budget",

@@ -120,3 +120,10 @@ def benjamini_hochberg(p_values: Sequence[float], rate: float) -> list[bool]:
             cutoff = rank
     chosen = set(ranked[:cutoff])
     return [i in chosen for i in range(len(p_values))]
+
+
+def wilson_interval(hits: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a proportion (95 % by default)."""
+    centre = (hits + z * z / 2) / (n + z * z)
+    half = z * math.sqrt(hits * (n - hits) / n + z * z / 4) / (n + z * z)
+    return centre - half, centre + half

@@ -139,12 +139,11 @@ def dominant_cause(
     off = "" if abs(miss) <= AGREEMENT else f" (the model is {miss:+.0%} off the measurement)"
     if measured.estimate >= 1.0:
         return f"SD wins: {gain:.2f} tokens per step for a cost of {cost:.2f} plain steps{off}"
+    draft = gamma * (c + draft_overhead)
     costs = {
         f"verify cost r_v = {r_v:.2f} (theory assumes 1)": r_v - 1.0,
-        f"draft cost γ·c = {gamma * c:.2f}": gamma * (c + draft_overhead),
-        f"per-call overhead o = {overhead:.2f} paid by every draft and verify call": overhead
-        * gamma
-        * (draft_overhead > 0),
+        f"draft cost γ·(c + o_d) = {draft:.2f} target steps": draft,
+        f"the verify call's own overhead o = {overhead:.2f}": overhead,
         f"low acceptance α = {alpha:.2f} ({gain:.2f} tokens per step)": (gamma + 1 - gain) / (gamma + 1) * r_v,
     }
     return "SD loses: " + max(costs, key=lambda k: costs[k]) + off

@@ -12,8 +12,8 @@ from pytest_specdec.cli import main
 
 def test_replays_of_quiet_noise_decide_small_effects_and_loud_noise_only_large_ones() -> None:
     rng = random.Random(1)
-    quiet = [rng.gauss(0.0, 0.03) for _ in range(32)]
-    loud = [rng.gauss(0.0, 0.4) for _ in range(32)]
+    quiet = [(f"code-{i % 4 + 1}", rng.gauss(0.0, 0.03)) for i in range(32)]
+    loud = [(f"code-{i % 4 + 1}", rng.gauss(0.0, 0.4)) for i in range(32)]
     calm, noisy = calibrate(quiet, 72, replays=60), calibrate(loud, 72, replays=60)
     assert calm.log_sd == pytest.approx(0.03, rel=0.4)
     calm_needed, noisy_needed = dict(calm.needed), dict(noisy.needed)

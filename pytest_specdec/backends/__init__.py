@@ -98,7 +98,7 @@ def missing_runtime(spec: BackendSpec) -> str | None:
 def require_runtime(spec: BackendSpec) -> None:
     """Raise a one-line usage error naming the extra when the runtime is absent."""
     module = missing_runtime(spec)
-    fix = f"pip install -U 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {module}"
+    fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {module}"
     if module is not None:
         raise BackendUnavailable(
             f"backend {spec.name!r} needs the Python package {module!r}, which is not installed — run: {fix}"
@@ -113,7 +113,8 @@ def require_runtime(spec: BackendSpec) -> None:
             continue
         if too_old:
             raise BackendUnavailable(
-                f"backend {spec.name!r} needs {distribution} >= {oldest}, but {installed} is installed — run: {fix}"
+                f"backend {spec.name!r} needs {distribution} >= {oldest}, but {installed} is installed — "
+                f"run: {fix.replace('pip install', 'pip install -U')}"
             )
 
 

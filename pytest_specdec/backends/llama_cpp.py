@@ -31,7 +31,6 @@ or ``pypi:<distribution>`` for a GGUF shipped as a Python package with an
 
 from __future__ import annotations
 
-import importlib
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,6 +52,7 @@ from pytest_specdec.backends.llama_drafters import (
     make_second_model_drafter,
 )
 from pytest_specdec.embedded import gguf_writer, models
+from pytest_specdec.embedded.packaged import assemble_from_package
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def resolve_gguf(reference: str) -> Path:
         except models.UnknownEmbeddedModel as error:
             raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
     if reference.startswith(PYPI_PREFIX):
-        return _assemble_from_package(reference.removeprefix(PYPI_PREFIX))
+        return assemble_from_package(reference.removeprefix(PYPI_PREFIX))
     path = Path(reference).expanduser()
     if not path.is_file():
         raise ModelLoadError(f"GGUF file {reference} does not exist — fix --specdec-model / --specdec-draft")
@@ -78,21 +78,6 @@ def resolve_gguf(reference: str) -> Path:
         if handle.read(4) != b"GGUF":
             raise ModelLoadError(f"{reference} is not a GGUF file (no GGUF magic) — convert it with llama.cpp first")
     return path
-
-
-def _assemble_from_package(distribution: str) -> Path:
-    module_name = distribution.replace("-", "_")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        raise ModelLoadError(
-            f"model package {distribution!r} is not installed — run: pip install {distribution}"
-        ) from None
-    target = models.cache_root() / "gguf" / str(getattr(module, "MODEL_NAME", f"{module_name}.gguf"))
-    try:
-        return Path(module.assemble(target))
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(f"cannot assemble {distribution}: {error} — reinstall the package") from None
 
 
 def _load(path: Path, options: Mapping[str, Any], *, logits_all: bool) -> Llama:

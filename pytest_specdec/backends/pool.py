@@ -75,7 +75,14 @@ class BackendPool:
         return self._weights.get((backend.name, backend.pair))
 
     def close(self) -> None:
-        """Release every backend."""
-        for backend in self._backends.values():
-            backend.close()
+        """Release every backend, each one even if another fails to close (the first failure is raised)."""
+        backends = list(self._backends.values())
         self._backends.clear()
+        failure: Exception | None = None
+        for backend in backends:
+            try:
+                backend.close()
+            except Exception as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure

@@ -54,6 +54,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _runs(pid: int, command: list[str]) -> bool:
+    """Whether ``pid`` still runs the recorded program (a reused pid belongs to someone else)."""
+    if not command:
+        return False
+    proc = Path(f"/proc/{pid}/cmdline")
+    if proc.exists():
+        running = proc.read_bytes().split(b"\0")[0].decode(errors="replace")
+    else:  # macOS: no /proc
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+        running = done.stdout.strip().split(" ", 1)[0]
+    return bool(running) and Path(running).name == Path(str(command[0])).name
+
+
 def reap_orphans(folder: Path | None = None) -> list[int]:
     """Kill the process groups of managed servers whose owning run is gone; their pids."""
     folder = folder or pid_dir()
@@ -67,7 +80,7 @@ def reap_orphans(folder: Path | None = None) -> list[int]:
             continue
         if _alive(owner):
             continue
-        if _alive(pid):
+        if _alive(pid) and _runs(pid, entry.get("command") or []):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             reaped.append(pid)
@@ -170,14 +183,17 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)  # readiness polling of a child process, not test synchronisation
-        self.stop()
+        self.stop(keep_log=True)
         raise BackendUnavailable(
             f"{self.name} on {self.base_url} was not ready within {self.ready_timeout_s:g} s "
             f"({self.ready_path}: {last_status}) — see {self.log_path}"
         )
 
-    def stop(self) -> None:
-        """End the process group: SIGTERM, then SIGKILL after a grace period; reaps it."""
+    def stop(self, *, keep_log: bool = False) -> None:
+        """End the process group: SIGTERM, then SIGKILL after a grace period; reaps it.
+
+        The log of a server that ran cleanly is removed; ``keep_log`` keeps it for a failure to point at.
+        """
         process = self._process
         if process is None:
             return
@@ -191,7 +207,7 @@ class ServerProcess:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=STOP_TIMEOUT_S)
         self._forget()
-        if self.log_path is not None:
+        if self.log_path is not None and not keep_log:
             self.log_path.unlink(missing_ok=True)
 
     def _forget(self) -> None:

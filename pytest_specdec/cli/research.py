@@ -98,7 +98,7 @@ def calibrate(args: argparse.Namespace) -> int:
     finally:
         backend.close()
     print()
-    for line in replay_design(noise, settings.max_trials).lines(settings.max_trials):
+    for line in replay_design(noise, settings.max_trials, settings.confidence).lines(settings.max_trials):
         print(line)
     return 0
 

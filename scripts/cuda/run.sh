@@ -7,8 +7,10 @@ ls /tmp/site/llama_cpp >/dev/null 2>&1 || until ls /tmp/wheel/*.whl >/dev/null 2
   sleep 5
 done
 ls /tmp/site/llama_cpp >/dev/null 2>&1 || python3 -m pip install -q --no-index --no-deps --target /tmp/site /tmp/wheel/*.whl
-cat /tmp/gemma/gemma.part* > /tmp/gemma/gemma-3-270m-q4_k_m.gguf
-sha256sum /tmp/gemma/gemma-3-270m-q4_k_m.gguf
+# Parts in numeric order (two-digit suffixes from prepare.sh; sort -V also survives ten or more).
+ls /tmp/gemma/gemma.part* | sort -V | xargs cat > /tmp/gemma/gemma-3-270m-q4_k_m.gguf
+echo "$(cat .gemma/gemma.sha256)  /tmp/gemma/gemma-3-270m-q4_k_m.gguf" | sha256sum -c - \
+  || { echo "the joined Gemma file does not match its sha256: re-carry the parts"; exit 1; }
 cd /tmp/repo
 # Seen on this image: numpy or scipy loaded before llama.cpp's CUDA libraries crash the first
 # Llama(...) (exit -11); `specdec pytest` loads llama_cpp first (scripts/cuda/check_import_order.py).
