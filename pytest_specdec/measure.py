@@ -269,7 +269,7 @@ def _acceptance(pairs: Sequence[Pair], critical: float) -> Interval | None:
     mean = math.fsum(rates) / n
     sd = math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / (n - 1))
     half = t_critical(critical, n - 1) * sd / math.sqrt(n)
-    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), 1.0 - 2.0 * _tail(critical), n)
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), 1.0 - 2.0 * _tail(critical), n)  # per look
 
 
 def _tail(z: float) -> float:
@@ -293,7 +293,7 @@ def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...])
     index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
     z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
     estimate = stratified_huber([p.log_ratio for p in pairs], [p.prompt_id for p in pairs])
-    confidence = 1.0 - 2.0 * _tail(z)
+    confidence = plan.confidence  # the level over all looks; each look's own critical value is z
     these = _interval(estimate, z, confidence, len(pairs))
     population = random_effects(estimate)
     like = _interval(population, z, confidence, len(pairs)) if population is not None else None
