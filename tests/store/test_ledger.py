@@ -73,3 +73,19 @@ def test_stale_baselines_are_reported_only_for_whole_folder_runs(tmp_path: Path,
     lines = book.finish(interrupted=False, collected={"benchmarks/test_other.py::test"}, scopes=("benchmarks",)).lines
     assert len(lines) == 1
     assert lines[0].startswith("stale baseline:")
+
+
+def test_inconclusive_against_a_decisive_baseline_is_undecided_never_re_confirmed(
+    tmp_path: Path, make_record: Factory
+) -> None:
+    old = make_record("code", 0.94, "holds", None)
+    BaselineStore(tmp_path, "M").write(
+        "mlx", {baseline_key(old): BaselineEntry(old, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")}
+    )
+    new = replace(make_record("code", 1.2, "inconclusive", None), release="mlx-lm 0.34.0")
+    book = ledger(tmp_path)
+    checked = book.check(new)
+    assert checked.check is not None
+    assert checked.check.change is Change.UNDECIDED
+    assert "not a flip and not a re-confirmation" in checked.check.message
+    assert book.failure(checked) is None
