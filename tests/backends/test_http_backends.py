@@ -35,13 +35,6 @@ PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 HANDLERS = {"llama-server": LlamaServerHandler, "ollama": OllamaHandler, "mtplx": MtplxHandler}
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[GenerationEngine]:
-    shared = GenerationEngine()
-    yield shared
-    shared.close()
-
-
 @pytest.fixture
 def servers(engine: GenerationEngine) -> Iterator[dict[str, StandinServer]]:
     running = {kind: StandinServer(handler, engine).start() for kind, handler in HANDLERS.items()}

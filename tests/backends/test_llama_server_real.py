@@ -7,6 +7,7 @@ killed mid-run, a port already taken, a bad model file.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -174,10 +175,29 @@ def test_servers_of_a_killed_run_are_reaped_at_the_next_start(tmp_path: Path) ->
     orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
     folder = pid_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{orphan.pid}.json").write_text(f'{{"pid": {orphan.pid}, "owner": {owner.pid}}}')
+    (folder / f"{orphan.pid}.json").write_text(
+        json.dumps({"pid": orphan.pid, "owner": owner.pid, "command": ["sleep", "300"]})
+    )
     assert orphan.pid in reap_orphans()
     assert orphan.wait(timeout=10) == -signal.SIGKILL
     assert not (folder / f"{orphan.pid}.json").exists()
+
+
+def test_a_reused_pid_is_never_killed(tmp_path: Path) -> None:
+    """A pid file whose pid now runs another program (pids are reused) is dropped, not killed."""
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner.wait()
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    folder = pid_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"pid": bystander.pid, "owner": owner.pid, "command": ["/usr/bin/llama-server"]}
+    (folder / f"{bystander.pid}.json").write_text(json.dumps(entry))
+    try:
+        assert bystander.pid not in reap_orphans()
+        assert bystander.poll() is None, "still running"
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_the_plugin_starts_both_servers_and_gives_a_verdict_table(pytester: pytest.Pytester) -> None:
@@ -205,3 +225,20 @@ def test_the_plugin_starts_both_servers_and_gives_a_verdict_table(pytester: pyte
     result.stdout.fnmatch_lines(["*llama-server*gemma-3-270m*copy*x [[]*[]]*[[]*[]]*3*holds*"])
     assert time.monotonic() - started < 300
     assert set(pid_dir().glob("*.json")) == before, "both servers were stopped at the end"
+
+
+def test_restart_mode_runs_one_server_at_a_time_and_says_so(gemma: Path) -> None:
+    """When two copies do not fit, one server is restarted per arm switch; its first generation is a warm-up."""
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"restart": "yes"})
+    try:
+        first, _ = run(backend, Arm("plain"), max_tokens=8)
+        _, sd = run(backend, Arm("sd", True, 3), max_tokens=8)
+        again, _ = run(backend, Arm("plain"), max_tokens=8)
+        assert len(backend._servers) == 1, "never two servers at once"
+        details = backend.fingerprint().details
+    finally:
+        backend.close()
+    assert first == again
+    assert sd.drafted is not None  # type: ignore[attr-defined]
+    assert details["servers"].startswith("managed, one at a time")
+    assert int(details["restarts"]) >= 2

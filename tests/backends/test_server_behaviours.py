@@ -25,13 +25,6 @@ from pytest_specdec.standins.ollama import OllamaHandler
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[GenerationEngine]:
-    shared = GenerationEngine()
-    yield shared
-    shared.close()
-
-
 @pytest.fixture
 def serve(engine: GenerationEngine) -> Iterator[object]:
     started: list[StandinServer] = []
