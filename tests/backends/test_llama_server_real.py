@@ -169,10 +169,20 @@ def test_a_bad_model_is_one_line_before_any_server_starts(tmp_path: Path) -> Non
         LlamaServerBackend(ModelPair(str(broken)), {})
 
 
+def started_sleep() -> subprocess.Popen[bytes]:
+    """``sleep 300`` in a session of its own, once it has really become ``sleep`` (after its exec)."""
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and cmdline.exists() and not cmdline.read_bytes().startswith(b"sleep"):
+        os.sched_yield()  # the fork has not exec'ed yet: its command line is still Python's
+    return child
+
+
 def test_servers_of_a_killed_run_are_reaped_at_the_next_start(tmp_path: Path) -> None:
     owner = subprocess.Popen([sys.executable, "-c", "pass"])
     owner.wait()  # a run that is gone
-    orphan = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    orphan = started_sleep()
     folder = pid_dir()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{orphan.pid}.json").write_text(
@@ -187,7 +197,7 @@ def test_a_reused_pid_is_never_killed(tmp_path: Path) -> None:
     """A pid file whose pid now runs another program (pids are reused) is dropped, not killed."""
     owner = subprocess.Popen([sys.executable, "-c", "pass"])
     owner.wait()
-    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    bystander = started_sleep()
     folder = pid_dir()
     folder.mkdir(parents=True, exist_ok=True)
     entry = {"pid": bystander.pid, "owner": owner.pid, "command": ["/usr/bin/llama-server"]}
