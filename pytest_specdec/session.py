@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
@@ -135,7 +135,7 @@ class SpecdecSession:
         """Run one comparison, judge it, explain it and check it against its baseline."""
         baseline, treatment = self.arms(spec)
         backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
-        plan = self.plan(spec, expect, base_model=isinstance(backend, KnowsModelKind) and backend.is_base_model())
+        plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)

@@ -3,8 +3,9 @@
 A comparison asks the pool for the backend its plan needs: the configured backend for
 plain vs SD, or an :class:`~pytest_specdec.backends.arms.ArmRouter` over one backend
 per arm when the arms differ in more than SD on/off. A backend's model identity (its
-digest and weight size) is read **when it loads**: files changed or removed during the
-run cannot re-key its results or break the roofline.
+digest, weight size and whether it is a base model) is read **once, when it loads**:
+files changed or removed during the run cannot re-key its results or break the
+roofline, and no comparison re-reads a model file or asks a server again.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
-from pytest_specdec.backends.base import Arm, Backend, KnowsWeightBytes, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, KnowsWeightBytes, ModelPair
 
 Loader = Callable[[str, ModelPair, Mapping[str, str]], Backend]
 BackendKey = tuple[str, ModelPair, tuple[tuple[str, str], ...]]
@@ -31,6 +32,7 @@ class BackendPool:
     _backends: dict[BackendKey, Backend] = field(default_factory=dict)
     _digests: dict[tuple[str, ModelPair], str] = field(default_factory=dict)
     _weights: dict[tuple[str, ModelPair], int] = field(default_factory=dict)
+    _base_models: dict[tuple[str, ModelPair], bool] = field(default_factory=dict)
 
     def backend(
         self, pair: ModelPair | None = None, name: str | None = None, extra_options: Mapping[str, str] | None = None
@@ -47,6 +49,8 @@ class BackendPool:
             self._digests.setdefault(identity, loaded.model_digest())
             if isinstance(loaded, KnowsWeightBytes):
                 self._weights.setdefault(identity, loaded.weight_bytes())
+            if isinstance(loaded, KnowsModelKind):
+                self._base_models.setdefault(identity, loaded.is_base_model())
         return self._backends[key]
 
     def for_arms(self, baseline: Arm, treatment: Arm, pair: ModelPair | None) -> Backend:
@@ -69,6 +73,12 @@ class BackendPool:
         if key not in self._digests:
             self._digests[key] = backend.model_digest()
         return self._digests[key]
+
+    def is_base_model(self, backend: Backend) -> bool:
+        """Whether the target is a base model (read when it loaded; a router asks its first arm)."""
+        if isinstance(backend, ArmRouter):
+            return self.is_base_model(backend.members[0])
+        return self._base_models.get((backend.name, backend.pair), False)
 
     def weight_bytes(self, backend: Backend) -> int | None:
         """The target's weight size read when the backend loaded (``None`` when it cannot tell)."""
