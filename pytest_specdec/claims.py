@@ -18,7 +18,13 @@ from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Comparison, StopRule
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
-from pytest_specdec.store.records import BoundRecord, ComparisonRecord, Conclusion, SampleRecord
+from pytest_specdec.store.records import (
+    MEASUREMENT_PROTOCOL,
+    BoundRecord,
+    ComparisonRecord,
+    Conclusion,
+    SampleRecord,
+)
 
 
 @dataclass(frozen=True)
@@ -371,4 +377,5 @@ def record_outcome(outcome: Outcome, model_digest: str, notes: Sequence[str] = (
         failure=outcome.failure,
         warning=outcome.warning,
         notes=tuple(notes),
+        protocol=MEASUREMENT_PROTOCOL,
     )

@@ -34,9 +34,10 @@ CHANGE_ORDER = {
     Change.FLIP: 0,
     Change.DRIFT: 1,
     Change.NEW: 2,
-    Change.UNDECIDED: 3,
-    Change.RECONFIRMED: 4,
-    Change.UNCHANGED: 5,
+    Change.REBASELINE: 3,
+    Change.UNDECIDED: 4,
+    Change.RECONFIRMED: 5,
+    Change.UNCHANGED: 6,
 }
 
 
@@ -174,7 +175,8 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
         if r.check is not None and (
-            r.check.change in (Change.RECONFIRMED, Change.UNDECIDED) or (r.check.change is Change.NEW and len(new) <= 3)
+            r.check.change in (Change.RECONFIRMED, Change.UNDECIDED, Change.REBASELINE)
+            or (r.check.change is Change.NEW and len(new) <= 3)
         ):
             lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
     return lines

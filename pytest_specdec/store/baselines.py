@@ -107,6 +107,15 @@ def compare_with_baseline(
             "accept with --specdec-update-baselines",
         )
     old = entry.result
+    if entry.provenance is Provenance.MEASURED and old.protocol != new.protocol:
+        return BaselineCheck(
+            Change.REBASELINE,
+            f"re-baseline: the baseline ({_interval_text(old)}, {old.release}) was measured under measurement "
+            f"protocol {old.protocol}, this result under {new.protocol} — a change of pytest-specdec, not of "
+            f"the backend, so neither a flip nor a re-confirmation; written as a candidate, accept it with "
+            "--specdec-update-baselines",
+            entry,
+        )
     before = old.bound_verdicts
     flipped = [
         b
@@ -320,6 +329,7 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
         "bounds": record.bound_verdicts,
         "change": record.check.change if record.check else None,
         "accepted": accepted,
+        "protocol": record.protocol,
     }
 
 

@@ -161,7 +161,7 @@ class BaselineLedger:
                 machine_info=self.machine_info,
                 commit_info=self.commit_info,
             )
-            is_new = record.check is not None and record.check.change is Change.NEW
+            is_new = record.check is not None and record.check.change in (Change.NEW, Change.REBASELINE)
             if self.policy.update:
                 accepted.setdefault(record.backend, {})[baseline_key(record)] = entry
             elif is_new:

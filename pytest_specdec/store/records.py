@@ -31,6 +31,15 @@ from pytest_specdec.stats import Interval, Verdict
 
 SCHEMA_VERSION = 1
 
+# The measurement protocol: what makes two results comparable apart from the backend's
+# release. A result measured under another protocol is re-baselined, never a flip.
+#   1  both llama-cpp arms on one Llama(logits_all=True); instruction prompts for every
+#      model; 95 % intervals with Bonferroni-split looks (results written before the
+#      field existed carry no "protocol" and are read as 1)
+#   2  each arm as its users run it (llama-cpp's plain arm on its own Llama); continuation
+#      prompts for base models; group-sequential design at 98 % (HSD spending, blocks)
+MEASUREMENT_PROTOCOL = 2
+
 
 class Conclusion(StrEnum):
     """What a comparison concluded, as the verdict column shows it.
@@ -71,6 +80,7 @@ class Change(StrEnum):
     DRIFT = "drift"
     RECONFIRMED = "re-confirmed"  # the same decisive verdict on a new release
     UNDECIDED = "undecided"  # inconclusive now against a decisive baseline: shown, never alerting
+    REBASELINE = "re-baseline"  # the baseline was measured under another protocol: a candidate, never a flip
     UNCHANGED = "unchanged"
 
 
@@ -174,6 +184,7 @@ class ComparisonRecord:
     check: CheckRecord | None = None
     theory: TheoryRecord | None = None
     scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms and other context of the verdict
+    protocol: int = 1  # MEASUREMENT_PROTOCOL it was measured under (absent in files written before it: 1)
 
     @property
     def log_ratios(self) -> list[float]:

@@ -104,6 +104,25 @@ def test_flip_with_a_new_release_fails_naming_both_releases(pytester: pytest.Pyt
     assert json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["verdict"] == "refuted"
 
 
+def test_a_baseline_written_before_the_protocol_field_is_re_baselined(pytester: pytest.Pytester) -> None:
+    """Migration: a stored result without ``protocol`` was measured under protocol 1."""
+    claim_file(pytester)
+    run(pytester, "--specdec-update-baselines", speedup=1.0).assert_outcomes(passed=1)
+    stored = json.loads(baseline_path(pytester).read_text())
+    for entry in stored["entries"].values():
+        del entry["result"]["protocol"]  # as every file written before the field existed
+    baseline_path(pytester).write_text(json.dumps(stored, sort_keys=True, indent=2) + "\n")
+    before = baseline_path(pytester).read_bytes()
+    newer = run(pytester, speedup=1.6, release="2.0")
+    newer.assert_outcomes(failed=1)  # the claim is refuted; the baseline comparison adds nothing
+    newer.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
+    newer.stdout.fnmatch_lines(
+        ["*re-baseline: the baseline * was measured under measurement protocol 1, this result under 2*"]
+    )
+    assert baseline_path(pytester).read_bytes() == before, "a re-baseline candidate never rewrites the baseline"
+    assert (pytester.path / "baselines" / "candidates" / MACHINE / "simulated.json").is_file()
+
+
 def test_drift_is_reported_and_fails_only_when_asked(pytester: pytest.Pytester) -> None:
     claim_file(pytester, "min=1.1")
     run(pytester, "--specdec-update-baselines", speedup=1.3).assert_outcomes(passed=1)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
+from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key, load_any
 from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
 
@@ -89,3 +89,31 @@ def test_inconclusive_against_a_decisive_baseline_is_undecided_never_re_confirme
     assert checked.check.change is Change.UNDECIDED
     assert "not a flip and not a re-confirmation" in checked.check.message
     assert book.failure(checked) is None
+
+
+def test_a_baseline_of_another_protocol_is_re_baselined_never_a_flip(tmp_path: Path, make_record: Factory) -> None:
+    old = make_record("code", 0.94, "holds", None)
+    BaselineStore(tmp_path, "M").write(
+        "mlx", {baseline_key(old): BaselineEntry(old, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")}
+    )
+    new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0", protocol=old.protocol + 1)
+    book = ledger(tmp_path)
+    checked = book.check(new)
+    assert checked.check is not None
+    assert checked.check.change is Change.REBASELINE
+    assert f"protocol {old.protocol}, this result under {new.protocol}" in checked.check.message
+    assert book.failure(checked) is None, "a tool change is never blamed on a backend release"
+    book.finish(interrupted=False, collected=None)
+    assert baseline_key(new) in load_any(BaselineStore(tmp_path, "M").path("mlx", candidates=True)).entries
+    assert BaselineStore(tmp_path, "M").load("mlx").entries[baseline_key(old)].result.protocol == old.protocol
+
+
+def test_a_published_figure_flips_whatever_the_protocol(tmp_path: Path, make_record: Factory) -> None:
+    old = make_record("code", 0.94, "holds", None)
+    BaselineStore(tmp_path, "M").write(
+        "mlx", {baseline_key(old): BaselineEntry(old, Provenance.PUBLISHED, "2026-11-01T00:00:00+00:00")}
+    )
+    new = replace(make_record("code", 1.41, "refuted", None), protocol=old.protocol + 1)
+    checked = ledger(tmp_path).check(new)
+    assert checked.check is not None
+    assert checked.check.change is Change.FLIP
