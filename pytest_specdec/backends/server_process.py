@@ -28,6 +28,9 @@ from pytest_specdec.embedded.models import cache_root
 from pytest_specdec.errors import BackendUnavailable
 
 READY_TIMEOUT_S = 120.0
+# A folder for every managed server's log, kept after a clean stop (the CI gate puts them
+# in its artifact); unset: logs go to the cache and are removed when a server ran cleanly.
+LOG_FOLDER_VARIABLE = "SPECDEC_SERVER_LOGS"
 # llama-server can hang on SIGTERM in the middle of a non-streaming request; do not wait long.
 STOP_TIMEOUT_S = 3.0
 
@@ -108,7 +111,9 @@ class ServerProcess:
         self.environment = dict(environment or {})
         self.ready_timeout_s = ready_timeout_s
         self.port = port
-        self._log_dir = log_dir
+        kept = os.environ.get(LOG_FOLDER_VARIABLE, "")
+        self._log_dir = log_dir or (Path(kept) if kept else None)
+        self._keep_logs = bool(kept)
         self.log_path: Path | None = None
         self.command: list[str] = []
         self._process: subprocess.Popen[bytes] | None = None
@@ -207,7 +212,7 @@ class ServerProcess:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=STOP_TIMEOUT_S)
         self._forget()
-        if self.log_path is not None and not keep_log:
+        if self.log_path is not None and not (keep_log or self._keep_logs):
             self.log_path.unlink(missing_ok=True)
 
     def _forget(self) -> None:

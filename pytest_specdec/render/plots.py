@@ -19,6 +19,7 @@ from typing import Any
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.files import write_atomically
 from pytest_specdec.store.records import ComparisonRecord, Conclusion
+from pytest_specdec.store.trends import erosions
 
 COLOURS = {
     Verdict.HOLDS.value: "#2e7d32",
@@ -138,8 +139,13 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
 
 
 def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """Speedup vs backend release, one line per comparison key in time order; flips marked with a red ring."""
+    """Speedup vs backend release, one line per comparison key in time order.
+
+    Flips are marked with a red ring; a key eroding toward a bound (``store.trends``)
+    gets that bound drawn as a dotted line in its colour and "eroding" in its label.
+    """
     plt = _pyplot()
+    eroding = {e.key: e for e in erosions(lines)}
     ordered = sorted(lines, key=lambda item: str(item.get("time", "")))
     series: dict[str, list[Mapping[str, Any]]] = {}
     releases: list[str] = []
@@ -156,7 +162,14 @@ def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> 
         lows = [y - float(p["speedup"]["low"]) for y, p in zip(ys, points, strict=True)]
         highs = [float(p["speedup"]["high"]) - y for y, p in zip(ys, points, strict=True)]
         label = key.split("::", 1)[-1][:70]
-        axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
+        trend = eroding.get(key)
+        if trend is not None:
+            label += f" — eroding toward {trend.bound_label}"
+        bars = axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
+        if trend is not None:
+            bound = float(trend.bound_label.rsplit("=", 1)[-1])
+            axes.axhline(bound, color=bars.lines[0].get_color(), linestyle=":", linewidth=1.5)
+            extremes.append(bound)
         flips = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.get("change") == "flip"]
         if flips:
             axes.scatter(
@@ -165,12 +178,20 @@ def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> 
         extremes += _finite(
             [float(p["speedup"]["low"]) for p in points] + [float(p["speedup"]["high"]) for p in points], 1.0
         )
-        drawn.append({"key": key, "releases": [p["release"] for p in points], "estimates": ys, "flips": len(flips)})
+        drawn.append(
+            {
+                "key": key,
+                "releases": [p["release"] for p in points],
+                "estimates": ys,
+                "flips": len(flips),
+                "eroding": trend.bound_label if trend else None,
+            }
+        )
     axes.axhline(1.0, color=OTHER, linestyle="--", linewidth=1)
     axes.set_xticks(range(len(releases)), releases, rotation=20, ha="right")
     speedup_axis(axes, min(extremes), max(extremes), horizontal=False)
     axes.set_ylabel("speedup (log scale)")
-    axes.set_title(title + " — red ring: the conclusion flipped")
+    axes.set_title(title + " — red ring: the conclusion flipped; dotted: a bound being approached")
     if series:
         axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     figure.tight_layout()

@@ -63,8 +63,22 @@ def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
     with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
         drawn = json.loads(image.text["specdec"])
     assert drawn == [
-        {"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4], "flips": 0}
-    ]
+        {"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4], "flips": 0,
+         "eroding": None}
+    ]  # fmt: skip
+
+
+def test_history_plot_draws_the_bound_a_conclusion_erodes_toward(tmp_path: Path) -> None:
+    from PIL import Image
+
+    lines = [
+        {"time": f"2026-0{i}", "release": f"mlx-lm 0.3{i}", "key": "k [copy]", "bounds": {"speedup max=1": "holds"},
+         "speedup": {"estimate": value, "low": value - 0.02, "high": value + 0.02}}
+        for i, value in enumerate((0.80, 0.90, 0.98), start=1)
+    ]  # fmt: skip
+    with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
+        drawn = json.loads(image.text["specdec"])
+    assert drawn[0]["eroding"] == "speedup max=1"
 
 
 def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, sample_run: RunRecord) -> None:

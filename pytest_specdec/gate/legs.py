@@ -1,0 +1,261 @@
+"""What the gate measures on this runner: the ``[tool.specdec.gate]`` table.
+
+::
+
+    [tool.specdec.gate]
+    allow-embedded = false                  # the synthetic pair as a gate profile on a self-hosted runner
+    upgrade-servers = "brew upgrade ollama llama.cpp"   # how server releases enter (run by the upgrade step)
+    alert-on-erosion = false                # also open an issue when a conclusion creeps toward its bound
+
+    [tool.specdec.gate.legs.ollama]
+    required = true                         # unmeasurable fails the gate (optional legs warn)
+    profile = "seed"                        # --specdec-profile for this leg
+    serve = true                            # the gate starts `ollama serve` on a free loopback port
+    pytest-args = "-k 'not claim_e'"
+    packages = ["ollama"]                   # what the upgrade step moves (default: the backend's)
+
+A leg that is not configured is optional, runs ``benchmarks/`` with the repository's
+profile and starts no server. ``serve = true`` uses the command known for the backend
+(``ollama serve``; ``mtplx serve --model MODEL``); a list is a command of one's own,
+where ``{port}`` and ``{model}`` are filled in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_specdec.backends import backend_spec
+from pytest_specdec.backends.server_process import ServerProcess, free_port
+from pytest_specdec.config import read_pyproject
+from pytest_specdec.errors import SpecdecUsageError
+
+EMBEDDED_PROFILES = ("embedded", "embedded-1b")
+
+
+@dataclass(frozen=True)
+class ServeRecipe:
+    """How a leg's server starts, when it is ready, and which backend option gets its URL."""
+
+    command: tuple[str, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+    ready: str = "/"
+    url_option: str = "url"
+
+
+# The servers the gate knows how to start. ollama: `ollama serve` listens on OLLAMA_HOST
+# (envconfig/config.go) and answers GET /api/version (server/routes.go). mtplx: the `serve`
+# sub-command takes --model, --host, --port and --no-auth (mtplx/cli.py in the 2.12.2
+# wheel) and answers GET /health (mtplx/server/openai.py).
+KNOWN_SERVERS = {
+    "ollama": ServeRecipe(("ollama", "serve"), {"OLLAMA_HOST": "127.0.0.1:{port}"}, "/api/version", "host"),
+    "mtplx": ServeRecipe(
+        ("mtplx", "serve", "--model", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--no-auth"),
+        {},
+        "/health",
+        "url",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LegConfig:
+    """One backend's leg of the gate."""
+
+    backend: str
+    required: bool = False
+    profile: str | None = None
+    model: str = ""
+    pytest_args: str = ""
+    targets: tuple[str, ...] = ("benchmarks/",)
+    packages: tuple[str, ...] | None = None  # None: the backend's own; () installs and upgrades nothing
+    serve: ServeRecipe | None = None
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's settings for this repository."""
+
+    legs: Mapping[str, LegConfig] = field(default_factory=dict)
+    allow_embedded: bool = False
+    upgrade_servers: str = ""
+    alert_on_erosion: bool = False
+    default_profile: str = "embedded"  # [tool.specdec] profile
+    own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
+
+    def leg(self, backend: str) -> LegConfig:
+        """The configured leg, or an optional one with the defaults."""
+        return self.legs.get(backend) or LegConfig(backend)
+
+    def packages(self, backend: str) -> list[str]:
+        """The packages of one leg: its ``packages``, else its backend's distributions."""
+        packages = self.leg(backend).packages
+        return list(_distributions(backend) if packages is None else packages)
+
+    def upgraded_packages(self) -> list[str]:
+        """Every configured leg's packages, once each."""
+        names: list[str] = []
+        for backend in sorted(self.legs):
+            names += [name for name in self.packages(backend) if name not in names]
+        return names
+
+
+# What the upgrade step moves when a leg names no packages: the backend's distributions,
+# except where the release measured is not the client library's (mtplx reports the
+# server's `mtplx --version`; its Python side here is only httpx).
+UPGRADE_PACKAGES = {"mtplx": ("mtplx",)}
+
+
+def _distributions(backend: str) -> tuple[str, ...]:
+    if backend in UPGRADE_PACKAGES:
+        return UPGRADE_PACKAGES[backend]
+    try:
+        return backend_spec(backend).distributions
+    except SpecdecUsageError:
+        return ()
+
+
+GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs"}
+LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
+            "url-option"}  # fmt: skip
+
+
+def _check_keys(table: Mapping[str, object], known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise SpecdecUsageError(f"{where} has unknown key {unknown[0]!r} — known keys: {', '.join(sorted(known))}")
+
+
+def _typed(value: object, kind: type, where: str, what: str) -> object:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SpecdecUsageError(f"{where} {what} = {value!r} must be a {kind.__name__}")
+    return value
+
+
+def _strings(value: object, where: str, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SpecdecUsageError(f"{where} {what} = {value!r} must be a list of strings")
+    return tuple(value)
+
+
+def _recipe(backend: str, table: Mapping[str, object], where: str) -> ServeRecipe | None:
+    serve = table.get("serve", False)
+    if serve is False:
+        return None
+    if serve is True:
+        if backend not in KNOWN_SERVERS:
+            known = ", ".join(sorted(KNOWN_SERVERS))
+            raise SpecdecUsageError(
+                f"{where} serve = true: the gate knows how to start the servers of {known} only — give the "
+                'command as a list, e.g. serve = ["my-server", "--port", "{port}"]'
+            )
+        recipe = KNOWN_SERVERS[backend]
+    else:
+        recipe = ServeRecipe(_strings(serve, where, "serve"))
+    environment = table.get("serve-env", recipe.environment)
+    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
+        raise SpecdecUsageError(f'{where} serve-env = {environment!r} must be a table of NAME = "value"')
+    return ServeRecipe(
+        recipe.command,
+        dict(environment),
+        str(_typed(table.get("ready", recipe.ready), str, where, "ready")),
+        str(_typed(table.get("url-option", recipe.url_option), str, where, "url-option")),
+    )
+
+
+def _leg(backend: str, table: object) -> LegConfig:
+    where = f"[tool.specdec.gate.legs.{backend}]"
+    if not isinstance(table, dict):
+        raise SpecdecUsageError(f"{where} must be a table")
+    _check_keys(table, LEG_KEYS, where)
+    # The backend is not looked up here: a leg may name one that its own package (installed by set-up) provides.
+    profile = table.get("profile")
+    return LegConfig(
+        backend=backend,
+        required=bool(_typed(table.get("required", False), bool, where, "required")),
+        profile=None if profile is None else str(_typed(profile, str, where, "profile")),
+        model=str(_typed(table.get("model", ""), str, where, "model")),
+        pytest_args=str(_typed(table.get("pytest-args", ""), str, where, "pytest-args")),
+        targets=_strings(table.get("targets", ["benchmarks/"]), where, "targets"),
+        packages=_strings(table["packages"], where, "packages") if "packages" in table else None,
+        serve=_recipe(backend, table, where),
+    )
+
+
+def read_gate_config(rootdir: Path) -> GateConfig:
+    """``[tool.specdec.gate]`` of ``rootdir/pyproject.toml``; one line naming a bad key or value."""
+    specdec = read_pyproject(rootdir)
+    table = specdec.get("gate", {})
+    if not isinstance(table, dict):
+        raise SpecdecUsageError("[tool.specdec] gate must be a table ([tool.specdec.gate])")
+    _check_keys(table, GATE_KEYS, "[tool.specdec.gate]")
+    legs = table.get("legs", {})
+    if not isinstance(legs, dict):
+        raise SpecdecUsageError("[tool.specdec.gate] legs must be a table ([tool.specdec.gate.legs.BACKEND])")
+    profile = specdec.get("profile", "embedded")
+    own = frozenset(name for name, value in specdec.items() if isinstance(value, dict) and value.get("model"))
+    return GateConfig(
+        legs={backend: _leg(backend, leg) for backend, leg in legs.items()},
+        allow_embedded=bool(_typed(table.get("allow-embedded", False), bool, "[tool.specdec.gate]", "allow-embedded")),
+        upgrade_servers=str(_typed(table.get("upgrade-servers", ""), str, "[tool.specdec.gate]", "upgrade-servers")),
+        alert_on_erosion=bool(
+            _typed(table.get("alert-on-erosion", False), bool, "[tool.specdec.gate]", "alert-on-erosion")
+        ),
+        default_profile=str(profile),
+        own_models=own,
+    )
+
+
+def self_hosted() -> bool:
+    """Whether this job runs on a self-hosted GitHub Actions runner (``RUNNER_ENVIRONMENT``)."""
+    return os.environ.get("RUNNER_ENVIRONMENT", "") == "self-hosted"
+
+
+def effective_profile(config: GateConfig, leg: LegConfig) -> str:
+    """The leg's profile, ``user`` for models of one's own, else the repository's profile."""
+    if leg.profile:
+        return leg.profile
+    if "--specdec-model" in leg.pytest_args or leg.backend in config.own_models:
+        return "user"
+    return config.default_profile
+
+
+def check_profile(config: GateConfig, leg: LegConfig) -> str:
+    """The leg's profile; the synthetic pair is refused on a self-hosted runner unless allowed."""
+    profile = effective_profile(config, leg)
+    if profile in EMBEDDED_PROFILES and self_hosted() and not config.allow_embedded:
+        raise SpecdecUsageError(
+            f"the {leg.backend} leg would measure the synthetic {profile!r} pair on a self-hosted runner — set "
+            f'profile = "seed" (or a [tool.specdec.profiles.NAME] with your models) in '
+            f"[tool.specdec.gate.legs.{leg.backend}], or allow-embedded = true in [tool.specdec.gate]"
+        )
+    return profile
+
+
+@contextmanager
+def leg_server(leg: LegConfig, logs: Path) -> Iterator[list[str]]:
+    """Start the leg's server (if it has one) and give the pytest arguments that point at it."""
+    recipe = leg.serve
+    if recipe is None:
+        yield []
+        return
+    if "{model}" in " ".join(recipe.command) and not leg.model:
+        raise SpecdecUsageError(
+            f'[tool.specdec.gate.legs.{leg.backend}] serve needs model = "..." (the model the server loads)'
+        )
+
+    def command(port: int) -> list[str]:
+        return [part.format(port=port, model=leg.model) for part in recipe.command]
+
+    port = free_port()  # picked here: the environment (OLLAMA_HOST) names it too
+    environment = {key: value.format(port=port, model=leg.model) for key, value in recipe.environment.items()}
+    server = ServerProcess(
+        f"{leg.backend}-server", command, ready_path=recipe.ready, environment=environment, port=port, log_dir=logs
+    ).start()
+    try:
+        yield [f"--specdec-backend-option={recipe.url_option}={server.base_url}"]
+    finally:
+        server.stop(keep_log=True)

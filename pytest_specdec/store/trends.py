@@ -1,0 +1,98 @@
+"""Erosion: a conclusion creeping toward its bound over releases, before anything flips.
+
+From the history lines of one machine class, each comparison key's last result per
+backend release (releases in the order they first appeared) is placed against each speedup bound it was judged
+on. The distance to a bound is ``log(bound / estimate)`` for ``max`` and
+``log(estimate / bound)`` for ``min`` (positive while on the holding side). A key
+*erodes* when, over its last ``window`` releases, that distance shrank at every
+release and at least ``share`` of it is gone — e.g. 0.80x → 0.90x → 0.98x against
+``max=1.0``. A bound that already flipped is a flip, not erosion.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BOUND_LABEL = re.compile(r"^speedup (?P<kind>min|max)=(?P<bound>[0-9.eE+-]+)$")
+WINDOW = 3
+SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Erosion:
+    """One comparison's estimates over releases, moving toward one bound."""
+
+    key: str
+    nodeid: str
+    category: str
+    claim_id: str | None
+    bound_label: str
+    releases: tuple[str, ...]
+    estimates: tuple[float, ...]
+    share_gone: float
+
+    @property
+    def text(self) -> str:
+        """``claim d [copy]: 0.80x → 0.90x → 0.98x against speedup max=1 over … (90 % of the margin gone)``."""
+        who = f"claim {self.claim_id}" if self.claim_id else self.nodeid.split("::")[-1]
+        path = " → ".join(f"{value:.2f}x" for value in self.estimates)
+        return (
+            f"{who} [{self.category}]: {path} against {self.bound_label} over {' → '.join(self.releases)} "
+            f"({self.share_gone:.0%} of the margin to the bound gone; no verdict flipped yet)"
+        )
+
+
+def _distance(kind: str, bound: float, estimate: float) -> float:
+    if estimate <= 0 or bound <= 0:
+        return math.nan
+    return math.log(bound / estimate) if kind == "max" else math.log(estimate / bound)
+
+
+def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Each key's last line per release, releases in the order they first appeared."""
+    by_key: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
+        releases = by_key.setdefault(str(line.get("key", "")), {})
+        releases[str(line.get("release", ""))] = line
+    return {key: list(releases.values()) for key, releases in by_key.items()}
+
+
+def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: float = SHARE) -> list[Erosion]:
+    """The keys whose conclusion is eroding (see the module's description)."""
+    found: list[Erosion] = []
+    for key, points in sorted(per_release(lines).items()):
+        recent = points[-window:]
+        if len(recent) < window:
+            continue
+        labels = recent[-1].get("bounds") or {}
+        for label in sorted(labels):
+            match = BOUND_LABEL.match(str(label))
+            if match is None:
+                continue
+            kind, bound = match.group("kind"), float(match.group("bound"))
+            estimates = [float(p["speedup"]["estimate"]) for p in recent]
+            distances = [_distance(kind, bound, value) for value in estimates]
+            if not all(math.isfinite(d) and d > 0 for d in distances):
+                continue
+            shrinking = all(later < earlier for earlier, later in itertools.pairwise(distances))
+            gone = 1.0 - distances[-1] / distances[0]
+            if shrinking and gone >= share:
+                last = recent[-1]
+                found.append(
+                    Erosion(
+                        key=key,
+                        nodeid=str(last.get("nodeid", key)),
+                        category=str(last.get("category", "")),
+                        claim_id=last.get("claim_id"),
+                        bound_label=str(label),
+                        releases=tuple(str(p.get("release", "")) for p in recent),
+                        estimates=tuple(estimates),
+                        share_gone=gone,
+                    )
+                )
+    return found
