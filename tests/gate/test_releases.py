@@ -1,0 +1,100 @@
+"""Pinned set-up, the upgrade, and the release change a flip's issue names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from gate.released_backend import build_wheel
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.releases import read_lock, release_changes, server_versions
+
+from .conftest import write_pyproject
+
+
+def test_release_changes_name_each_moved_runtime_once() -> None:
+    before = {"mlx": "0.32.2", "mlx-lm": "0.31.0", "ollama (server)": "0.30.1"}
+    after = {"mlx": "0.32.2", "mlx-lm": "0.32.0", "ollama (server)": "0.31.0", "mtplx": "2.12.2"}
+    assert release_changes(before, after) == [
+        "mlx-lm 0.31.0 → 0.32.0",
+        "mtplx not installed → 2.12.2",
+        "ollama (server) 0.30.1 → 0.31.0",
+    ]
+
+
+def test_a_lock_line_that_is_not_pinned_is_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "gate-lock.txt"
+    lock.write_text("# pins\nmlx==0.32.2\n\nmlx-lm>=0.31\n")
+    with pytest.raises(SpecdecUsageError, match=r"'mlx-lm>=0\.31' is not pinned as name==version"):
+        read_lock(lock)
+    assert read_lock(tmp_path / "absent.txt") == []
+
+
+def test_servers_report_their_own_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, said in (("ollama", "ollama version is 0.30.1"), ("mtplx", "mtplx 2.12.2")):
+        script = tmp_path / name
+        script.write_text(f"#!/bin/sh\necho '{said}'\n")
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    found = server_versions()
+    assert found["ollama (server)"] == "0.30.1"
+    assert found["mtplx (server)"] == "2.12.2"
+
+
+@pytest.fixture
+def leg_python(tmp_path: Path) -> str:
+    """A fresh venv that sees the development install, as gate.sh makes it in the act tests."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "shared.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    return python
+
+
+def test_install_pins_upgrade_moves_and_lock_records(
+    tmp_path: Path, leg_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    build_wheel(index, "1.0", 0.8)
+    build_wheel(index, "1.1", 1.25)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-testbackend"]\n')
+    lock = repo / "baselines" / "M" / "gate-lock.txt"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("specdec-testbackend==1.0\n")
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "M")
+    monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
+    out = repo / "out"
+
+    def gate(step: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
+                   "--out", str(out), "--python", leg_python]  # fmt: skip
+        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+
+    installed = gate("install")
+    assert installed.returncode == 0, installed.stderr
+    assert "specdec-testbackend==1.0 — pinned by baselines/M/gate-lock.txt" in installed.stdout
+    assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0"
+
+    upgraded = gate("upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "specdec gate: specdec-testbackend 1.0 → 1.1" in upgraded.stdout
+    assert json.loads((out / "release-changes.json").read_text()) == ["specdec-testbackend 1.0 → 1.1"]
+
+    locked = gate("lock")
+    assert locked.returncode == 0, locked.stderr
+    assert lock.read_text().splitlines()[1:] == ["specdec-testbackend==1.1"]
