@@ -34,6 +34,7 @@ from pytest_specdec.config import read_pyproject
 from pytest_specdec.errors import SpecdecUsageError
 
 EMBEDDED_PROFILES = ("embedded", "embedded-1b")
+PROFILE_VARIABLE = "SPECDEC_GATE_PROFILE"  # the workflow's profile input
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,10 @@ class GateConfig:
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
 
     def leg(self, backend: str) -> LegConfig:
-        """The configured leg, or an optional one with the defaults."""
-        return self.legs.get(backend) or LegConfig(backend)
+        """The configured leg, or an optional one with the defaults; a run's profile input wins."""
+        leg = self.legs.get(backend) or LegConfig(backend)
+        chosen = os.environ.get(PROFILE_VARIABLE, "").strip()
+        return replace(leg, profile=chosen) if chosen else leg
 
     def packages(self, backend: str) -> list[str]:
         """The packages of one leg: its ``packages``, else its backend's distributions."""
