@@ -8,7 +8,10 @@ Each round runs, on the same prompt and token budget, the plugin's plain arm, a 
 plain loop, the plugin's SD arm and a bare SD loop, interleaved (the order alternates
 by round). The bare loops are the library used as its documentation shows:
 
-* llama-cpp: ``Llama(model_path)`` with its defaults and ``generate()`` for plain;
+* llama-cpp: ``Llama(model_path, n_gpu_layers=-1)`` with its defaults otherwise and
+  ``generate()`` for plain (full offload, as a CUDA or Metal user loads it and as the
+  plugin does; without it the library's default of 0 layers keeps a GPU build's bare
+  loop on the CPU, which made the first H200 run of this script compare CPU with GPU);
   ``Llama(..., draft_model=LlamaPromptLookupDecoding(...))`` for SD (the library's own
   speculative API; a second-model drafter has none, so SD here is prompt lookup);
 * mlx: ``mlx_lm.stream_generate`` without and with ``draft_model=`` on the same loaded
@@ -34,7 +37,7 @@ from typing import Any
 from scipy import stats
 
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.config import GEMMA_GGUF
+from pytest_specdec.config import GEMMA_GGUF, PROFILES
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import Prompt, prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_trial
@@ -59,15 +62,16 @@ def timed(tokens: Iterator[Any], max_tokens: int) -> tuple[float, Any]:
 
 
 def llama_cpp_loops(backend: Any, reference: str, max_tokens: int) -> dict[str, Callable[[Prompt], float]]:
+    """Bare plain and prompt-lookup loops on the same GGUF, offloaded as the plugin offloads."""
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     from pytest_specdec.backends.llama_cpp import resolve_gguf
 
     path = str(resolve_gguf(reference))
-    plain = Llama(model_path=path, verbose=False, n_ctx=1024)
+    plain = Llama(model_path=path, verbose=False, n_ctx=1024, n_gpu_layers=-1)
     lookup = LlamaPromptLookupDecoding(max_ngram_size=NGRAM, num_pred_tokens=SD.num_draft)
-    sd = Llama(model_path=path, verbose=False, n_ctx=1024, draft_model=lookup, logits_all=True)
+    sd = Llama(model_path=path, verbose=False, n_ctx=1024, n_gpu_layers=-1, draft_model=lookup, logits_all=True)
 
     def loop(llm: Any) -> Callable[[Prompt], float]:
         def run(prompt: Prompt) -> float:
@@ -117,12 +121,15 @@ def main() -> None:
     parser.add_argument("--category", default="copy")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--model", default="", help="the Gemma GGUF's path (default: the PyPI package's copy)")
     args = parser.parse_args()
 
     from pytest_specdec.backends import load_backend
 
-    target = GEMMA_GGUF if args.profile == "gemma" else models.DEFAULT_TARGET
-    draft = models.DEFAULT_DRAFT if args.backend == "mlx" and args.profile == "embedded" else None
+    target = (args.model or GEMMA_GGUF) if args.profile == "gemma" else models.DEFAULT_TARGET
+    draft = None  # llama-cpp drafts by prompt lookup; mlx uses the profile's draft model
+    if args.backend == "mlx":
+        draft = PROFILES[args.profile]["mlx"].draft
     options = {"spec": "prompt-lookup", "ngram": str(NGRAM)} if args.backend == "llama-cpp" else {}
     backend: Backend = load_backend(args.backend, ModelPair(target, draft), options)
     generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
