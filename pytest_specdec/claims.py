@@ -241,13 +241,16 @@ def judge_outcome(
     expect: Expectations,
     *,
     unmeasurable: str | None = None,
+    reference: bool = False,
 ) -> Outcome:
     """The lossless check, then whether the arms can differ, then the bounds.
 
     A comparison whose output check fails, or whose arms cannot differ
     (``unmeasurable``: SD not engaged, or both arms speculate), gets no verdict at all.
+    A ``reference`` comparison is judged and shown but never gates (e.g. SD against the
+    server's own plain mode when the verdict is against a faster plain runtime).
     """
-    gating = expect.claim.gates(settings.profile) if expect.claim else True
+    gating = not reference and (expect.claim.gates(settings.profile) if expect.claim else True)
     verdicts = judge(expect, comparison.speedup, comparison.acceptance)
     verdict = overall(verdicts)
     outcome = Outcome(

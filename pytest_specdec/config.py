@@ -87,6 +87,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
     OptionDef(
+        "plain_runtime",
+        "str",
+        None,
+        "another backend whose plain decoding of the same weights is the plain arm the verdict is judged "
+        "against (e.g. mlx for mtplx: is SD faster than the fastest plain way?); the backend's own plain "
+        "mode is measured too, for reference",
+    ),
+    OptionDef("plain_model", "str", None, "the weights for --specdec-plain-runtime (default: the target)"),
+    OptionDef(
         "columns",
         "str",
         None,
@@ -174,6 +183,8 @@ class Settings:
     drift_min_effect: float = 0.05
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
     columns: tuple[str, ...] = ()  # the terminal table's columns; empty: as many as fit
+    plain_runtime: str | None = None  # a faster plain runtime on the same weights (plain arm of the verdict)
+    plain_model: str | None = None
 
 
 def read_pyproject(rootdir: Path) -> dict[str, object]:
@@ -291,6 +302,8 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
         columns=tuple(c.strip() for c in str(values["columns"] or "").split(",") if c.strip()),
+        plain_runtime=str(values["plain_runtime"]) if values["plain_runtime"] else None,
+        plain_model=str(values["plain_model"]) if values["plain_model"] else None,
     )
     validate(settings)
     return settings

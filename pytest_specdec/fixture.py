@@ -10,6 +10,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
-from pytest_specdec.session import ComparisonSpec, Result, SpecdecSession, sweep_summary
+from pytest_specdec.session import ComparisonSpec, Result, SpecdecSession, plain_runtimes_line, sweep_summary
 from pytest_specdec.stats import Interval
 
 expectations_key = pytest.StashKey[Expectations]()
@@ -70,7 +71,16 @@ class SpecdecFixture:
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
         (``Arm("7b", options={"model": "qwen2.5:7b"})``).
         """
-        result = self._measure(ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment))
+        spec = ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment)
+        other_plain = self._session.plain_runtime_arm() if baseline is None and treatment is None else None
+        if other_plain is not None:
+            # The user's question is SD against the fastest plain way: the verdict is against the other
+            # runtime's plain decoding; the backend's own plain mode is measured too, for reference.
+            own = self._measure(replace(spec, reference=True))
+            result = self._measure(replace(spec, baseline=other_plain))
+            self.note(plain_runtimes_line(category, own, result))
+        else:
+            result = self._measure(spec)
         _enforce(result.failure, result.warning)
         return result
 

@@ -44,6 +44,7 @@ class ComparisonSpec:
     baseline: Arm | None = None
     treatment: Arm | None = None
     max_trials: int | None = None
+    reference: bool = False  # judged and shown, never gating
 
     def pair(self, configured: ModelPair) -> ModelPair | None:
         """The model pair the spec names, or ``None`` for the configured one."""
@@ -102,6 +103,17 @@ class SpecdecSession:
         num_draft = spec.num_draft or self.settings.num_draft
         return spec.baseline or Arm("plain"), spec.treatment or Arm("sd", speculative=True, num_draft=num_draft)
 
+    def plain_runtime_arm(self) -> Arm | None:
+        """The plain arm on another runtime, same weights (``--specdec-plain-runtime``), if configured."""
+        runtime = self.settings.plain_runtime
+        if not runtime:
+            return None
+        model = self.settings.plain_model
+        if model is None:
+            backend = self.backend()
+            model = backend.fingerprint().details.get("model_path") or backend.pair.target
+        return Arm(f"{runtime} plain", options={"runtime": runtime, "model": model})
+
     def plan(self, spec: ComparisonSpec, expect: Expectations, *, base_model: bool = False) -> ComparisonPlan:
         """The comparison's plan from the settings; a base model gets text to continue, not instructions."""
         settings = self.settings
@@ -139,7 +151,10 @@ class SpecdecSession:
         comparison = run_comparison(backend, plan, progress)
         settings = replace(self.settings, pair=backend.pair)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
-        outcome = judge_outcome(nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable)
+        outcome = judge_outcome(
+            nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable,
+            reference=spec.reference,
+        )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         if outcome.conclusion not in NEVER_A_BASELINE:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
@@ -206,3 +221,19 @@ def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
         f"{nodeid} γ sweep [{category}]: best γ={best.record.num_draft} ({best.record.speedup.estimate:.2f}x); "
         f"break-even α: {', '.join(evens)}"
     )
+
+
+def plain_runtimes_line(category: str, own: Result, other: Result) -> str:
+    """Both plain ways side by side: which is faster, and SD against each."""
+    mine, theirs = own.record, other.record
+    own_tps, other_tps = mine.baseline_tps or 0.0, theirs.baseline_tps or 0.0
+    faster = theirs.baseline_arm if other_tps >= own_tps else f"{mine.baseline_arm} (the backend's own)"
+    line = (
+        f"[{category}] plain ways: {theirs.baseline_arm} {other_tps:.1f} tok/s, the backend's own plain "
+        f"{own_tps:.1f} tok/s (each measured against SD in its own comparison); SD vs {theirs.baseline_arm} "
+        f"{theirs.speedup.estimate:.2f}x (the verdict), vs its own plain {mine.speedup.estimate:.2f}x (reference); "
+        f"faster plain way: {faster}"
+    )
+    if own_tps > other_tps:
+        line += " — the configured plain runtime was the slower one here, so the verdict is against the slower way"
+    return line

@@ -1,11 +1,12 @@
 """General A/B arms: any two configurations of one backend through the same protocol.
 
 Plain-vs-SD runs both arms on one loaded model. Other comparisons — flash attention
-off vs on, a 7B model vs a 30B one — need a differently loaded backend per arm. An
-arm's ``options`` say how it differs (``model``, ``draft`` and backend options such as
-``flash_attn``); :class:`ArmRouter` presents the two backends as one, sending each
-generation to its arm's backend, so pairing, timing, statistics, baselines and reports
-stay exactly the same.
+off vs on, a 7B model vs a 30B one, MTPLX's MTP against mlx-lm's plain decoding of the
+same weights — need a differently loaded backend per arm. An arm's ``options`` say how
+it differs (``model``, ``draft``, ``runtime`` — another backend — and backend options
+such as ``flash_attn``); :class:`ArmRouter` presents the two backends as one, sending
+each generation to its arm's backend, so pairing, timing, statistics, baselines and
+reports stay exactly the same.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
 )
 
-MODEL_KEYS = ("model", "draft")
+MODEL_KEYS = ("model", "draft", "runtime")
 
 
 def arm_pair(pair: ModelPair, arm: Arm) -> ModelPair:
@@ -42,6 +43,12 @@ def arm_backend_options(arm: Arm) -> dict[str, str]:
         for key, value in arm.options.items()
         if key not in MODEL_KEYS
     }
+
+
+def arm_runtime(arm: Arm) -> str | None:
+    """The backend an arm runs on, when it is not the configured one."""
+    runtime = arm.options.get("runtime")
+    return str(runtime) if runtime else None
 
 
 def needs_router(baseline: Arm, treatment: Arm) -> bool:
@@ -71,11 +78,17 @@ class ArmRouter:
         return self._pair
 
     def fingerprint(self) -> Fingerprint:
-        """The first arm's fingerprint, with each arm's details prefixed by its label."""
+        """The first arm's fingerprint, with each arm's details prefixed by its label.
+
+        Arms on different runtimes name both releases (``mlx-lm 0.32.2 | mtplx 2.12.2``) and
+        both sets of versions: a release of either can change the conclusion.
+        """
         fingerprints = {label: backend.fingerprint() for label, backend in self._backends.items()}
         first = next(iter(fingerprints.values()))
         details = {f"{label}.{k}": v for label, f in fingerprints.items() for k, v in f.details.items()}
-        return replace(first, details=details)
+        releases = list(dict.fromkeys(f.release for f in fingerprints.values()))
+        versions = {k: v for f in fingerprints.values() for k, v in f.versions.items()}
+        return replace(first, release=" | ".join(releases), versions=versions, details=details)
 
     def model_digest(self) -> str:
         """Each arm's digest, joined."""

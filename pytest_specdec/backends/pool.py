@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_specdec.backends import load_backend
-from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, needs_router
+from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, arm_runtime, needs_router
 from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, KnowsWeightBytes, ModelPair
 
 Loader = Callable[[str, ModelPair, Mapping[str, str]], Backend]
@@ -60,7 +60,9 @@ class BackendPool:
         base = pair or self.default_pair
         return ArmRouter(
             {
-                arm.label: self.backend(arm_pair(base, arm), extra_options=arm_backend_options(arm))
+                arm.label: self.backend(
+                    arm_pair(base, arm), name=arm_runtime(arm), extra_options=arm_backend_options(arm)
+                )
                 for arm in (baseline, treatment)
             }
         )

@@ -30,6 +30,7 @@ from pytest_specdec.standins.http import StandinServer
 from pytest_specdec.standins.llama_server import LlamaServerHandler
 from pytest_specdec.standins.mtplx import MtplxHandler
 from pytest_specdec.standins.ollama import OllamaHandler
+from pytest_specdec.store.files import load_run
 
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 HANDLERS = {"llama-server": LlamaServerHandler, "ollama": OllamaHandler, "mtplx": MtplxHandler}
@@ -335,3 +336,37 @@ def test_benchmark_runs_end_to_end_through_the_plugin(
     result.stdout.fnmatch_lines([f"{kind} *copy*x [[]*2 *"])
     if kind == "ollama":
         result.stdout.fnmatch_lines(["*engagement probe: predictable/unpredictable decode ratio*"])
+
+
+def test_plain_arm_from_another_runtime_on_the_same_weights(
+    pytester: pytest.Pytester, servers: dict[str, StandinServer]
+) -> None:
+    """MTPLX's SD against llama-cpp-python's plain decoding of the very GGUF it serves, and against its own plain."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.speedup(max=1.0)
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    result = pytester.runpytest(
+        "--backend=mtplx", f"--specdec-backend-option=url={servers['mtplx'].url}",
+        "--specdec-plain-runtime=llama-cpp", "--specdec-min-trials=2", "--specdec-max-trials=2",
+        "--specdec-json=run.json", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret in (0, 1)  # the verdict is whatever was measured
+    run = load_run(pytester.path / "run.json")
+    own, other = run.comparisons
+    assert (own.baseline_arm, other.baseline_arm) == ("plain", "llama-cpp plain")
+    assert not own.gating, "the backend's own plain mode is the reference"
+    assert other.gating, "the verdict is against the other runtime's plain decoding"
+    assert other.release.startswith("llama-cpp-python ")
+    assert " | mtplx" in other.release, "a release of either runtime can change the conclusion"
+    assert "llama-cpp-python" in other.versions
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]copy[]] plain ways: llama-cpp plain * tok/s, the backend's own plain * tok/s*SD vs llama-cpp plain *x (the verdict)*"
+        ]
+    )
