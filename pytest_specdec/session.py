@@ -26,7 +26,7 @@ from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import now_iso, specdec_version
 from pytest_specdec.store.ledger import NEVER_A_BASELINE, BaselineLedger, LedgerPolicy
-from pytest_specdec.store.records import ComparisonRecord, RunRecord
+from pytest_specdec.store.records import REFERENCE_ROLE, ComparisonRecord, RunRecord
 
 
 @dataclass(frozen=True)
@@ -103,14 +103,18 @@ class SpecdecSession:
         num_draft = spec.num_draft or self.settings.num_draft
         return spec.baseline or Arm("plain"), spec.treatment or Arm("sd", speculative=True, num_draft=num_draft)
 
-    def plain_runtime_arm(self) -> Arm | None:
-        """The plain arm on another runtime, same weights (``--specdec-plain-runtime``), if configured."""
+    def plain_runtime_arm(self, spec: ComparisonSpec) -> Arm | None:
+        """The plain arm on another runtime, same weights (``--specdec-plain-runtime``), if configured.
+
+        The weights: ``--specdec-plain-model``, else the model file the comparison's own
+        backend reports for the target it runs (a test's ``target=`` included).
+        """
         runtime = self.settings.plain_runtime
         if not runtime:
             return None
         model = self.settings.plain_model
         if model is None:
-            backend = self.backend()
+            backend = self.backend(spec.pair(self.settings.pair))
             model = backend.fingerprint().details.get("model_path") or backend.pair.target
         return Arm(f"{runtime} plain", options={"runtime": runtime, "model": model})
 
@@ -160,9 +164,12 @@ class SpecdecSession:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
             notes += beside_result(self.machine_class, settings.backend, s.estimate, s.low, s.high)
         record = record_outcome(outcome, self.pool.digest(backend), notes)
-        record = replace(record, theory=self.analysis.theory(backend, comparison), scope=_scope(settings, plan))
+        scope = _scope(settings, plan) | ({"role": REFERENCE_ROLE} if spec.reference else {})
+        record = replace(record, theory=self.analysis.theory(backend, comparison), scope=scope)
         record = self.ledger.check(record)
-        failure = self.ledger.failure(record) or outcome.failure
+        # A reference row (SD against the backend's own plain mode, beside a faster plain runtime)
+        # is kept and compared, but its baseline check never fails the test or the gate.
+        failure = (None if spec.reference else self.ledger.failure(record)) or outcome.failure
         warning = outcome.warning
         result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
         self.results.append(result)
@@ -170,10 +177,10 @@ class SpecdecSession:
 
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
         """Carry the end-of-run drift decisions into the results the report shows."""
-        checks = {(r.nodeid, r.category, r.num_draft): r.check for r in drifted}
+        checks = {(r.nodeid, r.category, r.num_draft, r.baseline_arm): r.check for r in drifted}
         for index, result in enumerate(self.results):
             record = result.record
-            check = checks.get((record.nodeid, record.category, record.num_draft))
+            check = checks.get((record.nodeid, record.category, record.num_draft, record.baseline_arm))
             if check is not None:
                 self.results[index] = replace(result, record=replace(record, check=check))
 

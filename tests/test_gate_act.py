@@ -110,9 +110,7 @@ def act(
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     standin = workspace / "stand-in"
     log = workspace / f"gh-{len(list(workspace.glob('gh-*.jsonl')))}.jsonl"
-    inputs = ["--input", f"backend={backend}"] + (
-        ["--input", f"upgrade={str(upgrade).lower()}"] if "gate" in workflow else []
-    )
+    inputs = ["--input", f"backend={backend}", "--input", f"upgrade={str(upgrade).lower()}"]
     environment = {
         "SPECDEC_GATE_BASE_PYTHON": sys.executable,
         "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"),

@@ -63,10 +63,18 @@ case "$step" in
     ;;
   accept)
     SPECDEC_GATE_PYTEST_ARGS="${SPECDEC_GATE_PYTEST_ARGS:-} --specdec-update-baselines" gate measure
+    if ! grep -q '"measurable": true' "$OUT/status.json" 2> /dev/null; then
+      echo "specdec gate: $BACKEND was not measured — nothing accepted, nothing pinned" >&2
+      exit 1
+    fi
     gate lock
     ;;
   propose)
-    branch="specdec/accept-${BACKEND}-${GITHUB_RUN_ID:-local}"
+    if ! grep -q '"measurable": true' "$OUT/status.json" 2> /dev/null; then
+      echo "specdec gate: $BACKEND was not measured — nothing to accept, no pull request" >&2
+      exit 1
+    fi
+    branch="specdec/accept-${BACKEND}-${GITHUB_RUN_ID:-local}-${GITHUB_RUN_ATTEMPT:-1}"
     git checkout -q -b "$branch"
     git add baselines
     if git diff --cached --quiet; then
@@ -76,8 +84,9 @@ case "$step" in
     git -c user.name="specdec gate" -c user.email="specdec-gate@users.noreply.github.com" \
       commit -q -m "Accept $BACKEND baselines measured by the gate (run ${GITHUB_RUN_ID:-local})"
     git push -q "${SPECDEC_PUSH_URL:-https://x-access-token:${GH_TOKEN}@${GITHUB_SERVER_URL#https://}/${GITHUB_REPOSITORY}.git}" "$branch"
+    head -c 60000 "$OUT/report.md" > "$OUT/pr-body.md"  # GitHub refuses bodies over 65536 characters
     "$gh_cli" pr create --head "$branch" --base "${GITHUB_REF_NAME:-main}" \
-      --title "specdec: accept $BACKEND baselines (run ${GITHUB_RUN_ID:-local})" --body-file "$OUT/report.md"
+      --title "specdec: accept $BACKEND baselines (run ${GITHUB_RUN_ID:-local})" --body-file "$OUT/pr-body.md"
     ;;
   *)
     echo "gate.sh: unknown step '$step' (setup, upgrade, measure, summary, confirm, alert, notify, accept, propose)" >&2

@@ -38,8 +38,13 @@ def _machine_class() -> str:
 
 def _versions(args: argparse.Namespace, packages: list[str]) -> dict[str, str]:
     """Versions as the leg's interpreter sees them (it may not be this one)."""
-    code = "import json,sys; from pytest_specdec.gate.releases import collect_versions as c; print(json.dumps(c(sys.argv[1:])))"
-    done = subprocess.run([args.python, "-c", code, *packages], capture_output=True, text=True, check=False)
+    code = (
+        "import json,sys; from pytest_specdec.gate.releases import collect_versions as c; "
+        "print(json.dumps(c(sys.argv[2:], sys.argv[1])))"
+    )
+    done = subprocess.run(
+        [args.python, "-c", code, args.backend, *packages], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise SpecdecUsageError(f"{args.python} cannot report versions: {done.stderr.strip()[-300:]}")
     found = json.loads(done.stdout)
@@ -57,7 +62,12 @@ def install(args: argparse.Namespace) -> int:
     wanted = [pins.get(name.lower(), name) for name in packages]
     if wanted:
         _pip(args.python, *wanted)
-    said = f"pinned by {lock}" if pins else f"no lock at {lock}: newest releases (accept a run to pin them)"
+    pinned = [name for name in packages if name.lower() in pins]
+    said = (
+        f"pinned by {lock}"
+        if pinned and len(pinned) == len(packages)
+        else f"not pinned by {lock}: newest releases (accept a run to pin them)"
+    )
     print(f"specdec gate: {args.backend}: {', '.join(wanted) or 'no packages'} — {said}")
     releases.write_versions(args.out / BEFORE, _versions(args, packages))
     return 0
@@ -87,11 +97,11 @@ def upgrade(args: argparse.Namespace) -> int:
 
 
 def lock(args: argparse.Namespace) -> int:
-    """Pin the packages of every leg at the versions installed now (kept lines for the others)."""
+    """Pin this leg's packages at the versions it was measured with; other legs' lines stay as they are."""
     from pytest_specdec.gate import legs, releases
 
     config = legs.read_gate_config(Path.cwd())
-    packages = config.upgraded_packages() or config.packages(args.backend)
+    packages = config.packages(args.backend)
     path = releases.lock_path(args.baselines, _machine_class())
     kept = {line.split("==", 1)[0].lower(): line for line in releases.read_lock(path)}
     installed = _versions(args, packages)
@@ -121,6 +131,9 @@ def measure(args: argparse.Namespace) -> int:
     print(f"specdec gate: {args.backend}: {leg.reason}")
     if leg.fails_gate:
         print(f"specdec gate: FAIL — the required {args.backend} leg cannot be measured: {leg.reason}")
+        return 1
+    if leg.broken:
+        print(f"specdec gate: FAIL — {args.backend}: {leg.broken}")
         return 1
     if not leg.measurable:
         print(f"::warning title=specdec gate ({args.backend})::optional leg {leg.reason}")
@@ -175,6 +188,13 @@ def alert(args: argparse.Namespace, run: object, on_erosion: bool) -> int:
     changes = json.loads(changes_file.read_text(encoding="utf-8")) if changes_file.is_file() else []
     for line in alerts.alert(run, confirmed, args.gh, alerts.run_url(), changes):
         print(f"specdec gate: {line}")
+    rebaselined = [r for r in run.comparisons if r.check is not None and r.check.change is Change.REBASELINE]
+    if rebaselined:
+        print(
+            f"::warning title=specdec gate ({args.backend})::{len(rebaselined)} result(s) were measured under another "
+            "measurement protocol than their baselines: nothing is compared until they are accepted — run the "
+            "specdec accept workflow"
+        )
     undecided = [r for r in run.comparisons if r.check is not None and r.check.change is Change.UNDECIDED]
     if undecided:
         print(

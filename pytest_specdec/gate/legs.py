@@ -23,6 +23,7 @@ where ``{port}`` and ``{model}`` are filled in.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -217,8 +218,21 @@ def self_hosted() -> bool:
     return os.environ.get("RUNNER_ENVIRONMENT", "") == "self-hosted"
 
 
-def effective_profile(config: GateConfig, leg: LegConfig) -> str:
-    """The leg's profile, ``user`` for models of one's own, else the repository's profile."""
+def _named_profile(arguments: str) -> str | None:
+    words = shlex.split(arguments)
+    for index, word in enumerate(words):
+        if word.startswith("--specdec-profile="):
+            return word.split("=", 1)[1]
+        if word == "--specdec-profile" and index + 1 < len(words):
+            return words[index + 1]
+    return None
+
+
+def effective_profile(config: GateConfig, leg: LegConfig, extra: str = "") -> str:
+    """The profile a leg's run ends up with: the last one named wins, as on pytest's command line."""
+    named = _named_profile(extra) or _named_profile(leg.pytest_args)
+    if named:
+        return named
     if leg.profile:
         return leg.profile
     if "--specdec-model" in leg.pytest_args or leg.backend in config.own_models:
@@ -226,9 +240,9 @@ def effective_profile(config: GateConfig, leg: LegConfig) -> str:
     return config.default_profile
 
 
-def check_profile(config: GateConfig, leg: LegConfig) -> str:
+def check_profile(config: GateConfig, leg: LegConfig, extra: str = "") -> str:
     """The leg's profile; the synthetic pair is refused on a self-hosted runner unless allowed."""
-    profile = effective_profile(config, leg)
+    profile = effective_profile(config, leg, extra)
     if profile in EMBEDDED_PROFILES and self_hosted() and not config.allow_embedded:
         raise SpecdecUsageError(
             f"the {leg.backend} leg would measure the synthetic {profile!r} pair on a self-hosted runner — set "
@@ -250,11 +264,14 @@ def leg_server(leg: LegConfig, logs: Path) -> Iterator[list[str]]:
             f'[tool.specdec.gate.legs.{leg.backend}] serve needs model = "..." (the model the server loads)'
         )
 
+    def fill(text: str, port: int) -> str:  # only these two: other braces (a JSON argument) stay as they are
+        return text.replace("{port}", str(port)).replace("{model}", leg.model)
+
     def command(port: int) -> list[str]:
-        return [part.format(port=port, model=leg.model) for part in recipe.command]
+        return [fill(part, port) for part in recipe.command]
 
     port = free_port()  # picked here: the environment (OLLAMA_HOST) names it too
-    environment = {key: value.format(port=port, model=leg.model) for key, value in recipe.environment.items()}
+    environment = {key: fill(value, port) for key, value in recipe.environment.items()}
     server = ServerProcess(
         f"{leg.backend}-server", command, ready_path=recipe.ready, environment=environment, port=port, log_dir=logs
     ).start()

@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -42,40 +44,67 @@ def package_versions(names: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _first_line(command: Sequence[str]) -> str | None:
+def _said(command: Sequence[str]) -> str:
+    """What a program prints (stdout and stderr), or ``""`` when it is absent or fails to run."""
     binary = shutil.which(command[0])
     if binary is None:
-        return None
+        return ""
     try:
         done = subprocess.run([binary, *command[1:]], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (done.stdout.strip() or done.stderr.strip()).splitlines()
-    return text[0].strip() if text else None
+        return ""
+    return done.stdout + "\n" + done.stderr
 
 
-def server_versions() -> dict[str, str]:
-    """The servers' releases, as each one reports itself (absent servers are left out)."""
-    found: dict[str, str] = {}
-    ollama = _first_line(["ollama", "--version"])  # "ollama version is 0.30.1"
-    if ollama:
-        found["ollama (server)"] = ollama.rsplit(" ", 1)[-1]
-    mtplx = _first_line(["mtplx", "--version"])  # "mtplx 2.12.2"
-    if mtplx:
-        found["mtplx (server)"] = mtplx.rsplit(" ", 1)[-1]
-    from pytest_specdec.backends.llama_binary import find_binary, server_release
+# `ollama --version` prints "ollama version is 0.30.1" with a server running, and without one
+# "Warning: could not connect to a running Ollama instance" then "Warning: client version is 0.30.1".
+OLLAMA_VERSION = re.compile(r"(?:client )?version is (\S+)")
+MTPLX_VERSION = re.compile(r"^mtplx (\S+)", re.MULTILINE)
 
+
+def _running_ollama() -> str | None:
+    """``/api/version`` of the Ollama server on ``$OLLAMA_HOST`` (the app may differ from the CLI)."""
     try:
-        release, _ = server_release(find_binary(""))
-        found["llama-server"] = release
-    except (BackendUnavailable, SpecdecUsageError):
-        pass
+        import httpx
+    except ImportError:
+        return None
+    host = os.environ.get("OLLAMA_HOST", "") or "127.0.0.1:11434"
+    url = host if "://" in host else f"http://{host}"
+    try:
+        answer = httpx.get(url.rstrip("/") + "/api/version", timeout=2.0).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return str(answer.get("version")) if isinstance(answer, dict) and answer.get("version") else None
+
+
+def server_versions(backend: str = "") -> dict[str, str]:
+    """The releases of the servers ``backend`` talks to (all of them for ``""``), as each reports itself."""
+    found: dict[str, str] = {}
+    if backend in ("", "ollama"):
+        ollama = OLLAMA_VERSION.findall(_said(["ollama", "--version"]))
+        if ollama:
+            found["ollama (server)"] = ollama[-1]
+        running = _running_ollama()
+        if running:
+            found["ollama (running, /api/version)"] = running
+    if backend in ("", "mtplx"):
+        mtplx = MTPLX_VERSION.findall(_said(["mtplx", "--version"]))
+        if mtplx:
+            found["mtplx (server)"] = mtplx[0]
+    if backend in ("", "llama-server"):
+        from pytest_specdec.backends.llama_binary import find_binary, server_release
+
+        try:
+            release, _ = server_release(find_binary(""))
+            found["llama-server"] = release
+        except (BackendUnavailable, SpecdecUsageError):
+            pass
     return found
 
 
-def collect_versions(packages: Sequence[str]) -> dict[str, str]:
-    """Packages and servers in one mapping, ready to be compared before and after."""
-    return {**package_versions(packages), **server_versions()}
+def collect_versions(packages: Sequence[str], backend: str = "") -> dict[str, str]:
+    """Packages and the leg's servers in one mapping, ready to be compared before and after."""
+    return {**package_versions(packages), **server_versions(backend)}
 
 
 def release_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
@@ -98,7 +127,9 @@ def read_versions(path: Path) -> dict[str, str]:
         return {}
     data = read_json(path)
     if not isinstance(data, dict):
-        raise SpecdecUsageError(f"{path} is not a versions file — re-run 'specdec gate versions'")
+        raise SpecdecUsageError(
+            f"{path} is not a versions file — re-run the set-up step ('.github/scripts/gate.sh setup')"
+        )
     return {str(key): str(value) for key, value in data.items()}
 
 

@@ -41,6 +41,7 @@ class Leg:
     reason: str
     pytest_exit: int | None = None
     required: bool = False
+    broken: str = ""  # measured, but comparisons crashed or the run was cut short: fails the gate
 
     @property
     def fails_gate(self) -> bool:
@@ -59,7 +60,7 @@ def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], t
 
 def leg_arguments(config: GateConfig, leg: LegConfig, extra: Sequence[str]) -> list[str]:
     """The leg's profile and pytest arguments, then the job's own (``SPECDEC_GATE_PYTEST_ARGS``)."""
-    check_profile(config, leg)
+    check_profile(config, leg, shlex.join(extra))
     profile = [f"--specdec-profile={leg.profile}"] if leg.profile else []
     return [*profile, *shlex.split(leg.pytest_args), *extra]
 
@@ -82,7 +83,10 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     """Run the leg's benchmarks for ``backend``; classify what happened."""
     out.mkdir(parents=True, exist_ok=True)
     leg = config.leg(backend)
-    arguments = leg_arguments(config, leg, extra)  # a refused profile is a usage error, not "unmeasurable"
+    try:
+        arguments = leg_arguments(config, leg, extra)
+    except SpecdecUsageError as error:  # e.g. the synthetic pair refused on a self-hosted runner
+        return _unmeasurable(out, leg, str(error))
     try:
         missing = missing_runtime(backend_spec(backend))
     except SpecdecUsageError as error:
@@ -105,8 +109,35 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     run = load_run(out / "results.json")
     if not run.comparisons:
         return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
-    keep_history(out / "results.json", run.machine_class)
-    return Leg(backend, True, "measured", done.returncode, leg.required)
+    if not extra:  # a night with the job's own budget or options is not part of the trend
+        keep_history(out / "results.json", run.machine_class)
+    broken = crashes(out / "junit.xml")
+    if run.interrupted:
+        broken = broken or "the run was cut short (interrupted): not every comparison was measured"
+    return Leg(backend, True, "measured", done.returncode, leg.required, broken)
+
+
+def crashes(junit: Path) -> str:
+    """Tests that errored, or whose backend failed mid-measurement (no result kept): one line, or ``""``."""
+    from xml.etree import ElementTree
+
+    if not junit.is_file():
+        return ""
+    try:
+        root = ElementTree.parse(junit).getroot()
+    except ElementTree.ParseError as error:
+        return f"{junit} cannot be read ({error})"
+    broken = [
+        (case.get("name", "?"), problem.get("message", "").splitlines()[0] if problem.get("message") else "")
+        for case in root.iter("testcase")
+        for problem in case
+        if problem.tag == "error"
+        or (problem.tag == "failure" and "failed while measuring" in problem.get("message", ""))
+    ]
+    if not broken:
+        return ""
+    name, message = broken[0]
+    return f"{len(broken)} test(s) could not measure (first: {name}: {message[:200]})"
 
 
 def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Sequence[str]) -> list[ComparisonRecord]:
@@ -120,14 +151,20 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
     leg = config.leg(first[0].backend)
     nodeids = sorted({r.nodeid for r in first})
     arguments = leg_arguments(config, leg, extra)
-    with leg_server(leg, out / "server-logs") as pointing:
-        _run(pytest_command(python, leg.backend, out, [*pointing, *arguments], nodeids), out)
-    again = (
-        {(r.nodeid, r.category) for r in load_run(out / "results.json").flips}
-        if (out / "results.json").is_file()
-        else set()
-    )
-    confirmed = [r for r in first if (r.nodeid, r.category) in again]
+    try:
+        with leg_server(leg, out / "server-logs") as pointing:
+            _run(pytest_command(python, leg.backend, out, [*pointing, *arguments], nodeids), out)
+    except BackendUnavailable as error:
+        sys.stdout.write(f"specdec gate: the re-run could not start ({error}) — the flips stand\n")
+    rerun = load_run(out / "results.json") if (out / "results.json").is_file() else None
+    remeasured = {(r.nodeid, r.category, r.baseline_arm) for r in (rerun.comparisons if rerun else ())}
+    again = {(r.nodeid, r.category, r.baseline_arm) for r in (rerun.flips if rerun else ())}
+    # Only a re-run that measured the comparison and saw no flip clears it; a re-run that
+    # crashed, was refused or skipped itself confirms nothing away.
+    confirmed = [
+        r for r in first if (r.nodeid, r.category, r.baseline_arm) in again
+        or (r.nodeid, r.category, r.baseline_arm) not in remeasured
+    ]  # fmt: skip
     write_atomically(
         out / "confirmed.json",
         json.dumps([{"nodeid": r.nodeid, "category": r.category} for r in confirmed], indent=2) + "\n",

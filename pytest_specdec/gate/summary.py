@@ -19,8 +19,12 @@ from pytest_specdec.store.trends import Erosion, erosions
 
 
 def state_root() -> Path:
-    """The runner's own folder for what outlives a checkout."""
-    return Path(os.environ.get("SPECDEC_GATE_STATE", "") or Path.home() / ".specdec-gate")
+    """The runner's own folder for what outlives a checkout, one per repository."""
+    explicit = os.environ.get("SPECDEC_GATE_STATE", "")
+    if explicit:
+        return Path(explicit)
+    repository = os.environ.get("GITHUB_REPOSITORY", "") or "local"
+    return Path.home() / ".specdec-gate" / repository.replace("/", "+")
 
 
 def keep_history(results: Path, machine_class: str) -> Path:
@@ -32,12 +36,13 @@ def keep_history(results: Path, machine_class: str) -> Path:
 
 def leg_history(backend: str, baselines: Path, machine_class: str) -> list[dict[str, Any]]:
     """This backend's history lines from the repository and the runner, each once."""
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     lines: list[dict[str, Any]] = []
     for root in (baselines, state_root()):
         path = root / "history" / f"{machine_class}.jsonl"
         for line in read_history(path, []) if path.is_file() else []:
-            mark = (str(line.get("time")), str(line.get("key")))
+            # The same result reaches both histories with different time stamps (the ledger's and the run's).
+            mark = (str(line.get("key")), str(line.get("release")), json.dumps(line.get("speedup"), sort_keys=True))
             if line.get("backend") == backend and mark not in seen:
                 seen.add(mark)
                 lines.append(line)

@@ -30,6 +30,7 @@ from typing import Any
 from pytest_specdec.stats import Interval, Verdict
 
 SCHEMA_VERSION = 1
+REFERENCE_ROLE = "reference"  # scope["role"] of a comparison shown beside the verdict, never gating
 
 # The measurement protocol: what makes two results comparable apart from the backend's
 # release. A result measured under another protocol is re-baselined, never a flip.
@@ -213,5 +214,9 @@ class RunRecord:
 
     @property
     def flips(self) -> list[ComparisonRecord]:
-        """Comparisons whose conclusion changed against the baseline."""
-        return [c for c in self.comparisons if c.check is not None and c.check.change is Change.FLIP]
+        """Comparisons whose conclusion changed against the baseline (reference rows never count)."""
+        return [
+            c
+            for c in self.comparisons
+            if c.check is not None and c.check.change is Change.FLIP and c.scope.get("role") != REFERENCE_ROLE
+        ]

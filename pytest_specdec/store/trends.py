@@ -4,9 +4,12 @@ From the history lines of one machine class, each comparison key's last result p
 backend release (releases in the order they first appeared) is placed against each speedup bound it was judged
 on. The distance to a bound is ``log(bound / estimate)`` for ``max`` and
 ``log(estimate / bound)`` for ``min`` (positive while on the holding side). A key
-*erodes* when, over its last ``window`` releases, that distance shrank at every
-release and at least ``share`` of it is gone — e.g. 0.80x → 0.90x → 0.98x against
-``max=1.0``. A bound that already flipped is a flip, not erosion.
+*erodes* when, over its last ``window`` releases, the distance kept its sign (a verdict
+that flipped is a flip, not erosion) and shrank at every release, at least ``share``
+of it is gone, and the first and last intervals do not overlap (noise within the
+intervals is not a trend) — e.g. 0.80x → 0.90x → 0.98x against ``max=1.0``, or a
+refuted 1.40x → 1.20x → 1.05x creeping toward holding. Only results of the newest
+measurement protocol count: a change of the tool is not a trend of the backend.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ def _distance(kind: str, bound: float, estimate: float) -> float:
     return math.log(bound / estimate) if kind == "max" else math.log(estimate / bound)
 
 
+def _overlap(first: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
+    return float(first["low"]) <= float(last["high"]) and float(last["low"]) <= float(first["high"])
+
+
 def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """Each key's last line per release, releases in the order they first appeared."""
     by_key: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -65,6 +72,8 @@ def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[st
 def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: float = SHARE) -> list[Erosion]:
     """The keys whose conclusion is eroding (see the module's description)."""
     found: list[Erosion] = []
+    newest = max((int(line.get("protocol", 1)) for line in lines), default=1)
+    lines = [line for line in lines if int(line.get("protocol", 1)) == newest]
     for key, points in sorted(per_release(lines).items()):
         recent = points[-window:]
         if len(recent) < window:
@@ -77,11 +86,12 @@ def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: fl
             kind, bound = match.group("kind"), float(match.group("bound"))
             estimates = [float(p["speedup"]["estimate"]) for p in recent]
             distances = [_distance(kind, bound, value) for value in estimates]
-            if not all(math.isfinite(d) and d > 0 for d in distances):
+            if not all(math.isfinite(d) and d != 0 and (d > 0) == (distances[0] > 0) for d in distances):
                 continue
-            shrinking = all(later < earlier for earlier, later in itertools.pairwise(distances))
+            shrinking = all(abs(later) < abs(earlier) for earlier, later in itertools.pairwise(distances))
             gone = 1.0 - distances[-1] / distances[0]
-            if shrinking and gone >= share:
+            apart = not _overlap(recent[0]["speedup"], recent[-1]["speedup"])
+            if shrinking and gone >= share and apart:
                 last = recent[-1]
                 found.append(
                     Erosion(

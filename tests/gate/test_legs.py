@@ -121,3 +121,15 @@ def test_a_runs_profile_input_overrides_the_legs(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("SPECDEC_GATE_PROFILE", "gemma")
     assert config.leg("mlx").profile == "gemma"
     assert config.leg("llama-cpp").profile == "gemma"
+
+
+def test_managed_server_logs_are_kept_where_the_gate_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_specdec.backends.server_process import ServerProcess
+
+    monkeypatch.setenv("SPECDEC_SERVER_LOGS", str(tmp_path / "server-logs"))
+    server = ServerProcess(
+        "web", lambda port: [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], ready_path="/"
+    ).start()
+    server.stop()
+    (log,) = (tmp_path / "server-logs").iterdir()
+    assert log.name.startswith("web-"), "a clean stop keeps the log for the artifact"

@@ -46,3 +46,15 @@ def test_the_last_result_of_each_release_counts() -> None:
     repeated = lines([0.80, 0.90, 0.98])
     rerun = dict(repeated[1], time="2026-11-09", speedup={"estimate": 0.99, "low": 0.97, "high": 1.01})
     assert erosions([*repeated, rerun]) == [], "mlx-lm 0.32 last measured 0.99x, then 0.98x: not shrinking"
+
+
+def test_a_refuted_conclusion_creeping_toward_holding_erodes_too() -> None:
+    (found,) = erosions(lines([1.40, 1.20, 1.05]))
+    assert found.estimates == (1.40, 1.20, 1.05)
+
+
+def test_noise_within_the_intervals_and_other_protocols_are_not_trends() -> None:
+    assert erosions(lines([0.95, 0.96, 0.98])) == [], "0.95x [0.92, 0.98] and 0.98x [0.95, 1.01] overlap"
+    older = [dict(line, protocol=1) for line in lines([0.80, 0.90])]
+    newer = [dict(line, protocol=2) for line in lines([0.98])[0:1]]
+    assert erosions([*older, *newer]) == [], "a change of the tool is not a backend trend"
