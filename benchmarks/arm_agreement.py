@@ -124,6 +124,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--model", default="", help="the Gemma GGUF's path (default: the PyPI package's copy)")
+    parser.add_argument(
+        "--plain-instance",
+        choices=("own", "shared"),
+        default="own",
+        help="llama-cpp: the plugin's plain arm on a Llama of its own (default) or on the SD arm's (the cost of "
+        "one instance where two do not fit)",
+    )
     args = parser.parse_args()
 
     from pytest_specdec.backends import load_backend
@@ -132,7 +139,11 @@ def main() -> None:
     draft = None  # llama-cpp drafts by prompt lookup; mlx uses the profile's draft model
     if args.backend == "mlx":
         draft = PROFILES[args.profile]["mlx"].draft
-    options = {"spec": "prompt-lookup", "ngram": str(NGRAM)} if args.backend == "llama-cpp" else {}
+    options = (
+        {"spec": "prompt-lookup", "ngram": str(NGRAM), "plain_instance": args.plain_instance}
+        if args.backend == "llama-cpp"
+        else {}
+    )
     backend: Backend = load_backend(args.backend, ModelPair(target, draft), options)
     generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
     if args.backend == "llama-cpp":
