@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -56,37 +55,25 @@ def _said(command: Sequence[str]) -> str:
     return done.stdout + "\n" + done.stderr
 
 
-# `ollama --version` prints "ollama version is 0.30.1" with a server running, and without one
-# "Warning: could not connect to a running Ollama instance" then "Warning: client version is 0.30.1".
-OLLAMA_VERSION = re.compile(r"(?:client )?version is (\S+)")
+# `ollama --version` (versionHandler in ollama's cmd/cmd.go) asks the running server's
+# /api/version and prints "ollama version is S"; when the binary's own version differs, or
+# no server answers ("Warning: could not connect to a running Ollama instance"), it adds
+# "Warning: client version is C". The binary is what a managed `ollama serve` runs.
+OLLAMA_SERVER = re.compile(r"^ollama version is (\S+)", re.MULTILINE)
+OLLAMA_CLIENT = re.compile(r"client version is (\S+)")
 MTPLX_VERSION = re.compile(r"^mtplx (\S+)", re.MULTILINE)
-
-
-def _running_ollama() -> str | None:
-    """``/api/version`` of the Ollama server on ``$OLLAMA_HOST`` (the app may differ from the CLI)."""
-    try:
-        import httpx
-    except ImportError:
-        return None
-    host = os.environ.get("OLLAMA_HOST", "") or "127.0.0.1:11434"
-    url = host if "://" in host else f"http://{host}"
-    try:
-        answer = httpx.get(url.rstrip("/") + "/api/version", timeout=2.0).json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    return str(answer.get("version")) if isinstance(answer, dict) and answer.get("version") else None
 
 
 def server_versions(backend: str = "") -> dict[str, str]:
     """The releases of the servers ``backend`` talks to (all of them for ``""``), as each reports itself."""
     found: dict[str, str] = {}
     if backend in ("", "ollama"):
-        ollama = OLLAMA_VERSION.findall(_said(["ollama", "--version"]))
-        if ollama:
-            found["ollama (server)"] = ollama[-1]
-        running = _running_ollama()
+        said = _said(["ollama", "--version"])
+        running, binary = OLLAMA_SERVER.findall(said), OLLAMA_CLIENT.findall(said)
         if running:
-            found["ollama (running, /api/version)"] = running
+            found["ollama (running server, /api/version)"] = running[0]
+        if binary or running:
+            found["ollama (binary)"] = (binary or running)[0]
     if backend in ("", "mtplx"):
         mtplx = MTPLX_VERSION.findall(_said(["mtplx", "--version"]))
         if mtplx:
