@@ -13,9 +13,13 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.files import load_run, read_json, write_atomically
+
+if TYPE_CHECKING:
+    from pytest_specdec.store.records import RunRecord
 
 STEPS = ("install", "upgrade", "lock", "measure", "summary", "confirm", "alert", "notify")
 BEFORE, AFTER, CHANGES = "versions-before.json", "versions-after.json", "release-changes.json"
@@ -171,12 +175,11 @@ def after_measure(args: argparse.Namespace) -> int:
     return alert(args, run, config.alert_on_erosion)
 
 
-def alert(args: argparse.Namespace, run: object, on_erosion: bool) -> int:
+def alert(args: argparse.Namespace, run: RunRecord, on_erosion: bool) -> int:
     from pytest_specdec.gate import alerts
     from pytest_specdec.gate.summary import leg_erosions
-    from pytest_specdec.store.records import Change, RunRecord
+    from pytest_specdec.store.records import Change
 
-    assert isinstance(run, RunRecord)
     listed = read_json(args.out / "confirm" / "confirmed.json")
     if not isinstance(listed, list):
         raise SpecdecUsageError(

@@ -87,12 +87,12 @@ class GateConfig:
     alert_on_erosion: bool = False
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
+    profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
 
     def leg(self, backend: str) -> LegConfig:
         """The configured leg, or an optional one with the defaults; a run's profile input wins."""
         leg = self.legs.get(backend) or LegConfig(backend)
-        chosen = os.environ.get(PROFILE_VARIABLE, "").strip()
-        return replace(leg, profile=chosen) if chosen else leg
+        return replace(leg, profile=self.profile_input) if self.profile_input else leg
 
     def packages(self, backend: str) -> list[str]:
         """The packages of one leg: its ``packages``, else its backend's distributions."""
@@ -210,6 +210,7 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         ),
         default_profile=str(profile),
         own_models=own,
+        profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),
     )
 
 

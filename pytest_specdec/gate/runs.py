@@ -110,7 +110,7 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if not run.comparisons:
         return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
     if not extra:  # a night with the job's own budget or options is not part of the trend
-        keep_history(out / "results.json", run.machine_class)
+        keep_history(run)
     broken = crashes(out / "junit.xml")
     if run.interrupted:
         broken = broken or "the run was cut short (interrupted): not every comparison was measured"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.store.baselines import BaselineStore, history_line, read_history
-from pytest_specdec.store.files import load_run
+from pytest_specdec.store.records import RunRecord
 from pytest_specdec.store.trends import Erosion, erosions
 
 
@@ -27,11 +27,10 @@ def state_root() -> Path:
     return Path.home() / ".specdec-gate" / repository.replace("/", "+")
 
 
-def keep_history(results: Path, machine_class: str) -> Path:
+def keep_history(run: RunRecord) -> Path:
     """Append a measured night's results to the runner's history."""
-    run = load_run(results)
-    lines = [history_line(record, machine_class, False, run.finished) for record in run.comparisons]
-    return BaselineStore(state_root(), machine_class).append_history(lines)
+    lines = [history_line(record, run.machine_class, False, run.finished) for record in run.comparisons]
+    return BaselineStore(state_root(), run.machine_class).append_history(lines)
 
 
 def leg_history(backend: str, baselines: Path, machine_class: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from pytest_specdec.store.baselines import (
     history_line,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance
+from pytest_specdec.store.records import REFERENCE_ROLE, Change, ComparisonRecord, Conclusion, Provenance
 
 # A lossless failure, or arms that cannot differ, say nothing about SD's speed.
 NEVER_A_BASELINE = frozenset({Conclusion.FAILED, Conclusion.NOT_MEASURABLE})
@@ -82,8 +82,8 @@ class BaselineLedger:
     def failure(self, record: ComparisonRecord) -> str | None:
         """Why the baseline comparison fails the test, if it does (a flip; drift is judged at the end)."""
         check = record.check
-        if check is None or self.policy.update:
-            return None
+        if check is None or self.policy.update or record.scope.get("role") == REFERENCE_ROLE:
+            return None  # a reference row (shown beside the verdict) never fails on its baseline
         return check.message if check.change is Change.FLIP else None
 
     def control_drift(self) -> list[ComparisonRecord]:

@@ -116,9 +116,10 @@ def test_serve_true_for_mtplx_needs_its_model(tmp_path: Path) -> None:
 
 
 def test_a_runs_profile_input_overrides_the_legs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = read_gate_config(write_pyproject(tmp_path, '[tool.specdec.gate.legs.mlx]\nprofile = "seed"\n'))
-    assert config.leg("mlx").profile == "seed"
+    write_pyproject(tmp_path, '[tool.specdec.gate.legs.mlx]\nprofile = "seed"\n')
+    assert read_gate_config(tmp_path).leg("mlx").profile == "seed"
     monkeypatch.setenv("SPECDEC_GATE_PROFILE", "gemma")
+    config = read_gate_config(tmp_path)
     assert config.leg("mlx").profile == "gemma"
     assert config.leg("llama-cpp").profile == "gemma"
 
