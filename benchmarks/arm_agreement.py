@@ -38,9 +38,10 @@ from typing import Any
 
 from scipy import stats
 
+from pytest_specdec.backends import profile_pairs
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.config import GEMMA_GGUF, PROFILES
 from pytest_specdec.embedded import models
+from pytest_specdec.embedded.packaged import GEMMA_GGUF
 from pytest_specdec.embedded.prompts import Prompt, prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_trial
 
@@ -68,7 +69,7 @@ def llama_cpp_loops(backend: Any, reference: str, max_tokens: int) -> dict[str, 
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from pytest_specdec.backends.llama_cpp import resolve_gguf
+    from pytest_specdec.backends.files import resolve_gguf
 
     path = str(resolve_gguf(reference))
     plain = Llama(model_path=path, verbose=False, n_ctx=1024, n_gpu_layers=-1)
@@ -138,7 +139,7 @@ def main() -> None:
     target = (args.model or GEMMA_GGUF) if args.profile == "gemma" else models.DEFAULT_TARGET
     draft = None  # llama-cpp drafts by prompt lookup; mlx uses the profile's draft model
     if args.backend == "mlx":
-        draft = PROFILES[args.profile]["mlx"].draft
+        draft = profile_pairs(args.profile)["mlx"].draft
     options = (
         {"spec": "prompt-lookup", "ngram": str(NGRAM), "plain_instance": args.plain_instance}
         if args.backend == "llama-cpp"

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 
 from pytest_specdec.backends.base import Arm, ModelPair
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for

@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from pytest_specdec.backends import load_backend
+from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import Arm
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
-from pytest_specdec.config import DEFAULT_PAIRS, Settings
+from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
 from pytest_specdec.stats import Verdict, wilson_interval
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16)
     args = parser.parse_args()
     settings = Settings(backend=args.backend)
-    backend = load_backend(args.backend, DEFAULT_PAIRS[args.backend], {})
+    backend = load_backend(args.backend, profile_pairs("embedded")[args.backend], {})
     expect = Expectations(speedup=SpeedupBounds(max=1.0))
     wrong = covered = 0
     pairs = []

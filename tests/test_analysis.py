@@ -122,7 +122,7 @@ def test_the_probe_line_states_its_intervals() -> None:
 
 def test_the_backends_that_count_drafts_never_need_the_probe() -> None:
     options: Mapping[str, str] = {"engaged": "true"}
-    from pytest_specdec.backends.simulated import SimulatedBackend
+    from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 
     backend = SimulatedBackend(ModelPair("t", "d"), options)
     plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 2, 2, 0.95)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_specdec.backends.base import Arm, ModelPair
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import (
     ClaimInfo,
     Expectations,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.backends.base import ModelPair
-from pytest_specdec.config import GEMMA_GGUF, Settings, build_settings, read_pyproject, requested_backend
+from pytest_specdec.config import Settings, build_settings, read_pyproject, requested_backend
+from pytest_specdec.embedded.packaged import GEMMA_GGUF
 from pytest_specdec.errors import SpecdecUsageError
 
 

@@ -14,7 +14,7 @@ import pytest
 from pytest_specdec.backends import require_runtime
 from pytest_specdec.backends.base import BackendSpec, ModelPair
 from pytest_specdec.backends.pool import BackendPool
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.cli import main
 from pytest_specdec.config import build_settings
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from pytest_specdec.backends.base import Arm, ModelPair
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds
 from pytest_specdec.config import Settings
 from pytest_specdec.session import ComparisonSpec, SpecdecSession

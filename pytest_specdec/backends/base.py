@@ -187,16 +187,78 @@ class KnowsWeightBytes(Protocol):
 
 
 @dataclass(frozen=True)
+class OptionSpec:
+    """One ``--specdec-backend-option KEY=VALUE`` a backend reads: its type and help.
+
+    ``flag`` also gives it a command-line option of its own, ``--specdec-<flag>`` (with
+    an ini twin), for options users set on every run (``ollama_host``).
+    """
+
+    key: str
+    kind: str  # "str", "int", "float" or "bool"
+    help: str
+    flag: str | None = None
+
+
+@dataclass(frozen=True)
+class ServeRecipe:
+    """How the gate starts a backend's server, when it is ready, and which option gets its URL.
+
+    ``{port}`` and ``{model}`` in the command and environment are filled in at start.
+    """
+
+    command: tuple[str, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+    ready: str = "/"
+    url_option: str = "url"
+
+
+@dataclass(frozen=True)
 class BackendSpec:
-    """How the registry finds and describes a backend without importing it."""
+    """Everything the plugin, the CLI, the gate and the reports know of a backend, without importing it.
+
+    Each backend folder (``backends/<name>/__init__.py``) exports one as ``SPEC``; a
+    third-party package registers one under the ``pytest_specdec.backends`` entry-point
+    group. Callables are named as ``"module:attribute"`` strings and imported only when
+    used, so reading a spec never loads a runtime.
+    """
 
     name: str
-    target: str  # "module:Class"
+    target: str  # "module:Class" of the adapter
+    summary: str = ""  # one line for --help and `specdec backends`
     requires: tuple[str, ...] = ()  # top-level modules its runtime needs
     extra: str | None = None  # the pytest-specdec extra that installs them
     distributions: tuple[str, ...] = ()  # distributions whose versions it reports
     # Oldest releases the adapter can run on (what it calls exists from then on).
     minimum: Mapping[str, str] = field(default_factory=dict)
+    options: tuple[OptionSpec, ...] = ()  # every --specdec-backend-option key it reads
+    # The model pair each profile gives it ("embedded": the synthetic default, "gemma", "seed", ...).
+    pairs: Mapping[str, ModelPair] = field(default_factory=dict)
+    evidence_family: str | None = None  # the runtime family published rows are filed under ("llama.cpp")
+    # "module:function" returning {label: release} for the servers it talks to, as each reports itself.
+    server_releases: str | None = None
+    serve: ServeRecipe | None = None  # how the gate starts its server (None: the gate cannot)
+    upgrade_packages: tuple[str, ...] | None = None  # what the gate's upgrade moves (default: distributions)
+    standin: str | None = None  # "module:Class" of its stand-in server's request handler
+    native_first: str | None = None  # a module to import before numpy (CUDA images: see README)
+
+    @property
+    def option_keys(self) -> frozenset[str]:
+        """The keys of :attr:`options`."""
+        return frozenset(option.key for option in self.options)
+
+    @property
+    def fixture_name(self) -> str:
+        """``llama_cpp_backend``: the session fixture that loads it."""
+        return self.name.replace("-", "_") + "_backend"
+
+
+def load_attribute(reference: str) -> object:
+    """The object a ``"module:attribute"`` string names (imported now)."""
+    import importlib
+
+    module_name, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 class BackendOptions:

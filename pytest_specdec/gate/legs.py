@@ -10,12 +10,12 @@
     [tool.specdec.gate.legs.ollama]
     required = true                         # unmeasurable fails the gate (optional legs warn)
     profile = "seed"                        # --specdec-profile for this leg
-    serve = true                            # the gate starts `ollama serve` on a free loopback port
+    serve = true                            # the gate starts the backend's server (its spec's recipe)
     pytest-args = "-k 'not claim_e'"
     packages = ["ollama"]                   # what the upgrade step moves (default: the backend's)
 
 A leg that is not configured is optional, runs ``benchmarks/`` with the repository's
-profile and starts no server. ``serve = true`` uses the command known for the backend
+profile and starts no server. ``serve = true`` uses the command the backend's spec gives
 (``ollama serve``; ``mtplx serve --model MODEL``); a list is a command of one's own,
 where ``{port}`` and ``{model}`` are filled in.
 """
@@ -29,38 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pytest_specdec.backends import backend_spec
+from pytest_specdec.backends import registered_backends
+from pytest_specdec.backends.base import ServeRecipe
 from pytest_specdec.backends.server_process import ServerProcess, free_port
 from pytest_specdec.config import read_pyproject
 from pytest_specdec.errors import SpecdecUsageError
 
 EMBEDDED_PROFILES = ("embedded", "embedded-1b")
 PROFILE_VARIABLE = "SPECDEC_GATE_PROFILE"  # the workflow's profile input
-
-
-@dataclass(frozen=True)
-class ServeRecipe:
-    """How a leg's server starts, when it is ready, and which backend option gets its URL."""
-
-    command: tuple[str, ...]
-    environment: Mapping[str, str] = field(default_factory=dict)
-    ready: str = "/"
-    url_option: str = "url"
-
-
-# The servers the gate knows how to start. ollama: `ollama serve` listens on OLLAMA_HOST
-# (envconfig/config.go) and answers GET /api/version (server/routes.go). mtplx: the `serve`
-# sub-command takes --model, --host, --port and --no-auth (mtplx/cli.py in the 2.12.2
-# wheel) and answers GET /health (mtplx/server/openai.py).
-KNOWN_SERVERS = {
-    "ollama": ServeRecipe(("ollama", "serve"), {"OLLAMA_HOST": "127.0.0.1:{port}"}, "/api/version", "host"),
-    "mtplx": ServeRecipe(
-        ("mtplx", "serve", "--model", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--no-auth"),
-        {},
-        "/health",
-        "url",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -107,19 +83,12 @@ class GateConfig:
         return names
 
 
-# What the upgrade step moves when a leg names no packages: the backend's distributions,
-# except where the release measured is not the client library's (mtplx reports the
-# server's `mtplx --version`; its Python side here is only httpx).
-UPGRADE_PACKAGES = {"mtplx": ("mtplx",)}
-
-
 def _distributions(backend: str) -> tuple[str, ...]:
-    if backend in UPGRADE_PACKAGES:
-        return UPGRADE_PACKAGES[backend]
-    try:
-        return backend_spec(backend).distributions
-    except SpecdecUsageError:
+    """What the upgrade step moves when a leg names no packages: its spec's upgrade packages, else its distributions."""
+    spec = registered_backends().get(backend)
+    if spec is None:
         return ()
+    return spec.distributions if spec.upgrade_packages is None else spec.upgrade_packages
 
 
 GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs"}
@@ -149,16 +118,16 @@ def _recipe(backend: str, table: Mapping[str, object], where: str) -> ServeRecip
     serve = table.get("serve", False)
     if serve is False:
         return None
+    known = _known_servers()
     if serve is True:
-        if backend not in KNOWN_SERVERS:
-            known = ", ".join(sorted(KNOWN_SERVERS))
+        if backend not in known:
             raise SpecdecUsageError(
-                f"{where} serve = true: the gate knows how to start the servers of {known} only — give the "
-                'command as a list, e.g. serve = ["my-server", "--port", "{port}"]'
+                f"{where} serve = true: the gate knows how to start the servers of {', '.join(sorted(known))} only "
+                '— give the command as a list, e.g. serve = ["my-server", "--port", "{port}"]'
             )
-        recipe = KNOWN_SERVERS[backend]
+        recipe = known[backend]
     else:  # a command of one's own; a known server's readiness, environment and option still apply
-        recipe = replace(KNOWN_SERVERS.get(backend, ServeRecipe(())), command=_strings(serve, where, "serve"))
+        recipe = replace(known.get(backend, ServeRecipe(())), command=_strings(serve, where, "serve"))
     environment = table.get("serve-env", recipe.environment)
     if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
         raise SpecdecUsageError(f'{where} serve-env = {environment!r} must be a table of NAME = "value"')
@@ -168,6 +137,11 @@ def _recipe(backend: str, table: Mapping[str, object], where: str) -> ServeRecip
         str(_typed(table.get("ready", recipe.ready), str, where, "ready")),
         str(_typed(table.get("url-option", recipe.url_option), str, where, "url-option")),
     )
+
+
+def _known_servers() -> dict[str, ServeRecipe]:
+    """The servers the gate can start: each registered backend's serve recipe."""
+    return {name: spec.serve for name, spec in registered_backends().items() if spec.serve is not None}
 
 
 def _leg(backend: str, table: object) -> LegConfig:
@@ -271,7 +245,7 @@ def leg_server(leg: LegConfig, logs: Path) -> Iterator[list[str]]:
     def command(port: int) -> list[str]:
         return [fill(part, port) for part in recipe.command]
 
-    port = free_port()  # picked here: the environment (OLLAMA_HOST) names it too
+    port = free_port()  # picked here: the environment may name it too (a host variable)
     environment = {key: fill(value, port) for key, value in recipe.environment.items()}
     server = ServerProcess(
         f"{leg.backend}-server", command, ready_path=recipe.ready, environment=environment, port=port, log_dir=logs

@@ -12,14 +12,12 @@
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
+from pytest_specdec.backends import server_releases
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.files import read_json, write_atomically
 
 LOCK_NAME = "gate-lock.txt"
@@ -43,50 +41,9 @@ def package_versions(names: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _said(command: Sequence[str]) -> str:
-    """What a program prints (stdout and stderr), or ``""`` when it is absent or fails to run."""
-    binary = shutil.which(command[0])
-    if binary is None:
-        return ""
-    try:
-        done = subprocess.run([binary, *command[1:]], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout + "\n" + done.stderr
-
-
-# `ollama --version` (versionHandler in ollama's cmd/cmd.go) asks the running server's
-# /api/version and prints "ollama version is S"; when the binary's own version differs, or
-# no server answers ("Warning: could not connect to a running Ollama instance"), it adds
-# "Warning: client version is C". The binary is what a managed `ollama serve` runs.
-OLLAMA_SERVER = re.compile(r"^ollama version is (\S+)", re.MULTILINE)
-OLLAMA_CLIENT = re.compile(r"client version is (\S+)")
-MTPLX_VERSION = re.compile(r"^mtplx (\S+)", re.MULTILINE)
-
-
 def server_versions(backend: str = "") -> dict[str, str]:
     """The releases of the servers ``backend`` talks to (all of them for ``""``), as each reports itself."""
-    found: dict[str, str] = {}
-    if backend in ("", "ollama"):
-        said = _said(["ollama", "--version"])
-        running, binary = OLLAMA_SERVER.findall(said), OLLAMA_CLIENT.findall(said)
-        if running:
-            found["ollama (running server, /api/version)"] = running[0]
-        if binary or running:
-            found["ollama (binary)"] = (binary or running)[0]
-    if backend in ("", "mtplx"):
-        mtplx = MTPLX_VERSION.findall(_said(["mtplx", "--version"]))
-        if mtplx:
-            found["mtplx (server)"] = mtplx[0]
-    if backend in ("", "llama-server"):
-        from pytest_specdec.backends.llama_binary import find_binary, server_release
-
-        try:
-            release, _ = server_release(find_binary(""))
-            found["llama-server"] = release
-        except (BackendUnavailable, SpecdecUsageError):
-            pass
-    return found
+    return server_releases(backend)
 
 
 def collect_versions(packages: Sequence[str], backend: str = "") -> dict[str, str]:

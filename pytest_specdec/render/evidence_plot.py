@@ -19,15 +19,20 @@ from typing import Any, NamedTuple
 
 from pytest_specdec.store.files import write_atomically
 
-# Families in legend order, each with a colour and a marker (told apart without colour too).
-FAMILY_STYLE: dict[str, tuple[str, str]] = {
-    "mlx-lm": ("#1565c0", "o"),
-    "lm-studio": ("#6a1b9a", "s"),
-    "llama.cpp": ("#2e7d32", "^"),
-    "ollama": ("#ef6c00", "v"),
-    "mtplx": ("#c62828", "D"),
-    "other": ("#757575", "P"),
-}
+# Colours and markers handed to runtime families in name order (told apart without colour too);
+# families come from the published rows and the registered backends, never from a list here.
+PALETTE: tuple[tuple[str, str], ...] = (
+    ("#2e7d32", "^"),
+    ("#6a1b9a", "s"),
+    ("#1565c0", "o"),
+    ("#c62828", "D"),
+    ("#ef6c00", "v"),
+    ("#00838f", "X"),
+    ("#5d4037", "*"),
+    ("#ad1457", "h"),
+)
+OTHER = "other"
+OTHER_STYLE = ("#757575", "P")
 REFERENCE = "#424242"
 TICKS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0)
 _TIERS = ("", "Pro", "Max", "Ultra")
@@ -63,8 +68,14 @@ def chip_sort_key(chip: str) -> tuple[int, int, str]:
     return (int(match.group(1)), _TIERS.index(match.group(2) or ""), "")
 
 
-def _style(backend: str) -> tuple[str, str]:
-    return FAMILY_STYLE.get(backend, FAMILY_STYLE["other"])
+Styles = dict[str, tuple[str, str]]
+
+
+def family_styles(families: Sequence[str]) -> Styles:
+    """A colour and marker per family, in name order ("other" last, grey); past the palette, "other"'s."""
+    named = sorted({family for family in families if family != OTHER})
+    styles = {family: PALETTE[index] if index < len(PALETTE) else OTHER_STYLE for index, family in enumerate(named)}
+    return styles | {OTHER: OTHER_STYLE}
 
 
 def _label(value: float) -> str:
@@ -80,9 +91,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def _offsets(points: Sequence[PublishedPoint], chips: Sequence[str], width: float) -> list[float]:
+def _offsets(points: Sequence[PublishedPoint], chips: Sequence[str], width: float, styles: Styles) -> list[float]:
     """x for each point: the chip's slot, the family's lane within it, a small spread within the lane."""
-    families = [family for family in FAMILY_STYLE if any(_family(p.backend) == family for p in points)]
+    families = [family for family in styles if any(_family(p.backend) == family for p in points)]
     lane_width = width / max(1, len(families))
     placed: dict[tuple[str, str], int] = {}
     counts: dict[tuple[str, str], int] = {}
@@ -101,8 +112,8 @@ def _offsets(points: Sequence[PublishedPoint], chips: Sequence[str], width: floa
     return xs
 
 
-def _family(backend: str) -> str:
-    return backend if backend in FAMILY_STYLE else "other"
+def _family(backend: str | None) -> str:
+    return backend or OTHER
 
 
 def _log_axis(axes: Any, values: Sequence[float]) -> float:
@@ -138,12 +149,10 @@ def _chip_axis(axes: Any, chips: Sequence[str], usable: Sequence[PublishedPoint]
     axes.set_xlabel("chip (number of published figures)")
 
 
-def _legend(plt: Any, axes: Any, usable: Sequence[PublishedPoint], mine: Sequence[OwnPoint]) -> None:
+def _legend(plt: Any, axes: Any, usable: Sequence[PublishedPoint], mine: Sequence[OwnPoint], styles: Styles) -> None:
     """Families present, then what hollow and black mean, then the 1x line; outside the axes."""
-    present = [f for f in FAMILY_STYLE if any(_family(p.backend) == f for p in usable)]
-    handles = [
-        plt.Line2D([], [], color=FAMILY_STYLE[f][0], marker=FAMILY_STYLE[f][1], linestyle="", label=f) for f in present
-    ]
+    present = [f for f in styles if any(_family(p.backend) == f for p in usable)]
+    handles = [plt.Line2D([], [], color=styles[f][0], marker=styles[f][1], linestyle="", label=f) for f in present]
     if any(p.suspect for p in usable):
         hollow = "hollow: at/above the roofline"
         handles.append(
@@ -172,8 +181,9 @@ def evidence_plot(points: Sequence[PublishedPoint], own: Sequence[OwnPoint], pat
     drawn: list[dict[str, Any]] = []
     # With results of the user's own, the right quarter of each chip's slot is theirs.
     published_width = 0.62 if mine else 0.84
-    for x, point in zip(_offsets(usable, chips, published_width), usable, strict=True):
-        colour, marker = _style(point.backend)
+    styles = family_styles([_family(p.backend) for p in usable] + [_family(o.backend) for o in mine])
+    for x, point in zip(_offsets(usable, chips, published_width, styles), usable, strict=True):
+        colour, marker = styles[_family(point.backend)]
         axes.plot(
             [x],
             [point.speedup],
@@ -203,7 +213,7 @@ def evidence_plot(points: Sequence[PublishedPoint], own: Sequence[OwnPoint], pat
             [x],
             [result.estimate],
             yerr=[[result.estimate - low], [high - result.estimate]],
-            fmt=_style(result.backend)[1],
+            fmt=styles[_family(result.backend)][1],
             color="black",
             markersize=8,
             capsize=4,
@@ -228,7 +238,7 @@ def evidence_plot(points: Sequence[PublishedPoint], own: Sequence[OwnPoint], pat
     )
     _chip_axis(axes, chips, usable, top)
     axes.set_title(title)
-    _legend(plt, axes, usable, mine)
+    _legend(plt, axes, usable, mine, styles)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100, metadata={"specdec": json.dumps(drawn, sort_keys=True)})
     plt.close(figure)

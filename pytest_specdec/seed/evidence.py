@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from pytest_specdec.backends import registered_backends
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.seed.document import CLAIMS
 
@@ -33,15 +34,6 @@ RESOURCE = "evidence.json"
 ROLES = ("seed", "published")
 STANCES = ("supports", "contradicts")
 SUSPECT = "(suspect: at/above the roofline)"
-
-# The plugin's backend names → the runtime family the published rows are filed under.
-BACKEND_FAMILIES: Mapping[str, str] = {
-    "mlx": "mlx-lm",
-    "llama-cpp": "llama.cpp",
-    "llama-server": "llama.cpp",
-    "ollama": "ollama",
-    "mtplx": "mtplx",
-}
 
 # Rows the research names as measurement hazards (published-measurements.md, "Measurement
 # hazards"): mlx-serve#317 was withdrawn by its author, llama.cpp#23011 is a collapse bug.
@@ -184,8 +176,12 @@ def load_evidence() -> tuple[EvidenceRow, ...]:
 
 
 def backend_family(backend: str) -> str:
-    """The published rows' family for a plugin backend name (``mlx`` → ``mlx-lm``); unknown names pass through."""
-    return BACKEND_FAMILIES.get(backend, backend)
+    """The published rows' family for a plugin backend (its spec's ``evidence_family``: ``mlx`` → ``mlx-lm``).
+
+    A name no registered backend has, or one whose spec names no family, passes through.
+    """
+    spec = registered_backends().get(backend)
+    return spec.evidence_family if spec is not None and spec.evidence_family else backend
 
 
 def chip_of(machine_class: str) -> tuple[str, int | None] | None:

@@ -11,7 +11,7 @@ import pytest
 def engine() -> Iterator[object]:
     """Real generations behind the stand-in servers (the synthetic pair on llama-cpp-python)."""
     pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-python (extra [llama-cpp])")
-    from pytest_specdec.standins.engine import GenerationEngine
+    from pytest_specdec.backends.standin.engine import GenerationEngine
 
     shared = GenerationEngine()
     yield shared

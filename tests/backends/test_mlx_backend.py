@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
 from pytest_specdec.backends.base import Arm, ModelPair
-from pytest_specdec.backends.mlx import MlxBackend, drafted_tokens
+from pytest_specdec.backends.mlx.adapter import MlxBackend, drafted_tokens
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError

@@ -21,7 +21,7 @@ class FakeEntryPoint:
 
 
 def test_third_party_backend_is_found_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = BackendSpec(name="thirdparty", target="pytest_specdec.backends.simulated:SimulatedBackend")
+    spec = BackendSpec(name="thirdparty", target="pytest_specdec.backends.simulated.adapter:SimulatedBackend")
 
     def entry_points(group: str) -> list[FakeEntryPoint]:
         assert group == backends.ENTRY_POINT_GROUP

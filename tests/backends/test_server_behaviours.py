@@ -1,7 +1,7 @@
 """Ollama and MTPLX: the backend chooses an A/B form that really toggles SD, or refuses it.
 
 The stand-ins follow the upstream servers' source (each behaviour cites its file in
-:mod:`pytest_specdec.standins.ollama` and :mod:`pytest_specdec.standins.mtplx`).
+:mod:`pytest_specdec.backends.ollama.standin` and :mod:`pytest_specdec.backends.mtplx.standin`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-p
 pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
 
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, GenerationStats, ModelPair
-from pytest_specdec.backends.mtplx import MtplxBackend
-from pytest_specdec.backends.ollama import OllamaBackend
+from pytest_specdec.backends.mtplx.adapter import MtplxBackend
+from pytest_specdec.backends.mtplx.standin import MtplxHandler
+from pytest_specdec.backends.ollama.adapter import OllamaBackend
+from pytest_specdec.backends.ollama.standin import OllamaHandler
+from pytest_specdec.backends.standin.engine import GenerationEngine
+from pytest_specdec.backends.standin.http import StandinServer
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
-from pytest_specdec.standins.engine import GenerationEngine
-from pytest_specdec.standins.http import StandinServer
-from pytest_specdec.standins.mtplx import MtplxHandler
-from pytest_specdec.standins.ollama import OllamaHandler
 
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 

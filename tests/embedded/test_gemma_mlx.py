@@ -93,7 +93,7 @@ def llama() -> Any:
     """llama-cpp-python on the same GGUF, keeping every position's logits."""
     from llama_cpp import Llama
 
-    from pytest_specdec.backends.llama_cpp import resolve_gguf
+    from pytest_specdec.backends.files import resolve_gguf
 
     return Llama(str(resolve_gguf(gemma_mlx.REFERENCE)), n_ctx=512, logits_all=True, verbose=False)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 BACKEND_SOURCE = '''"""A backend whose releases differ: SD loses in 1.0 and wins in 1.1 (a test package)."""
 from dataclasses import replace
 from pytest_specdec.backends.base import BackendSpec
-from pytest_specdec.backends.simulated import SimulatedBackend
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 
 VERSION = "{version}"
 

@@ -74,7 +74,7 @@ def test_the_synthetic_pair_is_refused_on_a_self_hosted_runner_unless_allowed(mo
 
 
 def test_a_managed_server_runs_for_the_leg_and_its_log_is_kept(tmp_path: Path) -> None:
-    command = (sys.executable, "-m", "pytest_specdec.standins", "mtplx", "--port", "{port}")
+    command = (sys.executable, "-m", "pytest_specdec.backends.standin", "mtplx", "--port", "{port}")
     config = read_gate_config(
         write_pyproject(tmp_path, f"[tool.specdec.gate.legs.mtplx]\nserve = {list(command)!r}\n".replace("'", '"'))
     )

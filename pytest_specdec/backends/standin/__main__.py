@@ -1,4 +1,4 @@
-"""``python -m pytest_specdec.standins KIND [--port N] [--fault NAME]``: serve until stopped."""
+"""``python -m pytest_specdec.backends.standin KIND [--port N] [--fault NAME]``: serve until stopped."""
 
 from __future__ import annotations
 
@@ -8,40 +8,43 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from typing import cast
 
-from pytest_specdec.standins.http import FAULTS, StandinHandler, StandinServer
+from pytest_specdec.backends.standin.http import FAULTS, StandinHandler, StandinServer
+from pytest_specdec.errors import SpecdecUsageError
 
-KINDS = ("ollama", "mtplx", "llama-server")
+
+def kinds() -> list[str]:
+    """The backends that ship a stand-in server (built-in folders and registered packages)."""
+    from pytest_specdec.backends import registered_backends
+
+    return sorted(name for name, spec in registered_backends().items() if spec.standin)
 
 
 def handler_for(kind: str) -> type[StandinHandler]:
-    """The handler class of one stand-in."""
-    if kind == "ollama":
-        from pytest_specdec.standins.ollama import OllamaHandler
+    """The handler class of one backend's stand-in, as its spec names it."""
+    from pytest_specdec.backends import backend_spec
+    from pytest_specdec.backends.base import load_attribute
 
-        return OllamaHandler
-    if kind == "mtplx":
-        from pytest_specdec.standins.mtplx import MtplxHandler
-
-        return MtplxHandler
-    from pytest_specdec.standins.llama_server import LlamaServerHandler
-
-    return LlamaServerHandler
+    spec = backend_spec(kind)
+    if spec.standin is None:
+        raise SpecdecUsageError(f"backend {kind!r} ships no stand-in server — choose one of: {', '.join(kinds())}")
+    return cast(type[StandinHandler], load_attribute(spec.standin))
 
 
 def start(
     kind: str, port: int = 0, faults: Sequence[str] = (), settings: Mapping[str, str] | None = None
 ) -> StandinServer:
     """Load the synthetic pair and serve ``kind`` on 127.0.0.1 in a background thread."""
-    from pytest_specdec.standins.engine import GenerationEngine
+    from pytest_specdec.backends.standin.engine import GenerationEngine
 
     return StandinServer(handler_for(kind), GenerationEngine(), port, faults, settings).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve one stand-in until SIGTERM or Ctrl-C."""
-    parser = argparse.ArgumentParser(prog="python -m pytest_specdec.standins")
-    parser.add_argument("kind", choices=KINDS)
+    parser = argparse.ArgumentParser(prog="python -m pytest_specdec.backends.standin")
+    parser.add_argument("kind", choices=kinds())
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--fault", action="append", choices=FAULTS, default=[])
     parser.add_argument("--spec-type", default="none", help="llama-server: speculation chosen at start")

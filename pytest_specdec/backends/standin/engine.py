@@ -1,4 +1,8 @@
-"""Real generations behind the stand-in servers: the synthetic pair on llama-cpp-python."""
+"""Real generations behind the stand-in servers: the synthetic pair on llama-cpp-python.
+
+The engine asks the registry for the ``llama-cpp`` backend rather than importing it, so
+the backend folders stay independent of each other.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.files import files_digest
-from pytest_specdec.backends.llama_cpp import LlamaCppBackend
 from pytest_specdec.embedded import models
 
 
@@ -37,7 +41,10 @@ class GenerationEngine:
     """One GGUF target with its aligned draft; one generation at a time."""
 
     def __init__(self, target: str = models.DEFAULT_TARGET, draft: str = models.DEFAULT_DRAFT) -> None:
-        self.backend = LlamaCppBackend(ModelPair(target, draft), {"n_ctx": "1024"})
+        from pytest_specdec.backends import load_backend
+
+        # The llama-cpp adapter (its target_path and detokenize are used below).
+        self.backend = cast(Any, load_backend("llama-cpp", ModelPair(target, draft), {"n_ctx": "1024"}))
         self.digest = "sha256:" + files_digest([self.backend.target_path]) * 4
         self.size_bytes = self.backend.target_path.stat().st_size
         self._lock = threading.Lock()
@@ -87,3 +94,21 @@ def collect(events: Iterator[Piece | EngineStats]) -> tuple[list[Piece], EngineS
             return pieces, item
         pieces.append(item)
     raise RuntimeError("the engine ended without its stats")
+
+
+def timings(stats: EngineStats, *, speculating: bool = True) -> dict[str, Any]:
+    """llama-server's ``timings`` object for one completion (draft counts only from a drafting server)."""
+    decode_ms = stats.decode_s * 1000.0
+    shown = {
+        "prompt_n": stats.prompt_tokens,
+        "prompt_ms": stats.prompt_s * 1000.0,
+        "prompt_per_token_ms": stats.prompt_s * 1000.0 / max(1, stats.prompt_tokens),
+        "prompt_per_second": stats.prompt_tokens / stats.prompt_s if stats.prompt_s else 0.0,
+        "predicted_n": stats.decode_tokens,
+        "predicted_ms": decode_ms,
+        "predicted_per_token_ms": decode_ms / max(1, stats.decode_tokens),
+        "predicted_per_second": stats.decode_tokens / stats.decode_s if stats.decode_s else 0.0,
+    }
+    if speculating:
+        shown.update({"draft_n": stats.drafted, "draft_n_accepted": stats.accepted})
+    return shown

@@ -27,9 +27,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece, collect
-from pytest_specdec.standins.http import StandinHandler
-from pytest_specdec.standins.llama_server import timings
+from pytest_specdec.backends.standin.engine import EngineStats, Piece, collect, timings
+from pytest_specdec.backends.standin.http import StandinHandler
 
 MODEL = "specdec-synthetic-mtp"
 DEPTH = 3

@@ -15,7 +15,7 @@ with ``--spec-type none`` and the SD arm on one started with the configured spec
   is discarded; the fingerprint says so.
 * **connected**: two servers the user started, ``plain_url=`` and ``sd_url=``.
 
-The binary and its release: :mod:`~pytest_specdec.backends.llama_binary`. A γ sweep
+The binary and its release: :mod:`~pytest_specdec.backends.llama_server.binary`. A γ sweep
 keeps one SD server at a time (the previous γ's is stopped first); the user's own SD
 server runs the γ it was started with (``sd_num_draft=``, llama-server's default 3),
 and any other γ is refused rather than reported as measured.
@@ -46,20 +46,13 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import HttpService
-from pytest_specdec.backends.llama_binary import find_binary, server_release
+from pytest_specdec.backends.files import resolve_gguf
+from pytest_specdec.backends.http_client import HttpService, text_units
+from pytest_specdec.backends.llama_server.binary import find_binary, server_release
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
 NO_SPECULATION = "none"
-
-
-def text_units(text: str) -> tuple[int, ...]:
-    """Code points of a text piece: a stand-in for token ids where a server sends none.
-
-    Comparing these across arms is the byte-identical-output check.
-    """
-    return tuple(ord(character) for character in text)
 
 
 @dataclass(frozen=True)
@@ -123,8 +116,6 @@ class LlamaServerBackend:
             props = self._services[ArmServer(NO_SPECULATION)].get("/props")
             self._release = f"llama.cpp {props.get('build_info') or 'unknown build'}"
         else:
-            from pytest_specdec.backends.llama_cpp import resolve_gguf
-
             self._binary = find_binary(binary)
             self._release, self._version_line = server_release(self._binary)
             self._model = resolve_gguf(pair.target)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece, collect
-from pytest_specdec.standins.http import StandinHandler
+from pytest_specdec.backends.standin.engine import EngineStats, Piece, collect
+from pytest_specdec.backends.standin.http import StandinHandler
 
 VERSION = "0.32.4"
 DRAFT_OPTION_SINCE = (0, 30, 0)

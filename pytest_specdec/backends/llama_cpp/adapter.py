@@ -12,7 +12,7 @@ near-tie check's logits come from the SD instance, only when a divergence is fou
 * ``spec=prompt-lookup``: llama-cpp-python's ``LlamaPromptLookupDecoding``
   (``ngram`` = its ``max_ngram_size``; γ = ``num_pred_tokens``);
 * ``spec=draft``: a second GGUF (``--specdec-draft``) through
-  :func:`~pytest_specdec.backends.llama_drafters.make_second_model_drafter`;
+  :func:`~pytest_specdec.backends.llama_cpp.drafters.make_second_model_drafter`;
 * ``spec=auto`` (default): ``draft`` when a draft model is configured, else prompt lookup.
 
 **``logits_all``.** llama-cpp-python forces ``logits_all`` on when a draft model is
@@ -45,39 +45,19 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.files import files_digest
-from pytest_specdec.backends.llama_drafters import (
+from pytest_specdec.backends.files import files_digest, resolve_gguf
+from pytest_specdec.backends.llama_cpp.drafters import (
     count_acceptance,
     make_counting_drafter,
     make_second_model_drafter,
 )
-from pytest_specdec.embedded import gguf_writer, models
-from pytest_specdec.embedded.packaged import assemble_from_package
+from pytest_specdec.embedded import models
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-PYPI_PREFIX = "pypi:"
 SPEC_MODES = ("auto", "draft", "prompt-lookup")
-
-
-def resolve_gguf(reference: str) -> Path:
-    """The GGUF file behind a model reference, checked to be one."""
-    if models.is_embedded(reference):
-        try:
-            return gguf_writer.materialize_gguf(reference)
-        except models.UnknownEmbeddedModel as error:
-            raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
-    if reference.startswith(PYPI_PREFIX):
-        return assemble_from_package(reference.removeprefix(PYPI_PREFIX))
-    path = Path(reference).expanduser()
-    if not path.is_file():
-        raise ModelLoadError(f"GGUF file {reference} does not exist — fix --specdec-model / --specdec-draft")
-    with path.open("rb") as handle:
-        if handle.read(4) != b"GGUF":
-            raise ModelLoadError(f"{reference} is not a GGUF file (no GGUF magic) — convert it with llama.cpp first")
-    return path
 
 
 def _load(path: Path, options: Mapping[str, Any], *, logits_all: bool) -> Llama:

@@ -1,7 +1,7 @@
 """Ollama through the official ``ollama`` client: built-in speculative decoding.
 
 Two ways to form the A/B pair (backend option ``sd``), each accepted only where the
-server's own answers say it really toggles SD (:mod:`~pytest_specdec.backends.ollama_model`):
+server's own answers say it really toggles SD (:mod:`~pytest_specdec.backends.ollama.model`):
 
 * ``sd=option`` (default) — one tag; the SD arm sends ``options.draft_num_predict = γ``,
   the plain arm ``0``. Only on Ollama ≥ 0.30.0 and a GGUF tag with MTP layers or a
@@ -35,16 +35,15 @@ from pytest_specdec.backends.base import (
     SpeculationEvidence,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import checked_url
-from pytest_specdec.backends.llama_server import text_units
-from pytest_specdec.backends.ollama_model import (
+from pytest_specdec.backends.http_client import checked_url, text_units
+from pytest_specdec.backends.ollama.model import (
     OllamaModel,
     describe_model,
     option_evidence,
     refuse_flash_attention_on_mlx,
     tag_evidence,
 )
-from pytest_specdec.backends.ollama_serve import ManagedOllama, parse_environment
+from pytest_specdec.backends.ollama.serve import ManagedOllama, parse_environment
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 DEFAULT_HOST = "http://127.0.0.1:11434"

@@ -23,29 +23,11 @@ import json
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from pytest_specdec.standins.engine import EngineStats, Piece, collect
-from pytest_specdec.standins.http import StandinHandler
+from pytest_specdec.backends.standin.engine import EngineStats, Piece, collect, timings
+from pytest_specdec.backends.standin.http import StandinHandler
 
 BUILD = "b9330-standin"
 ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 500: "server_error", 503: "unavailable_error"}
-
-
-def timings(stats: EngineStats, *, speculating: bool = True) -> dict[str, Any]:
-    """llama-server's ``timings`` object for one completion (draft counts only from a drafting server)."""
-    decode_ms = stats.decode_s * 1000.0
-    shown = {
-        "prompt_n": stats.prompt_tokens,
-        "prompt_ms": stats.prompt_s * 1000.0,
-        "prompt_per_token_ms": stats.prompt_s * 1000.0 / max(1, stats.prompt_tokens),
-        "prompt_per_second": stats.prompt_tokens / stats.prompt_s if stats.prompt_s else 0.0,
-        "predicted_n": stats.decode_tokens,
-        "predicted_ms": decode_ms,
-        "predicted_per_token_ms": decode_ms / max(1, stats.decode_tokens),
-        "predicted_per_second": stats.decode_tokens / stats.decode_s if stats.decode_s else 0.0,
-    }
-    if speculating:
-        shown.update({"draft_n": stats.drafted, "draft_n_accepted": stats.accepted})
-    return shown
 
 
 class LlamaServerHandler(StandinHandler):

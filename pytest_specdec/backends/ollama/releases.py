@@ -1,0 +1,28 @@
+"""Ollama's releases as ``ollama --version`` prints them.
+
+``ollama --version`` (versionHandler in ollama's cmd/cmd.go) asks the running server's
+/api/version and prints "ollama version is S"; when the binary's own version differs, or
+no server answers ("Warning: could not connect to a running Ollama instance"), it adds
+"Warning: client version is C". The binary is what a managed ``ollama serve`` runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_specdec.backends.server_process import program_output
+
+OLLAMA_SERVER = re.compile(r"^ollama version is (\S+)", re.MULTILINE)
+OLLAMA_CLIENT = re.compile(r"client version is (\S+)")
+
+
+def server_releases() -> dict[str, str]:
+    """The running server's release and the binary's own, as ``ollama --version`` says them."""
+    said = program_output(["ollama", "--version"])
+    running, binary = OLLAMA_SERVER.findall(said), OLLAMA_CLIENT.findall(said)
+    found: dict[str, str] = {}
+    if running:
+        found["ollama (running server, /api/version)"] = running[0]
+    if binary or running:
+        found["ollama (binary)"] = (binary or running)[0]
+    return found

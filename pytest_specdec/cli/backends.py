@@ -1,0 +1,51 @@
+"""``specdec backends``: every registered backend, its extra, releases and options, read from its spec."""
+
+from __future__ import annotations
+
+import argparse
+
+from tabulate import tabulate
+
+from pytest_specdec.backends import distribution_versions, missing_runtime, registered_backends
+
+
+def backends(args: argparse.Namespace) -> int:
+    specs = registered_backends()
+    chosen = [specs[name] for name in sorted(specs) if not args.name or name == args.name]
+    if args.name and not chosen:
+        from pytest_specdec.errors import SpecdecUsageError
+
+        raise SpecdecUsageError(f"unknown backend {args.name!r} — choose one of: {', '.join(sorted(specs))}")
+    for spec in chosen:
+        missing = missing_runtime(spec)
+        versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
+        state = (
+            f"not installed ({missing!r} missing: pip install 'pytest-specdec[{spec.extra}]')" if missing else versions
+        )
+        print(f"{spec.name}: {spec.summary or spec.target}")
+        print(f"  installed: {state}")
+        if spec.pairs:
+            print("  profiles: " + ", ".join(sorted(spec.pairs)))
+        extras = [label for label, present in (("stand-in", spec.standin), ("gate serve", spec.serve)) if present]
+        if extras:
+            print("  ships: " + ", ".join(extras))
+        if spec.options:
+            rows = [
+                (f"{o.key}=", o.kind, o.help + (f" (also --specdec-{o.flag.replace('_', '-')})" if o.flag else ""))
+                for o in spec.options
+            ]
+            print(
+                "  "
+                + tabulate(rows, headers=("--specdec-backend-option", "type", "what"), tablefmt="plain").replace(
+                    "\n", "\n  "
+                )
+            )
+        print()
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``specdec backends [NAME]``."""
+    parser = commands.add_parser("backends", help="list the registered backends and their options")
+    parser.add_argument("name", nargs="?", help="one backend")
+    parser.set_defaults(handler=backends)
