@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_specdec.backends import backend_spec, known_profiles, profile_pairs, registered_backends
+from pytest_specdec.backends import backend_spec, check_options, known_profiles, profile_pairs, registered_backends
 from pytest_specdec.backends.base import ModelPair
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import SpecdecUsageError
@@ -256,6 +256,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         if declared.flag and values.get(declared.flag) not in (None, False):
             value = values[declared.flag]
             backend_options.setdefault(declared.key, str(value).lower() if declared.kind == "bool" else str(value))
+    check_options(spec, backend_options)  # a typo is refused before anything loads
     if "min_trials" not in explicit and int(values["max_trials"]) < int(values["min_trials"]):  # type: ignore[call-overload]
         values["min_trials"] = values["max_trials"]  # a small budget alone means: look once, at its end
     pair, profile = _model_pair(backend, values, backend_table, pyproject)

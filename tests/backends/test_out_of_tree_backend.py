@@ -1,0 +1,129 @@
+"""A backend that lives outside the package: installed, it is picked up everywhere, with no edit of pytest_specdec.
+
+``tests/thirdparty/specdec-openai-spec`` is a small package that registers an
+OpenAI-compatible server with vLLM's speculative counters by entry point. It is
+installed here with pip (``--target``) and every part of the plugin is asked about it:
+``pytest --help``, ``specdec backends``, ``specdec standin``, a measured comparison with
+its report, the gate's leg (its server started from the spec's serve recipe) and the
+evidence family.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_specdec.backends.server_process import free_port
+
+PACKAGE = Path(__file__).parents[1] / "thirdparty" / "specdec-openai-spec"
+BIN = Path(sys.executable).parent
+CLAIM = """
+import pytest
+
+@pytest.mark.speedup(max=50.0)
+def test_sd_at_most_fifty(specdec):
+    specdec.compare(category="copy")
+"""
+BUDGET = ["--specdec-min-trials=4", "--specdec-max-trials=4", "--specdec-max-tokens=8"]
+
+pytest.importorskip("llama_cpp", reason="the stand-in's generations run on llama-cpp-python")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The package pip-installed into a folder of its own; the environment that sees it."""
+    work = tmp_path_factory.mktemp("thirdparty")
+    source = shutil.copytree(PACKAGE, work / "source")  # the build writes beside its sources
+    target = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+         "--target", str(target), str(source)],
+        check=True,
+    )  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": str(target),
+        "PATH": f"{target / 'bin'}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SPECDEC_GATE_STATE": str(work / "runner-state"),
+    }
+
+
+def run(arguments: list[str], environment: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(arguments, capture_output=True, text=True, env=environment, cwd=cwd, check=False, timeout=600)
+
+
+def test_its_options_and_name_show_in_help_and_the_backend_list(installed: dict[str, str], tmp_path: Path) -> None:
+    helped = run([str(BIN / "pytest"), "--help", "-p", "no:cacheprovider"], installed, tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    assert "openai-spec" in helped.stdout
+    assert "--specdec-openai-spec-url" in helped.stdout  # the option its spec gives a flag
+    listed = run([str(BIN / "specdec"), "backends", "openai-spec"], installed, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "sd_model=" in listed.stdout
+    assert "ships: stand-in, gate serve" in listed.stdout
+    family = run([sys.executable, "-c", "from pytest_specdec.seed.evidence import backend_family as f; "
+                  "print(f('openai-spec'))"], installed, tmp_path)  # fmt: skip
+    assert family.stdout.strip() == "vllm"
+    unknown = run([str(BIN / "pytest"), "--backend=openai-spec", "--specdec-backend-option=speculative=1"],
+                  installed, tmp_path)  # fmt: skip
+    assert unknown.returncode == 4
+    assert "has no option 'speculative'" in unknown.stderr
+
+
+def test_its_standin_serves_and_a_comparison_reports_it(installed: dict[str, str], tmp_path: Path) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [str(BIN / "specdec"), "standin", "openai-spec", "--port", str(port)],
+        env=installed, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        assert "listening" in server.stdout.readline()  # printed once it serves
+        served = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+        assert {m["id"] for m in served["data"]} == {"plain", "sd"}
+        (tmp_path / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+        done = run(
+            [str(BIN / "pytest"), "test_claim.py", "-p", "no:cacheprovider", "--backend=openai-spec",
+             f"--specdec-openai-spec-url=http://127.0.0.1:{port}", *BUDGET,
+             "--specdec-json=out.json", "--specdec-report-md=out.md"],
+            installed, tmp_path,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    record = json.loads((tmp_path / "out.json").read_text())["comparisons"][0]
+    assert record["backend"] == "openai-spec"
+    assert record["release"] == "openai-spec 0.1.0"
+    assert record["acceptance"] is not None  # drafts counted on the server's /metrics
+    assert "openai-spec" in (tmp_path / "out.md").read_text()
+
+
+def test_the_gate_starts_its_server_from_the_spec_and_measures_the_leg(
+    installed: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.specdec.gate.legs.openai-spec]\n"
+        "required = true\n"
+        "serve = true\n"
+        'targets = ["test_claim.py"]\n'
+        f'pytest-args = "{" ".join(BUDGET)}"\n',
+        encoding="utf-8",
+    )
+    done = run(
+        [str(BIN / "specdec"), "gate", "measure", "--backend", "openai-spec", "--out", "out"], installed, tmp_path
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    status = json.loads((tmp_path / "out" / "status.json").read_text())
+    assert status["measurable"], status
+    run_record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [c["backend"] for c in run_record["comparisons"]] == ["openai-spec"]
+    assert list((tmp_path / "out" / "server-logs").glob("openai-spec-server*"))  # started by the gate, log kept
