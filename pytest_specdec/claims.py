@@ -23,7 +23,10 @@ from pytest_specdec.store.records import (
     BoundRecord,
     ComparisonRecord,
     Conclusion,
+    Judgement,
+    Role,
     SampleRecord,
+    TheoryRecord,
 )
 
 
@@ -205,7 +208,7 @@ def stop_rule(expect: Expectations) -> StopRule:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A comparison judged against the test's markers."""
+    """A comparison and what was measured with it, with its one :class:`Judgement`."""
 
     nodeid: str
     backend: str
@@ -214,23 +217,13 @@ class Outcome:
     fingerprint: Fingerprint
     comparison: Comparison
     expect: Expectations
-    gating: bool  # False: the claim was made for another profile; shown for reference
-    verdict: Verdict | None
-    bound_verdicts: tuple[BoundVerdict, ...] = ()
-    failure: str | None = None
-    warning: str | None = None
-    unmeasurable: bool = False  # the arms cannot differ: no verdict, never a baseline
+    judgement: Judgement
 
-    @property
-    def conclusion(self) -> Conclusion:
-        """``holds``, ``refuted``, ``inconclusive``, ``reference: …``, ``failed``, ``not measurable`` or ``measured``."""
-        if self.unmeasurable:
-            return Conclusion.NOT_MEASURABLE
-        if self.failure and self.verdict is not Verdict.REFUTED:
-            return Conclusion.FAILED
-        if self.verdict is None:
-            return Conclusion.MEASURED
-        return Conclusion.of(self.verdict, gating=self.gating)
+
+def _role(expect: Expectations, profile: str, reference: bool) -> Role:
+    if reference:
+        return Role.REFERENCE_ROW
+    return Role.GATING if expect.claim is None or expect.claim.gates(profile) else Role.OTHER_PROFILE
 
 
 def judge_outcome(
@@ -240,31 +233,33 @@ def judge_outcome(
     comparison: Comparison,
     expect: Expectations,
     *,
+    pair: ModelPair,
     unmeasurable: str | None = None,
     reference: bool = False,
 ) -> Outcome:
-    """The lossless check, then whether the arms can differ, then the bounds.
+    """The lossless check, then whether the arms can differ, then the bounds: one :class:`Judgement`.
 
     A comparison whose output check fails, or whose arms cannot differ
     (``unmeasurable``: SD not engaged, or both arms speculate), gets no verdict at all.
     A ``reference`` comparison is judged and shown but never gates (e.g. SD against the
     server's own plain mode when the verdict is against a faster plain runtime).
     """
-    gating = not reference and (expect.claim.gates(settings.profile) if expect.claim else True)
-    verdicts = judge(expect, comparison.speedup, comparison.acceptance)
-    verdict = overall(verdicts)
-    outcome = Outcome(
-        nodeid,
-        settings.backend,
-        settings.pair,
-        settings.profile,
-        fingerprint,
-        comparison,
-        expect,
-        gating,
-        verdict,
-        verdicts,
+    role = _role(expect, settings.profile, reference)
+    judgement = _judgement(
+        comparison, expect, role, strict=settings.strict, release=fingerprint.release, unmeasurable=unmeasurable
     )
+    return Outcome(nodeid, settings.backend, pair, settings.profile, fingerprint, comparison, expect, judgement)
+
+
+def _judgement(
+    comparison: Comparison,
+    expect: Expectations,
+    role: Role,
+    *,
+    strict: bool,
+    release: str,
+    unmeasurable: str | None,
+) -> Judgement:
     output = comparison.output
     if comparison.plan.require_identical_output and not output.identical:
         margin = (
@@ -273,22 +268,29 @@ def judge_outcome(
             if output.margin is not None
             else ")"
         )
-        return replace(
-            outcome,
-            verdict=None,
-            bound_verdicts=(),
+        return Judgement(
+            Conclusion.FAILED,
+            role,
             failure=(
                 f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at {output.unit} "
                 f"{output.position} (greedy speculative decoding must be lossless{margin}"
             ),
         )
     if unmeasurable is not None:
-        return replace(outcome, verdict=None, bound_verdicts=(), failure=unmeasurable, unmeasurable=True)
+        return Judgement(Conclusion.NOT_MEASURABLE, role, failure=unmeasurable)
     speedup, acceptance = comparison.speedup, comparison.acceptance
-    if verdict is Verdict.REFUTED and gating:
+    verdicts = judge(expect, speedup, acceptance)
+    verdict = overall(verdicts)
+    bounds = tuple(BoundRecord(b.metric, b.kind, b.bound, b.verdict) for b in verdicts)
+    if verdict is None:
+        return Judgement(Conclusion.MEASURED, role)
+    judged = Judgement(Conclusion.of(verdict), role, bounds)
+    if role is not Role.GATING:
+        return judged
+    if verdict is Verdict.REFUTED:
         first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)
-        return replace(outcome, failure=refutation_message(first, speedup, acceptance, fingerprint.release))
-    if verdict is Verdict.INCONCLUSIVE and gating:
+        return replace(judged, failure=refutation_message(first, speedup, acceptance, release))
+    if verdict is Verdict.INCONCLUSIVE:
         futile = comparison.stopped.startswith("futile")
         message = (
             f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
@@ -299,10 +301,8 @@ def judge_outcome(
                 else "raise --specdec-max-trials"
             )
         )
-        if settings.strict:
-            return replace(outcome, failure=message + " (--specdec-strict)")
-        return replace(outcome, warning=message)
-    return outcome
+        return replace(judged, failure=message + " (--specdec-strict)") if strict else replace(judged, warning=message)
+    return judged
 
 
 @dataclass(frozen=True)
@@ -320,7 +320,7 @@ class QuantityVerdict:
     def line(self) -> str:
         """``r_v 1.42 [1.38, 1.47] vs max=1.2: refuted (reference)``."""
         i = self.interval
-        shown = Conclusion.of(self.verdict, gating=self.gating).value
+        shown = self.verdict.value if self.gating else f"reference: {self.verdict.value}"
         return f"{self.label} {i.estimate:.2f} [{i.low:.2f}, {i.high:.2f}]: {shown}"
 
 
@@ -346,8 +346,15 @@ def judge_quantity(
     return result
 
 
-def record_outcome(outcome: Outcome, model_digest: str, notes: Sequence[str] = ()) -> ComparisonRecord:
-    """Flatten a judged outcome into the record that baselines and reports keep."""
+def record_outcome(
+    outcome: Outcome,
+    model_digest: str,
+    notes: Sequence[str] = (),
+    *,
+    theory: TheoryRecord | None = None,
+    scope: Mapping[str, str] | None = None,
+) -> ComparisonRecord:
+    """Flatten a judged outcome into the record that baselines and reports keep (its judgement embedded)."""
     c = outcome.comparison
     claim = outcome.expect.claim
     return ComparisonRecord(
@@ -369,16 +376,14 @@ def record_outcome(outcome: Outcome, model_digest: str, notes: Sequence[str] = (
         speedup=c.speedup,
         acceptance=c.acceptance,
         trials=len(c.pairs),
-        verdict=outcome.conclusion,
-        gating=outcome.gating,
-        bounds=tuple(BoundRecord(b.metric, b.kind, b.bound, b.verdict) for b in outcome.bound_verdicts),
+        judgement=outcome.judgement,
         claim_id=claim.id if claim else None,
         claim_quote=claim.quote if claim else None,
         samples=tuple(
             SampleRecord(p.prompt_id, p.first, p.baseline.decode_tps, p.treatment.decode_tps) for p in c.pairs
         ),
-        failure=outcome.failure,
-        warning=outcome.warning,
         notes=tuple(notes),
+        theory=theory,
+        scope=dict(scope or {}),
         protocol=MEASUREMENT_PROTOCOL,
     )

@@ -25,8 +25,8 @@ from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import now_iso, specdec_version
-from pytest_specdec.store.ledger import NEVER_A_BASELINE, BaselineLedger, LedgerPolicy
-from pytest_specdec.store.records import REFERENCE_ROLE, ComparisonRecord, RunRecord
+from pytest_specdec.store.ledger import BaselineLedger, Decision, LedgerPolicy
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,21 @@ class ComparisonSpec:
 
 @dataclass(frozen=True)
 class Result:
-    """A judged comparison, its record (with the baseline check) and what the test must do."""
+    """A judged comparison, its record (with the baseline check) and what the ledger decided it does."""
 
     outcome: Outcome
     record: ComparisonRecord
-    failure: str | None
-    warning: str | None
+    decision: Decision
+
+    @property
+    def failure(self) -> str | None:
+        """The line the test fails with, if the ledger decided it fails."""
+        return self.decision.failure
+
+    @property
+    def warning(self) -> str | None:
+        """The warning the test gives, if any."""
+        return self.decision.warning
 
 
 @dataclass
@@ -153,23 +162,22 @@ class SpecdecSession:
         backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
         plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
         comparison = run_comparison(backend, plan, progress)
-        settings = replace(self.settings, pair=backend.pair)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
         outcome = judge_outcome(
-            nodeid, settings, backend.fingerprint(), comparison, expect, unmeasurable=unmeasurable,
-            reference=spec.reference,
+            nodeid, self.settings, backend.fingerprint(), comparison, expect, pair=backend.pair,
+            unmeasurable=unmeasurable, reference=spec.reference,
         )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
-        if outcome.conclusion not in NEVER_A_BASELINE:
+        if not outcome.judgement.conclusion.says_nothing_about_speed:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
-            notes += beside_result(self.machine_class, settings.backend, s.estimate, s.low, s.high)
-        record = record_outcome(outcome, self.pool.digest(backend), notes)
-        scope = _scope(settings, plan) | ({"role": REFERENCE_ROLE} if spec.reference else {})
-        record = replace(record, theory=self.analysis.theory(backend, comparison), scope=scope)
-        record = self.ledger.check(record)
-        failure = self.ledger.failure(record) or outcome.failure
-        warning = outcome.warning
-        result = Result(outcome, replace(record, failure=failure, warning=warning), failure, warning)
+            notes += beside_result(self.machine_class, self.settings.backend, s.estimate, s.low, s.high)
+        record = self.ledger.check(
+            record_outcome(
+                outcome, self.pool.digest(backend), notes,
+                theory=self.analysis.theory(backend, comparison), scope=_scope(self.settings.profile, plan),
+            )
+        )  # fmt: skip
+        result = Result(outcome, record, self.ledger.decide(record))
         self.results.append(result)
         return result
 
@@ -204,9 +212,9 @@ class SpecdecSession:
         self.pool.close()
 
 
-def _scope(settings: Settings, plan: ComparisonPlan) -> dict[str, str]:
+def _scope(profile: str, plan: ComparisonPlan) -> dict[str, str]:
     return {
-        "profile": settings.profile,
+        "profile": profile,
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,
         "max_tokens": str(plan.max_tokens),

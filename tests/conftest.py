@@ -20,6 +20,7 @@ from pytest_specdec.store.records import (
     CheckRecord,
     ComparisonRecord,
     Conclusion,
+    Judgement,
     Provenance,
     RunRecord,
     SampleRecord,
@@ -76,13 +77,10 @@ def _record(category: str, speedup: float, verdict: str, check: CheckRecord | No
         speedup=Interval(speedup, speedup * 0.95, speedup * 1.05, 0.95, 4),
         acceptance=Interval(0.7, 0.65, 0.75, 0.95, 4),
         trials=4,
-        verdict=Conclusion(verdict),
-        gating=True,
-        bounds=(BoundRecord("speedup", "max", 1.3, Verdict(verdict)),),
+        judgement=Judgement(Conclusion(verdict), bounds=(BoundRecord("speedup", "max", 1.3, Verdict(verdict)),)),
         claim_id="d",
         claim_quote="0.9x-1.3x at best",
         samples=samples,
-        failure=check.message if check and check.change is Change.FLIP else None,
         check=check,
     )
 

@@ -24,7 +24,7 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison
 from pytest_specdec.stats import Interval, Verdict
-from pytest_specdec.store.records import Conclusion
+from pytest_specdec.store.records import Conclusion, Judgement, Role, migrate_comparison
 
 
 def interval(estimate: float, low: float, high: float) -> Interval:
@@ -91,16 +91,16 @@ def simulated_outcome(speedup: str, expect: Expectations, **options: str) -> Out
     )
     comparison = run_comparison(backend, plan)
     settings = Settings(backend="simulated", pair=backend.pair, profile="embedded")
-    return judge_outcome("t.py::test", settings, backend.fingerprint(), comparison, expect)
+    return judge_outcome("t.py::test", settings, backend.fingerprint(), comparison, expect, pair=backend.pair)
 
 
 def test_a_refuted_gating_bound_fails_with_the_release_and_records_refuted() -> None:
     outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), release="9.9")
-    assert outcome.failure is not None
-    assert "SD now pays off (simulated 9.9)" in outcome.failure
+    assert outcome.judgement.failure is not None
+    assert "SD now pays off (simulated 9.9)" in outcome.judgement.failure
     record = record_outcome(outcome, "digest", ["a note"])
-    assert record.verdict is Conclusion.REFUTED
-    assert record.bounds[0].verdict is Verdict.REFUTED
+    assert record.judgement.conclusion is Conclusion.REFUTED
+    assert record.judgement.bounds[0].verdict is Verdict.REFUTED
     assert record.notes == ("a note",)
     assert record.trials == 6
     assert len(record.samples) == 6
@@ -109,16 +109,16 @@ def test_a_refuted_gating_bound_fails_with_the_release_and_records_refuted() -> 
 def test_a_claim_for_another_profile_is_reference_only() -> None:
     expect = Expectations(speedup=SpeedupBounds(max=1.3), claim=ClaimInfo("d", "doc", "q", ("seed",)))
     outcome = simulated_outcome("1.6", expect)
-    assert outcome.failure is None
-    assert not outcome.gating
-    assert record_outcome(outcome, "digest").verdict is Conclusion.REFERENCE_REFUTED
+    assert outcome.judgement.failure is None
+    assert outcome.judgement.role is Role.OTHER_PROFILE
+    assert record_outcome(outcome, "digest").judgement.shown == "reference: refuted"
 
 
 def test_a_lossy_sd_arm_fails_whatever_the_speed_says() -> None:
     outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(min=1.0)), lossless="false")
-    assert outcome.failure is not None
-    assert "SD changed the output" in outcome.failure
-    assert outcome.conclusion is Conclusion.FAILED
+    assert outcome.judgement.failure is not None
+    assert "SD changed the output" in outcome.judgement.failure
+    assert outcome.judgement.conclusion is Conclusion.FAILED
 
 
 def test_arms_that_cannot_differ_get_no_verdict_and_say_why() -> None:
@@ -134,22 +134,40 @@ def test_arms_that_cannot_differ_get_no_verdict_and_say_why() -> None:
         backend.fingerprint(),
         run_comparison(backend, plan),
         Expectations(speedup=SpeedupBounds(max=1.3)),
+        pair=backend.pair,
         unmeasurable=reason,
     )
-    assert outcome.failure == reason
-    assert outcome.conclusion is Conclusion.NOT_MEASURABLE
-    assert record_outcome(outcome, "digest").bounds == (), "no verdict word on any bound"
+    assert outcome.judgement.failure == reason
+    assert outcome.judgement.conclusion is Conclusion.NOT_MEASURABLE
+    assert record_outcome(outcome, "digest").judgement.bounds == (), "no verdict word on any bound"
 
 
 def test_a_lossy_sd_arm_gets_no_verdict_even_when_the_bound_is_refuted() -> None:
     outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), lossless="false")
-    assert outcome.conclusion is Conclusion.FAILED
-    assert outcome.failure is not None
-    assert "differs from plain decoding at token 8" in outcome.failure
-    assert record_outcome(outcome, "digest").bounds == ()
+    assert outcome.judgement.conclusion is Conclusion.FAILED
+    assert outcome.judgement.failure is not None
+    assert "differs from plain decoding at token 8" in outcome.judgement.failure
+    assert record_outcome(outcome, "digest").judgement.bounds == ()
 
 
-def test_conclusion_keeps_the_stored_strings_and_its_verdict() -> None:
-    assert Conclusion.of(Verdict.HOLDS, gating=False) is Conclusion.REFERENCE_HOLDS
-    assert Conclusion.REFERENCE_HOLDS.verdict is Verdict.HOLDS
+def test_conclusion_keeps_its_verdict_and_reference_is_said_by_the_role_alone() -> None:
+    assert Conclusion.of(Verdict.HOLDS) is Conclusion.HOLDS
+    assert Conclusion.HOLDS.verdict is Verdict.HOLDS
     assert Conclusion.FAILED.verdict is None
+    assert Judgement(Conclusion.HOLDS, Role.OTHER_PROFILE).shown == "reference: holds"
+    assert Judgement(Conclusion.HOLDS, Role.REFERENCE_ROW).shown == "reference: holds"
+    assert Judgement(Conclusion.FAILED, Role.OTHER_PROFILE).shown == "failed"
+    assert Judgement(Conclusion.HOLDS).shown == "holds"
+
+
+def test_a_schema_1_comparison_is_migrated_to_one_judgement() -> None:
+    flat = {"verdict": "reference: refuted", "gating": False, "bounds": [], "failure": None, "warning": None,
+            "scope": {"profile": "embedded"}}  # fmt: skip
+    moved = migrate_comparison(flat)
+    assert moved["judgement"] == {
+        "conclusion": "refuted", "role": "other-profile", "bounds": [], "failure": None, "warning": None
+    }  # fmt: skip
+    row = migrate_comparison({"verdict": "holds", "gating": False, "scope": {"role": "reference"}})
+    assert row["judgement"]["role"] == "reference-row"
+    assert "role" not in row["scope"]
+    assert migrate_comparison(moved) == moved

@@ -155,7 +155,7 @@ def test_a_release_that_flips_the_conclusion_fails_the_gate_and_an_inconclusive_
     accepted = json.loads((repo / "baselines" / MACHINE / "testbackend.json").read_text())
     (entry,) = accepted["entries"].values()
     assert entry["result"]["release"] == "specdec-testbackend 1.0"
-    assert entry["result"]["bounds"][0]["verdict"] == "holds"
+    assert entry["result"]["judgement"]["bounds"][0]["verdict"] == "holds"
     assert "specdec-testbackend==1.0" in (repo / "baselines" / MACHINE / "gate-lock.txt").read_text()
 
     night2, calls = act(workspace, "specdec-gate.yml", "testbackend", upgrade=True)

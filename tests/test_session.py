@@ -55,7 +55,7 @@ def test_compare_judges_checks_and_keeps_the_result(tmp_path: Path) -> None:
     expect = Expectations(speedup=SpeedupBounds(max=1.3))
     first = made.compare("t.py::test", ComparisonSpec("code"), expect)
     second = made.compare("t.py::test", ComparisonSpec("prose"), expect)
-    assert first.record.verdict is Conclusion.REFUTED
+    assert first.record.judgement.conclusion is Conclusion.REFUTED
     assert first.failure is not None
     assert first.record.check is not None
     assert first.record.check.change is Change.NEW
@@ -71,7 +71,7 @@ def test_two_model_arms_load_a_backend_each_through_the_pool(tmp_path: Path) -> 
     spec = ComparisonSpec("code", baseline=Arm("a", options={"model": "a"}), treatment=Arm("b", options={"model": "b"}))
     result = made.compare("t.py::test", spec, Expectations())
     assert loaded == [ModelPair("a", None), ModelPair("b", None)]
-    assert result.record.verdict is Conclusion.MEASURED
+    assert result.record.judgement.conclusion is Conclusion.MEASURED
     assert result.record.baseline_arm == "a"
     assert result.record.treatment_arm == "b"
 

@@ -28,7 +28,7 @@ def listing(args: argparse.Namespace) -> int:
                     key,
                     interval_cell(r.speedup),
                     r.release,
-                    r.verdict,
+                    r.judgement.shown,
                     entry.provenance,
                 ]
             )
@@ -87,7 +87,7 @@ def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]
         new = entry.result
         before = f"{interval_cell(old.result.speedup)} ({old.result.release})" if old else "(none)"
         after = f"{interval_cell(new.speedup)} ({new.release})"
-        verdicts = f"{old.result.verdict.value} → {new.verdict.value}" if old else new.verdict.value
+        verdicts = f"{old.result.judgement.shown} → {new.judgement.shown}" if old else new.judgement.shown
         rows.append([pending.machine_class, pending.backend, key, before, after, verdicts])
     return rows
 

@@ -54,7 +54,7 @@ def alert(
     changed = [f"- {line}" for line in release_changes] or ["- none recorded (the upgrade step did not run)"]
     actions = []
     for title, records in groups.items():
-        lines = [f"- `{r.nodeid}` [{r.category}]: {r.check.message if r.check else r.verdict.value}" for r in records]
+        lines = [f"- `{r.nodeid}` [{r.category}]: {r.check.message if r.check else r.judgement.shown}" for r in records]
         body = "\n".join(
             [f"Confirmed by a re-run. Run: {run_url}", "", *lines, "", "Releases changed by tonight's upgrade:",
              *changed, ""]
@@ -76,7 +76,7 @@ def verdicts_payload(run: RunRecord) -> dict[str, object]:
                 "category": r.category,
                 "speedup": r.speedup.estimate,
                 "interval": [r.speedup.low, r.speedup.high],
-                "verdict": r.verdict,
+                "verdict": r.judgement.shown,
                 "change": r.check.change if r.check else None,
             }
             for r in run.comparisons

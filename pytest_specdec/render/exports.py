@@ -40,7 +40,7 @@ def _arm_benchmark(record: ComparisonRecord, arm: str, tps: list[float], when: s
             "target": record.target,
             "draft": record.draft,
             "speedup": record.speedup.estimate,
-            "verdict": record.verdict,
+            "verdict": record.judgement.shown,
             "measured": when,
         },
         "options": {"timer": "perf_counter", "disable_gc": False, "min_rounds": len(tps)},

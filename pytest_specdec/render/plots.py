@@ -94,7 +94,7 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
     extremes: list[float] = [1.0]
     for row, record in enumerate(reversed(records)):
         s = record.speedup
-        colour = _colour(record.verdict)
+        colour = _colour(record.judgement.conclusion)
         axes.errorbar(
             [s.estimate], [row], xerr=[[s.estimate - s.low], [max(0.0, s.high - s.estimate) if s.high < float("inf") else 0.0]],
             fmt="o", color=colour, capsize=3,
@@ -109,7 +109,7 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 fmt="s", color=OTHER, capsize=2, markersize=4, alpha=0.8,
             )  # fmt: skip
             extremes += _finite([baseline.low, baseline.high], 1.0)
-        for bound in record.bounds:
+        for bound in record.judgement.bounds:
             if bound.metric == "speedup":
                 axes.plot([bound.bound], [row], marker="|", markersize=18, color="black")
                 axes.annotate(f"{bound.kind}={bound.bound:g}", (bound.bound, row - 0.33), fontsize=7, ha="center")
@@ -120,7 +120,7 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 "estimate": s.estimate,
                 "low": s.low,
                 "high": s.high,
-                "verdict": record.verdict.value,
+                "verdict": record.judgement.shown,
                 "baseline": None if baseline is None else [baseline.estimate, baseline.low, baseline.high],
             }
         )

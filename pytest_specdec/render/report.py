@@ -67,8 +67,8 @@ def category_cell(record: ComparisonRecord) -> str:
 def verdict_cell(record: ComparisonRecord) -> str:
     """The verdict, flagged when the baseline comparison failed the test."""
     if record.check is not None and record.check.change is Change.FLIP:
-        return f"{record.verdict.value} (FLIPPED)"
-    return record.verdict.value
+        return f"{record.judgement.shown} (FLIPPED)"
+    return record.judgement.shown
 
 
 def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
@@ -171,7 +171,7 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
         if r.theory is not None:
             lines.append(f"{r.nodeid} [{r.category}]: {r.theory.text}")
-        shown = r.failure or r.warning
+        shown = r.judgement.failure or r.judgement.warning
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
         if r.check is not None and (
@@ -211,10 +211,10 @@ def markdown_report(run: RunRecord) -> str:
         lines += [f"## ❌ Conclusion changed ({len(flips)})", ""]
         lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.check.message)}" for r in flips if r.check]
         lines.append("")
-    failures = [r for r in records if r.failure and r not in flips]
+    failures = [r for r in records if r.judgement.failure and r not in flips]
     if failures:
         lines += [f"## Failed ({len(failures)})", ""]
-        lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.failure or '')}" for r in failures]
+        lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.judgement.failure or '')}" for r in failures]
         lines.append("")
     with_baseline = has_baselines(records)
     headers = (*HEADERS, *BASELINE_HEADERS) if with_baseline else HEADERS

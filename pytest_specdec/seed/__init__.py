@@ -1,1 +1,1 @@
-"""The seed document's claims as data, and its figures as published baselines."""
+"""The seed document's claims as data, and the published figures as evidence (never baselines)."""

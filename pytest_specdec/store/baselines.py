@@ -6,7 +6,7 @@ Layout under the baselines directory (``baselines/`` at the rootdir by default):
     candidates/<machine class>/<backend>.json  results without a baseline, for review
     history/<machine class>.jsonl              every result of every run, append-only
 
-A baseline file is ``{"schema_version": 1, "machine_class", "backend", "entries"}``
+A baseline file is ``{"schema_version": 2, "machine_class", "backend", "entries"}``
 with one :class:`BaselineEntry` per key (node id, prompt category, γ, model pair and
 model digest). Files are JSON with sorted keys, indent 2 and a trailing newline,
 written atomically (temporary file + rename) under a lock, once per session, and
@@ -26,9 +26,15 @@ from typing import Any
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.stats import Verdict, drift_test
 from pytest_specdec.store.files import check_schema, dumps, read_json, validate, write_atomically
-from pytest_specdec.store.records import SCHEMA_VERSION, Change, CheckRecord, ComparisonRecord, Provenance
+from pytest_specdec.store.records import (
+    HISTORY_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    Change,
+    CheckRecord,
+    ComparisonRecord,
+    Provenance,
+)
 
-PUBLISHED_DIGEST = "*"  # published figures match any model digest
 LOCK_TIMEOUT_S = 60.0
 
 
@@ -100,11 +106,12 @@ def compare_with_baseline(
     new: ComparisonRecord, entry: BaselineEntry | None, machine_class: str, alpha: float, min_effect: float
 ) -> BaselineCheck:
     """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline."""
-    if entry is None:
+    if entry is None or entry.provenance is Provenance.PUBLISHED:
+        # A published figure is evidence, shown beside a result, never a baseline to flip against.
         return BaselineCheck(
             Change.NEW,
-            f"no baseline for {new.nodeid} [{new.category}, γ={new.num_draft}] on {machine_class} — "
-            "accept with --specdec-update-baselines",
+            f"not yet gated: no accepted baseline for {new.nodeid} [{new.category}, γ={new.num_draft}] on "
+            f"{machine_class} — accept with --specdec-update-baselines",
         )
     old = entry.result
     if entry.provenance is Provenance.MEASURED and old.protocol != new.protocol:
@@ -116,20 +123,19 @@ def compare_with_baseline(
             "--specdec-update-baselines",
             entry,
         )
-    before = old.bound_verdicts
+    before = old.judgement.bound_verdicts
     flipped = [
         b
-        for b in new.bounds
+        for b in new.judgement.bounds
         if {before.get(b.label), b.verdict} == {Verdict.HOLDS, Verdict.REFUTED}  # inconclusive is never a flip
     ]
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
-        label = "published figure" if entry.provenance is Provenance.PUBLISHED else "baseline"
         return BaselineCheck(
             Change.FLIP,
             f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
             f"speedup {_interval_text(old)} → {_interval_text(new)}; {what} "
-            f"(against the {label} accepted {entry.accepted_at[:10]}; if this is the new normal, "
+            f"(against the baseline accepted {entry.accepted_at[:10]}; if this is the new normal, "
             f"accept it with --specdec-update-baselines)",
             entry,
         )
@@ -140,10 +146,10 @@ def compare_with_baseline(
         drift = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect)
         ratio, p_value = drift.ratio, drift.p_value
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
-    if set(before.values()) & decisive and not {b.verdict for b in new.bounds} & decisive:
+    if set(before.values()) & decisive and not {b.verdict for b in new.judgement.bounds} & decisive:
         return BaselineCheck(
             Change.UNDECIDED,
-            f"undecided: inconclusive now ({_interval_text(new)}) against the {old.verdict.value} baseline "
+            f"undecided: inconclusive now ({_interval_text(new)}) against the {old.judgement.shown} baseline "
             f"({_interval_text(old)}, {old.release}) — not a flip and not a re-confirmation",
             entry,
             ratio,
@@ -197,22 +203,8 @@ class BaselineStore:
         return self._loaded[backend]
 
     def lookup(self, record: ComparisonRecord) -> BaselineEntry | None:
-        """The entry for ``record``'s key, or a published one for any digest."""
-        entries = self.load(record.backend).entries
-        exact = entries.get(baseline_key(record)) or entries.get(baseline_key(record, PUBLISHED_DIGEST))
-        if exact is not None:
-            return exact
-        # Published figures speak about the document's setting, whatever models a server reports.
-        return next(
-            (
-                entry
-                for entry in entries.values()
-                if entry.provenance is Provenance.PUBLISHED
-                and (entry.result.nodeid, entry.result.category, entry.result.num_draft)
-                == (record.nodeid, record.category, record.num_draft)
-            ),
-            None,
-        )
+        """The accepted entry for ``record``'s key (``None``: not yet gated)."""
+        return self.load(record.backend).entries.get(baseline_key(record))
 
     def write(self, backend: str, entries: Mapping[str, BaselineEntry], *, candidates: bool = False) -> Path | None:
         """Merge ``entries`` into a file under the lock; ``None`` when nothing changed."""
@@ -310,7 +302,7 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
     """One history line: enough to plot speedup against release without the samples."""
     s = record.speedup
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": HISTORY_SCHEMA_VERSION,
         "time": when,
         "machine_class": machine_class,
         "backend": record.backend,
@@ -325,8 +317,8 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
         "baseline_tps": record.baseline_tps,
         "treatment_tps": record.treatment_tps,
         "acceptance": None if record.acceptance is None else record.acceptance.estimate,
-        "verdict": record.verdict,
-        "bounds": record.bound_verdicts,
+        "verdict": record.judgement.shown,
+        "bounds": record.judgement.bound_verdicts,
         "change": record.check.change if record.check else None,
         "accepted": accepted,
         "protocol": record.protocol,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.records import SCHEMA_VERSION, RunRecord
+from pytest_specdec.store.records import READABLE_SCHEMAS, SCHEMA_VERSION, RunRecord, migrate_comparison
 
 T = TypeVar("T")
 
@@ -121,16 +121,34 @@ def remove_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> list
 
 
 def check_schema(data: object, path: Path) -> Mapping[str, object]:
-    """The top-level object, refusing unknown schema versions."""
+    """The top-level object of a results or baseline file, migrated to the current schema.
+
+    Unknown schema versions are refused; older readable ones are migrated in memory (the
+    file on disk is rewritten only by an explicit accept).
+    """
     if not isinstance(data, dict):
         raise SpecdecUsageError(f"{path}: expected a JSON object at the top level — restore it from version control")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_SCHEMAS:
         raise SpecdecUsageError(
             f"{path}: schema_version {version!r} is not one this pytest-specdec ({specdec_version()}) reads "
-            f"(it reads {SCHEMA_VERSION}) — upgrade pytest-specdec or restore the file"
+            f"(it reads {', '.join(map(str, READABLE_SCHEMAS))}) — upgrade pytest-specdec or restore the file"
         )
-    return data
+    migrated = dict(data, schema_version=SCHEMA_VERSION)
+    if isinstance(data.get("comparisons"), list):
+        migrated["comparisons"] = [_migrated(c) for c in data["comparisons"]]
+    if isinstance(data.get("entries"), dict):
+        migrated["entries"] = {
+            key: dict(entry, result=_migrated(entry["result"]))
+            if isinstance(entry, dict) and "result" in entry
+            else entry
+            for key, entry in data["entries"].items()
+        }
+    return migrated
+
+
+def _migrated(comparison: object) -> object:
+    return migrate_comparison(comparison) if isinstance(comparison, dict) else comparison
 
 
 def load_run(path: Path) -> RunRecord:

@@ -25,10 +25,15 @@ from pytest_specdec.store.baselines import (
     history_line,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
-from pytest_specdec.store.records import REFERENCE_ROLE, Change, ComparisonRecord, Conclusion, Provenance
+from pytest_specdec.store.records import Change, ComparisonRecord, Provenance, Role
 
-# A lossless failure, or arms that cannot differ, say nothing about SD's speed.
-NEVER_A_BASELINE = frozenset({Conclusion.FAILED, Conclusion.NOT_MEASURABLE})
+
+@dataclass(frozen=True)
+class Decision:
+    """What a checked result does to its test: fail with a line, warn, or pass."""
+
+    failure: str | None = None
+    warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class BaselineLedger:
         A record that can never be a baseline (a lossless failure, arms that cannot
         differ) is kept for the history but compared with nothing.
         """
-        if record.verdict in NEVER_A_BASELINE:
+        if record.judgement.conclusion.says_nothing_about_speed:
             self.records.append(record)
             return record
         entry = self.store.lookup(record)
@@ -79,12 +84,22 @@ class BaselineLedger:
         self.records.append(checked)
         return checked
 
-    def failure(self, record: ComparisonRecord) -> str | None:
-        """Why the baseline comparison fails the test, if it does (a flip; drift is judged at the end)."""
-        check = record.check
-        if check is None or self.policy.update or record.scope.get("role") == REFERENCE_ROLE:
-            return None  # a reference row (shown beside the verdict) never fails on its baseline
-        return check.message if check.change is Change.FLIP else None
+    def decide(self, record: ComparisonRecord) -> Decision:
+        """Pass, warn or fail: the one place that decides, from the judgement and the baseline check.
+
+        A flip fails first (drift is decided at the end of the run); then the judgement's own
+        failure (lossless, not engaged, a refuted gating bound, strict inconclusive). A
+        reference row (beside the verdict) never fails on its baseline, and an accepting run
+        (``--specdec-update-baselines``) never fails on one.
+        """
+        check, judgement = record.check, record.judgement
+        flipped = (
+            check is not None
+            and check.change is Change.FLIP
+            and not self.policy.update
+            and judgement.role is not Role.REFERENCE_ROW
+        )
+        return Decision(check.message if flipped and check else judgement.failure, judgement.warning)
 
     def control_drift(self) -> list[ComparisonRecord]:
         """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run.
@@ -152,7 +167,7 @@ class BaselineLedger:
         accepted: dict[str, dict[str, BaselineEntry]] = {}
         candidates: dict[str, dict[str, BaselineEntry]] = {}
         for record in self.records:
-            if record.verdict in NEVER_A_BASELINE:
+            if record.judgement.conclusion.says_nothing_about_speed:
                 continue
             entry = BaselineEntry(
                 result=replace(record, check=None),
@@ -180,7 +195,12 @@ class BaselineLedger:
                 "accept with --specdec-update-baselines"
             )
         history = [
-            history_line(r, self.store.machine_class, self.policy.update and r.verdict not in NEVER_A_BASELINE, when)
+            history_line(
+                r,
+                self.store.machine_class,
+                self.policy.update and not r.judgement.conclusion.says_nothing_about_speed,
+                when,
+            )
             for r in self.records
         ]
         if history:

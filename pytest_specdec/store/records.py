@@ -6,17 +6,22 @@ and is all a renderer or a baseline needs; it round-trips through JSON, validate
 pydantic on the way in (:mod:`pytest_specdec.store.files`) so a hand-edited file fails
 with the field that is wrong. States are enums whose values are the stored strings.
 
-**Results JSON** (``--specdec-json``, ``schema_version`` 1)::
+**Results JSON** (``--specdec-json``, ``schema_version`` 2)::
 
-    {"schema_version": 1, "specdec_version": "0.1.0", "machine_class": "...",
+    {"schema_version": 2, "specdec_version": "0.1.0", "machine_class": "...",
      "started": ISO-8601, "finished": ISO-8601,
      "machine_info": {...pytest-benchmark's machine info...},
      "commit_info": {...pytest-benchmark's commit info...},
      "comparisons": [ComparisonRecord, ...]}
 
 Each comparison holds the arms, the speedup and acceptance intervals, tok/s per
-arm, the verdict per bound, the raw per-pair samples and, when a baseline was
-consulted, a :class:`CheckRecord` saying what changed.
+arm, its :class:`Judgement` (the conclusion, its role, the verdict per bound and why it
+failed), the raw per-pair samples and, when a baseline was consulted, a
+:class:`CheckRecord` saying what changed.
+
+Schema versions: 1 kept the judgement flat on the comparison (``verdict`` with
+``reference: …`` forms, ``gating``, ``bounds``, ``failure``, ``warning`` and
+``scope.role``); :func:`migrate` reads it as 2. Files are written as 2.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from typing import Any
 
 from pytest_specdec.stats import Interval, Verdict
 
-SCHEMA_VERSION = 1
-REFERENCE_ROLE = "reference"  # scope["role"] of a comparison shown beside the verdict, never gating
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1 is migrated on read
+HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchanged shape
 
 # The measurement protocol: what makes two results comparable apart from the backend's
 # release. A result measured under another protocol is re-baselined, never a flip.
@@ -43,34 +49,41 @@ MEASUREMENT_PROTOCOL = 2
 
 
 class Conclusion(StrEnum):
-    """What a comparison concluded, as the verdict column shows it.
+    """What a comparison concluded.
 
-    ``reference: …`` is a verdict on a claim made for another model profile: shown,
-    never gating. ``failed``: the lossless check failed, so no bound was judged.
-    ``not measurable``: the arms cannot differ (SD not engaged, or both speculate).
-    ``measured``: no bound was stated.
+    ``failed``: the lossless check failed, so no bound was judged. ``not measurable``: the
+    arms cannot differ (SD not engaged, or both speculate). ``measured``: no bound was stated.
     """
 
     HOLDS = "holds"
     REFUTED = "refuted"
     INCONCLUSIVE = "inconclusive"
-    REFERENCE_HOLDS = "reference: holds"
-    REFERENCE_REFUTED = "reference: refuted"
-    REFERENCE_INCONCLUSIVE = "reference: inconclusive"
     FAILED = "failed"
     NOT_MEASURABLE = "not measurable"
     MEASURED = "measured"
 
     @classmethod
-    def of(cls, verdict: Verdict, *, gating: bool) -> Conclusion:
-        """The gating or reference form of a three-valued verdict."""
-        return cls(verdict.value if gating else f"reference: {verdict.value}")
+    def of(cls, verdict: Verdict) -> Conclusion:
+        """The conclusion of a three-valued verdict."""
+        return cls(verdict.value)
 
     @property
     def verdict(self) -> Verdict | None:
-        """The three-valued verdict behind it (``None`` for failed and measured)."""
-        base = self.value.removeprefix("reference: ")
-        return Verdict(base) if base in Verdict._value2member_map_ else None
+        """The three-valued verdict behind it (``None`` for failed, not measurable and measured)."""
+        return Verdict(self.value) if self.value in Verdict._value2member_map_ else None
+
+    @property
+    def says_nothing_about_speed(self) -> bool:
+        """A lossless failure, or arms that cannot differ: never a baseline, never compared."""
+        return self in (Conclusion.FAILED, Conclusion.NOT_MEASURABLE)
+
+
+class Role(StrEnum):
+    """Whether a comparison's verdict gates the run."""
+
+    GATING = "gating"
+    OTHER_PROFILE = "other-profile"  # the claim was made for another model profile: shown, never gating
+    REFERENCE_ROW = "reference-row"  # SD against the backend's own plain mode, beside the verdict row
 
 
 class Change(StrEnum):
@@ -120,6 +133,38 @@ class BoundRecord:
     def label(self) -> str:
         """``speedup max=1.3``."""
         return f"{self.metric} {self.kind}={self.bound:g}"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A comparison judged against its test's markers: the one value every reader takes a verdict from.
+
+    Built once by :func:`pytest_specdec.claims.judge_outcome`; the ledger alone turns it
+    (with the baseline check) into pass or fail.
+    """
+
+    conclusion: Conclusion
+    role: Role = Role.GATING
+    bounds: tuple[BoundRecord, ...] = ()
+    failure: str | None = None  # why the comparison itself fails: lossless, not engaged, refuted, strict
+    warning: str | None = None  # inconclusive within the budget
+
+    @property
+    def gating(self) -> bool:
+        """Whether the verdict decides pass or fail."""
+        return self.role is Role.GATING
+
+    @property
+    def shown(self) -> str:
+        """The verdict column: ``holds``, or ``reference: holds`` where it does not gate."""
+        if self.conclusion.verdict is not None and not self.gating:
+            return f"reference: {self.conclusion.value}"
+        return self.conclusion.value
+
+    @property
+    def bound_verdicts(self) -> dict[str, Verdict]:
+        """``{"speedup max=1.3": "holds"}``."""
+        return {b.label: b.verdict for b in self.bounds}
 
 
 @dataclass(frozen=True)
@@ -173,14 +218,10 @@ class ComparisonRecord:
     speedup: Interval
     acceptance: Interval | None
     trials: int
-    verdict: Conclusion
-    gating: bool
-    bounds: tuple[BoundRecord, ...] = ()
+    judgement: Judgement
     claim_id: str | None = None
     claim_quote: str | None = None
     samples: tuple[SampleRecord, ...] = ()
-    failure: str | None = None
-    warning: str | None = None
     notes: tuple[str, ...] = ()
     check: CheckRecord | None = None
     theory: TheoryRecord | None = None
@@ -191,11 +232,6 @@ class ComparisonRecord:
     def log_ratios(self) -> list[float]:
         """Per-pair log speedups (empty for published figures)."""
         return [s.log_ratio for s in self.samples]
-
-    @property
-    def bound_verdicts(self) -> dict[str, Verdict]:
-        """``{"speedup max=1.3": "holds"}``."""
-        return {b.label: b.verdict for b in self.bounds}
 
 
 @dataclass(frozen=True)
@@ -218,5 +254,28 @@ class RunRecord:
         return [
             c
             for c in self.comparisons
-            if c.check is not None and c.check.change is Change.FLIP and c.scope.get("role") != REFERENCE_ROLE
+            if c.check is not None and c.check.change is Change.FLIP and c.judgement.role is not Role.REFERENCE_ROW
         ]
+
+
+def migrate_comparison(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema-1 comparison (judgement flat on it) as schema 2; a schema-2 one as it is."""
+    moved = dict(data)
+    if "judgement" in moved or "verdict" not in moved:
+        return moved
+    shown = str(moved.pop("verdict"))
+    gating = bool(moved.pop("gating", True))
+    scope = dict(moved.get("scope") or {})
+    if scope.pop("role", None) == "reference":
+        role = Role.REFERENCE_ROW
+    else:
+        role = Role.GATING if gating and not shown.startswith("reference: ") else Role.OTHER_PROFILE
+    moved["scope"] = scope
+    moved["judgement"] = {
+        "conclusion": shown.removeprefix("reference: "),
+        "role": role.value,
+        "bounds": moved.pop("bounds", []),
+        "failure": moved.pop("failure", None),
+        "warning": moved.pop("warning", None),
+    }
+    return moved

@@ -31,6 +31,7 @@ from pytest_specdec.backends.standin.engine import GenerationEngine
 from pytest_specdec.backends.standin.http import StandinServer
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 from pytest_specdec.store.files import load_run
+from pytest_specdec.store.records import Role
 
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 HANDLERS = {"llama-server": LlamaServerHandler, "ollama": OllamaHandler, "mtplx": MtplxHandler}
@@ -360,8 +361,8 @@ def test_plain_arm_from_another_runtime_on_the_same_weights(
     run = load_run(pytester.path / "run.json")
     own, other = run.comparisons
     assert (own.baseline_arm, other.baseline_arm) == ("plain", "llama-cpp plain")
-    assert not own.gating, "the backend's own plain mode is the reference"
-    assert other.gating, "the verdict is against the other runtime's plain decoding"
+    assert own.judgement.role is Role.REFERENCE_ROW, "the backend's own plain mode is the reference"
+    assert other.judgement.gating, "the verdict is against the other runtime's plain decoding"
     assert other.release.startswith("llama-cpp-python ")
     assert " | mtplx" in other.release, "a release of either runtime can change the conclusion"
     assert "llama-cpp-python" in other.versions

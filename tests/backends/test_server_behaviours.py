@@ -125,7 +125,7 @@ def test_an_error_after_the_first_bytes_is_reported_as_what_it_is(serve) -> None
 
 def test_flash_attention_off_vs_on_is_refused_on_the_mlx_engine(serve, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     server = serve(OllamaHandler)
-    from pytest_specdec.backends import ollama as ollama_module
+    from pytest_specdec.backends.ollama import adapter as ollama_module
 
     class Running:  # a managed server already up: the stand-in
         host = server.url
@@ -166,7 +166,7 @@ def test_mtplx_sends_the_control_header_and_reports_its_release(serve) -> None: 
 
 
 def test_mtplx_that_ignores_the_requested_mode_fails_in_one_line(serve, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    from pytest_specdec.backends import mtplx as mtplx_module
+    from pytest_specdec.backends.mtplx import adapter as mtplx_module
 
     monkeypatch.setattr(mtplx_module, "CONTROL_HEADER", {})  # a client that does not opt in
     server = serve(MtplxHandler, client_controls="hints")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec.backends import mlx as mlx_backend
+from pytest_specdec.backends.mlx import adapter as mlx_backend
 from pytest_specdec.embedded import gemma_mlx
 from pytest_specdec.embedded.prompts import CATEGORIES, probe_prompts, prompts_for
 from pytest_specdec.errors import ModelLoadError

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,17 @@ def test_results_json_matches_golden_file_and_round_trips(tmp_path: Path, sample
     path = tmp_path / "results.json"
     path.write_text(text)
     assert load_run(path) == sample_run
+
+
+def test_a_schema_1_results_file_reads_as_the_same_run(sample_run: RunRecord) -> None:
+    """The migration path: the file written before the judgement was one value loads whole."""
+    old = load_run(GOLDEN / "results-schema-1.json")
+    assert old.schema_version == 2
+    flipped = old.comparisons[1]
+    assert flipped.judgement.failure is not None
+    assert flipped.judgement.failure.startswith("CONCLUSION CHANGED")  # schema 1 kept the flip's line there
+    without = replace(flipped, judgement=replace(flipped.judgement, failure=None))
+    assert replace(old, comparisons=(old.comparisons[0], without)) == sample_run
 
 
 def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path, sample_run: RunRecord) -> None:

@@ -52,7 +52,7 @@ def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytes
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(
         [
-            f"*no baseline for test_claim.py::test_sd [[]code, γ=3] on {MACHINE}"
+            f"*not yet gated: no accepted baseline for test_claim.py::test_sd [[]code, γ=3] on {MACHINE}"
             " — accept with --specdec-update-baselines*",
             f"*1 result(s) without a baseline written as candidates to */candidates/{MACHINE}/simulated.json*",
         ]
@@ -66,7 +66,7 @@ def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytes
     accept.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
     stored = json.loads(baseline_path(pytester).read_text())
     (entry,) = stored["entries"].values()
-    assert stored["schema_version"] == 1
+    assert stored["schema_version"] == 2
     assert entry["provenance"] == "measured"
     assert entry["result"]["release"] == "simulated 1.0"
     assert len(entry["result"]["samples"]) == entry["result"]["trials"] >= 6
@@ -101,7 +101,7 @@ def test_flip_with_a_new_release_fails_naming_both_releases(pytester: pytest.Pyt
     accepted = run(pytester, "--specdec-update-baselines", speedup=1.6, release="2.0")
     accepted.assert_outcomes(failed=1)  # the claim itself is refuted, which still fails
     accepted.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
-    assert json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["verdict"] == "refuted"
+    assert json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["judgement"]["conclusion"] == "refuted"
 
 
 def test_a_baseline_written_before_the_protocol_field_is_re_baselined(pytester: pytest.Pytester) -> None:
@@ -146,7 +146,7 @@ def test_baseline_of_another_machine_class_is_never_used(pytester: pytest.Pytest
         elsewhere = run(pytester, speedup=1.6, release="2.0")
     elsewhere.assert_outcomes(failed=1)
     elsewhere.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
-    elsewhere.stdout.fnmatch_lines(["*no baseline for * on Test-Machine-B*"])
+    elsewhere.stdout.fnmatch_lines(["*not yet gated: no accepted baseline for * on Test-Machine-B*"])
 
 
 @pytest.mark.parametrize(

@@ -37,12 +37,12 @@ def test_a_flip_fails_unless_updating_and_update_accepts_it(tmp_path: Path, make
     flipped = strict.check(new)
     assert flipped.check is not None
     assert flipped.check.change is Change.FLIP
-    assert "mlx-lm 0.33.0 → 0.34.0" in (strict.failure(flipped) or "")
+    assert "mlx-lm 0.33.0 → 0.34.0" in (strict.decide(flipped).failure or "")
     accepting = ledger(tmp_path, update=True)
-    assert accepting.failure(accepting.check(new)) is None
+    assert accepting.decide(accepting.check(new)).failure is None
     accepting.finish(interrupted=False, collected=None)
     stored = BaselineStore(tmp_path, "M").load("mlx").entries[baseline_key(new)]
-    assert stored.result.verdict is Conclusion.REFUTED
+    assert stored.result.judgement.conclusion is Conclusion.REFUTED
     assert stored.result.check is None
 
 
@@ -56,7 +56,8 @@ def test_an_interrupted_session_writes_nothing(tmp_path: Path, make_record: Fact
 
 def test_a_failed_comparison_is_never_a_baseline_but_is_history(tmp_path: Path, make_record: Factory) -> None:
     book = ledger(tmp_path, update=True)
-    book.check(replace(make_record("code", 0.94, "holds", None), verdict=Conclusion.FAILED))
+    failed = make_record("code", 0.94, "holds", None)
+    book.check(replace(failed, judgement=replace(failed.judgement, conclusion=Conclusion.FAILED)))
     report = book.finish(interrupted=False, collected=None)
     assert not book.store.path("mlx").exists()
     assert any(line.startswith("history: 1 line(s)") for line in report.lines)
@@ -88,7 +89,7 @@ def test_inconclusive_against_a_decisive_baseline_is_undecided_never_re_confirme
     assert checked.check is not None
     assert checked.check.change is Change.UNDECIDED
     assert "not a flip and not a re-confirmation" in checked.check.message
-    assert book.failure(checked) is None
+    assert book.decide(checked).failure is None
 
 
 def test_a_baseline_of_another_protocol_is_re_baselined_never_a_flip(tmp_path: Path, make_record: Factory) -> None:
@@ -102,18 +103,22 @@ def test_a_baseline_of_another_protocol_is_re_baselined_never_a_flip(tmp_path: P
     assert checked.check is not None
     assert checked.check.change is Change.REBASELINE
     assert f"protocol {old.protocol}, this result under {new.protocol}" in checked.check.message
-    assert book.failure(checked) is None, "a tool change is never blamed on a backend release"
+    assert book.decide(checked).failure is None, "a tool change is never blamed on a backend release"
     book.finish(interrupted=False, collected=None)
     assert baseline_key(new) in load_any(BaselineStore(tmp_path, "M").path("mlx", candidates=True)).entries
     assert BaselineStore(tmp_path, "M").load("mlx").entries[baseline_key(old)].result.protocol == old.protocol
 
 
-def test_a_published_figure_flips_whatever_the_protocol(tmp_path: Path, make_record: Factory) -> None:
+def test_a_published_figure_is_never_a_baseline_to_flip_against(tmp_path: Path, make_record: Factory) -> None:
+    """A first night on the document's own chip is not yet gated, whatever the document measured there."""
     old = make_record("code", 0.94, "holds", None)
     BaselineStore(tmp_path, "M").write(
         "mlx", {baseline_key(old): BaselineEntry(old, Provenance.PUBLISHED, "2026-11-01T00:00:00+00:00")}
     )
-    new = replace(make_record("code", 1.41, "refuted", None), protocol=old.protocol + 1)
-    checked = ledger(tmp_path).check(new)
+    new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")
+    book = ledger(tmp_path)
+    checked = book.check(new)
     assert checked.check is not None
-    assert checked.check.change is Change.FLIP
+    assert checked.check.change is Change.NEW
+    assert checked.check.message.startswith("not yet gated:")
+    assert book.decide(checked).failure is None
