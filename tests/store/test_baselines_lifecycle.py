@@ -101,7 +101,10 @@ def test_flip_with_a_new_release_fails_naming_both_releases(pytester: pytest.Pyt
     accepted = run(pytester, "--specdec-update-baselines", speedup=1.6, release="2.0")
     accepted.assert_outcomes(failed=1)  # the claim itself is refuted, which still fails
     accepted.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
-    assert json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["judgement"]["conclusion"] == "refuted"
+    assert (
+        json.loads(baseline_path(pytester).read_text())["entries"].popitem()[1]["result"]["judgement"]["conclusion"]
+        == "refuted"
+    )
 
 
 def test_a_baseline_written_before_the_protocol_field_is_re_baselined(pytester: pytest.Pytester) -> None:
