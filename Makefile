@@ -23,7 +23,7 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/zizmor --offline --quiet .github/workflows/
+	$(VENV)/bin/zizmor --offline --persona pedantic --quiet .github/workflows/
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 # The coverage gate: the suite reached 69.7 % of pytest_specdec's lines (in-process only:

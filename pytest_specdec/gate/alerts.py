@@ -1,8 +1,6 @@
-"""Telling people: one GitHub issue per (machine class, backend, claim), and a webhook.
+"""Telling people: an issue found again by its exact title, and a webhook.
 
-``alert`` comments on the open issue with the same title, or opens one, through ``gh``;
-its body names the release change that the upgrade step recorded. Inconclusive,
-undecided, re-baselined or drifted results open nothing.
+Which findings become issues, and their titles, is :mod:`pytest_specdec.gate.verdict`'s.
 """
 
 from __future__ import annotations
@@ -10,57 +8,43 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.records import ComparisonRecord, RunRecord
+from pytest_specdec.store.records import RunRecord
 
 
-def issue_title(machine_class: str, backend: str, record: ComparisonRecord) -> str:
-    """One title per (machine class, backend, claim)."""
-    claim = f"claim {record.claim_id}" if record.claim_id else record.nodeid.split("::")[-1]
-    return f"specdec: conclusion changed — {claim} on {machine_class} ({backend})"
-
-
-def _gh(gh: str, *args: str) -> str:
+def gh_output(gh: str, *args: str) -> str:
+    """What ``gh ARGS`` prints; a failure is one line naming the command."""
     done = subprocess.run([gh, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SpecdecUsageError(f"'gh {' '.join(args[:2])}' failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
 
 
+def find_issue(gh: str, title: str) -> int | None:
+    """The open issue titled exactly ``title``: a phrase search narrows, an exact comparison decides.
+
+    GitHub's search matches words, not titles (an unquoted search also finds longer titles
+    with the same words), and a phrase cannot hold a double quote, so the answer is always
+    compared with the title itself.
+    """
+    phrase = title.replace('"', " ")
+    listed = json.loads(
+        gh_output(gh, "issue", "list", "--state", "open", "--search", f'"{phrase}" in:title',
+                  "--json", "number,title", "--limit", "100") or "[]"
+    )  # fmt: skip
+    numbers = [int(issue["number"]) for issue in listed if issue.get("title") == title]
+    return min(numbers) if numbers else None
+
+
 def post_issue(gh: str, title: str, body: str) -> str:
     """Comment on the open issue titled ``title``, or open it; what was done."""
-    listed = json.loads(_gh(gh, "issue", "list", "--state", "open", "--search", f"{title} in:title",
-                            "--json", "number,title", "--limit", "100") or "[]")  # fmt: skip
-    match = next((issue for issue in listed if issue.get("title") == title), None)
-    if match is not None:
-        _gh(gh, "issue", "comment", str(match["number"]), "--body", body)
-        return f"commented on #{match['number']}: {title}"
-    _gh(gh, "issue", "create", "--title", title, "--body", body)
+    number = find_issue(gh, title)
+    if number is not None:
+        gh_output(gh, "issue", "comment", str(number), "--body", body)
+        return f"commented on #{number}: {title}"
+    gh_output(gh, "issue", "create", "--title", title, "--body", body)
     return f"opened: {title}"
-
-
-def alert(
-    run: RunRecord, confirmed: Sequence[ComparisonRecord], gh: str, run_url: str, release_changes: Sequence[str] = ()
-) -> list[str]:
-    """Create or comment on one issue per (machine class, backend, claim); returns what was done.
-
-    ``release_changes`` are the upgrade step's before → after lines (``mlx-lm 0.32.2 → 0.33.0``).
-    """
-    groups: dict[str, list[ComparisonRecord]] = {}
-    for record in confirmed:
-        groups.setdefault(issue_title(run.machine_class, record.backend, record), []).append(record)
-    changed = [f"- {line}" for line in release_changes] or ["- none recorded (the upgrade step did not run)"]
-    actions = []
-    for title, records in groups.items():
-        lines = [f"- `{r.nodeid}` [{r.category}]: {r.check.message if r.check else r.judgement.shown}" for r in records]
-        body = "\n".join(
-            [f"Confirmed by a re-run. Run: {run_url}", "", *lines, "", "Releases changed by tonight's upgrade:",
-             *changed, ""]
-        )  # fmt: skip
-        actions.append(post_issue(gh, title, body))
-    return actions
 
 
 def verdicts_payload(run: RunRecord) -> dict[str, object]:

@@ -60,7 +60,10 @@ class GateConfig:
     legs: Mapping[str, LegConfig] = field(default_factory=dict)
     allow_embedded: bool = False
     upgrade_servers: str = ""
-    alert_on_erosion: bool = False
+    alert_on_erosion: bool = True
+    window_minutes: int = 0  # a night's time on the runner (0: no budget)
+    ungated_nights: int = 3  # nights results may wait for acceptance before the gate goes red
+    undecided_nights: int = 3  # nights a claim may stay undecided before an issue opens
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
@@ -91,7 +94,8 @@ def _distributions(backend: str) -> tuple[str, ...]:
     return spec.distributions if spec.upgrade_packages is None else spec.upgrade_packages
 
 
-GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs"}
+GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs", "window-minutes", "ungated-nights",
+             "undecided-nights"}  # fmt: skip
 LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
             "url-option"}  # fmt: skip
 
@@ -105,6 +109,13 @@ def _check_keys(table: Mapping[str, object], known: set[str], where: str) -> Non
 def _typed(value: object, kind: type, where: str, what: str) -> object:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise SpecdecUsageError(f"{where} {what} = {value!r} must be a {kind.__name__}")
+    return value
+
+
+def _count(table: Mapping[str, object], key: str, default: int) -> int:
+    value = int(str(_typed(table.get(key, default), int, "[tool.specdec.gate]", key)))
+    if value < 0:
+        raise SpecdecUsageError(f"[tool.specdec.gate] {key} = {value} must not be negative")
     return value
 
 
@@ -180,8 +191,11 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         allow_embedded=bool(_typed(table.get("allow-embedded", False), bool, "[tool.specdec.gate]", "allow-embedded")),
         upgrade_servers=str(_typed(table.get("upgrade-servers", ""), str, "[tool.specdec.gate]", "upgrade-servers")),
         alert_on_erosion=bool(
-            _typed(table.get("alert-on-erosion", False), bool, "[tool.specdec.gate]", "alert-on-erosion")
+            _typed(table.get("alert-on-erosion", True), bool, "[tool.specdec.gate]", "alert-on-erosion")
         ),
+        window_minutes=_count(table, "window-minutes", 0),
+        ungated_nights=_count(table, "ungated-nights", 3),
+        undecided_nights=_count(table, "undecided-nights", 3),
         default_profile=str(profile),
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),

@@ -1,8 +1,8 @@
 """Which releases the gate runs: the pinned set-up, the upgrade, and what changed.
 
-* ``lock`` — the packages the last accepted run used, ``name==version`` per line, kept
-  beside its baselines (``baselines/<machine class>/gate-lock.txt``); set-up installs
-  exactly these, so a night measures the accepted state until the upgrade step moves it.
+* ``lock`` — where the environment the last accepted run used is pinned, every package
+  with its hash (``baselines/<machine class>/gate-lock.txt``, :mod:`.lockfile`); set-up
+  installs exactly that, so a night measures the accepted state until the upgrade moves it.
 * ``versions`` — every runtime and server the gate can see: the packages the legs name,
   and the servers' own answers (``ollama --version``, ``llama-server --version``,
   ``mtplx --version``). Before and after the upgrade they make the release change that
@@ -22,7 +22,6 @@ from pytest_specdec.store.files import read_json, write_atomically
 
 LOCK_NAME = "gate-lock.txt"
 NOT_INSTALLED = "not installed"
-LOCK_HEADER = "# written by 'specdec gate lock' with the accepted baselines; set-up installs these\n"
 
 
 def lock_path(baselines: Path, machine_class: str) -> Path:
@@ -75,17 +74,3 @@ def read_versions(path: Path) -> dict[str, str]:
             f"{path} is not a versions file — re-run the set-up step ('.github/scripts/gate.sh setup')"
         )
     return {str(key): str(value) for key, value in data.items()}
-
-
-def read_lock(path: Path) -> list[str]:
-    """The pinned requirements of a lock file (comments and blank lines dropped)."""
-    if not path.is_file():
-        return []
-    lines = [line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    pinned = [line for line in lines if line]
-    for line in pinned:
-        if "==" not in line:
-            raise SpecdecUsageError(
-                f"{path}: {line!r} is not pinned as name==version — rewrite it with 'specdec gate lock'"
-            )
-    return pinned

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -19,11 +20,16 @@ from pathlib import Path
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
+from pytest_specdec.gate.accepting import CANDIDATES
+from pytest_specdec.gate.budget import collect, plan, read_timings, record_timings, timings_path
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
-from pytest_specdec.gate.summary import keep_history
+from pytest_specdec.gate.state import keep_history
+from pytest_specdec.hardware import machine_class
+from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import load_run, write_atomically
 from pytest_specdec.store.records import ComparisonRecord
 
+pytest_exit_interrupted = 2  # pytest.ExitCode.INTERRUPTED (this module never imports pytest)
 REPORT_FILES = {
     "report_md": "report.md",
     "json": "results.json",
@@ -41,7 +47,9 @@ class Leg:
     reason: str
     pytest_exit: int | None = None
     required: bool = False
-    broken: str = ""  # measured, but comparisons crashed or the run was cut short: fails the gate
+    broken: str = ""  # comparisons crashed or the run was cut short: fails the gate
+    crashed: str = ""  # tests whose backend failed mid-measurement, one line
+    cut_short: bool = False  # the run was interrupted (Ctrl-C, the job's time-out) before its end
 
     @property
     def fails_gate(self) -> bool:
@@ -79,6 +87,16 @@ def _unmeasurable(out: Path, leg: LegConfig, reason: str) -> Leg:
     return result
 
 
+def _fit_budget(config: GateConfig, backend: str, python: str, out: Path, arguments: Sequence[str]) -> list[str]:
+    """Say the leg's expected duration before it starts; deselect the longest claims beyond its share."""
+    allowed = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
+    nodeids = collect(pytest_command(python, backend, out, arguments, config.leg(backend).targets))
+    budget = plan(nodeids, read_timings(timings_path(machine_class(), backend)), allowed)
+    write_atomically(out / "budget.txt", budget.text + "\n")
+    sys.stdout.write(f"specdec gate: {backend}: budget: {budget.text}\n")
+    return [item for nodeid in budget.dropped for item in ("--deselect", nodeid)]
+
+
 def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Sequence[str]) -> Leg:
     """Run the leg's benchmarks for ``backend``; classify what happened."""
     out.mkdir(parents=True, exist_ok=True)
@@ -93,28 +111,35 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
         return _unmeasurable(out, leg, str(error))
     if missing is not None:
         return _unmeasurable(out, leg, f"the backend needs the Python package {missing!r}")
+    arguments += _fit_budget(config, backend, python, out, arguments)
     try:
         with leg_server(leg, out / "server-logs") as pointing:
             done = _run(pytest_command(python, backend, out, [*pointing, *arguments], leg.targets), out)
     except BackendUnavailable as error:
         return _unmeasurable(out, leg, str(error))
+    if not extra:  # a night with the job's own budget or options does not time the claims
+        record_timings(out / "junit.xml", timings_path(machine_class(), backend))
     sys.stdout.write(done.stdout[-20_000:])
     if done.returncode == 4:  # usage error: unreachable server, missing model …
         first = next((line for line in done.stderr.splitlines() if line.startswith("ERROR")), done.stderr.strip())
         return _unmeasurable(out, leg, first.removeprefix("ERROR: ").strip() or "pytest refused the run")
-    if not (out / "results.json").is_file():
-        if done.returncode == 5:
-            return _unmeasurable(out, leg, "no comparison ran (every test was skipped or deselected)")
+    crashed = crashes(out / "junit.xml")
+    run = load_run(out / "results.json") if (out / "results.json").is_file() else None
+    cut_short = done.returncode == pytest_exit_interrupted or (run is not None and run.interrupted)
+    broken = crashed or ("the run was cut short (interrupted): not every comparison was measured" if cut_short else "")
+    if run is None or not run.comparisons:
+        if broken:  # the backend failed, or the run was cut, before a comparison finished
+            return Leg(backend, False, f"not measurable here: {broken}", done.returncode, leg.required, broken,
+                       crashed, cut_short)  # fmt: skip
+        if done.returncode == 5 or run is not None:
+            return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
-    run = load_run(out / "results.json")
-    if not run.comparisons:
-        return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
+    candidates = BaselineStore(Path("baselines"), run.machine_class).path(backend, candidates=True)
+    if candidates.is_file():  # tonight's results without an accepted baseline, for the accept pull request
+        shutil.copyfile(candidates, out / CANDIDATES)
     if not extra:  # a night with the job's own budget or options is not part of the trend
         keep_history(run)
-    broken = crashes(out / "junit.xml")
-    if run.interrupted:
-        broken = broken or "the run was cut short (interrupted): not every comparison was measured"
-    return Leg(backend, True, "measured", done.returncode, leg.required, broken)
+    return Leg(backend, True, "measured", done.returncode, leg.required, broken, crashed, cut_short)
 
 
 def crashes(junit: Path) -> str:
@@ -149,11 +174,17 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         write_atomically(out / "confirmed.json", "[]\n")
         return []
     leg = config.leg(first[0].backend)
-    nodeids = sorted({r.nodeid for r in first})
     arguments = leg_arguments(config, leg, extra)
+    # A node id from results.json becomes a pytest argument: only ids of tests the leg collects
+    # are passed (one starting with "-" would be an option).
+    collected = set(collect(pytest_command(python, leg.backend, out, arguments, leg.targets)))
+    nodeids = sorted({r.nodeid for r in first} & collected)
+    for refused in sorted({r.nodeid for r in first} - collected):
+        sys.stdout.write(f"specdec gate: refused to re-run {refused!r}: not a test this leg collects\n")
     try:
-        with leg_server(leg, out / "server-logs") as pointing:
-            _run(pytest_command(python, leg.backend, out, [*pointing, *arguments], nodeids), out)
+        if nodeids:
+            with leg_server(leg, out / "server-logs") as pointing:
+                _run(pytest_command(python, leg.backend, out, [*pointing, *arguments], nodeids), out)
     except BackendUnavailable as error:
         sys.stdout.write(f"specdec gate: the re-run could not start ({error}) — the flips stand\n")
     rerun = load_run(out / "results.json") if (out / "results.json").is_file() else None

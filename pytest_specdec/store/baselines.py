@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,10 +293,24 @@ def list_baseline_files(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("*/*.json") if p.parent.name not in {"candidates", "history"} and p.is_file())
 
 
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a machine class or backend: one path component
+
+
 def load_any(path: Path) -> BaselineFile:
-    """A baseline file found on disk, whatever its machine class."""
+    """A baseline file found on disk, whatever its machine class.
+
+    Its machine class and backend name the folder and file that hold it, so each must be
+    one plain path component: a file that says otherwise is refused, never followed.
+    """
     data = check_schema(read_json(path), path)
-    return validate(BaselineFile, data, str(path))
+    loaded = validate(BaselineFile, data, str(path))
+    for what, name in (("machine_class", loaded.machine_class), ("backend", loaded.backend)):
+        if not SAFE_NAME.match(name):
+            raise SpecdecUsageError(
+                f"{path}: {what} {name!r} is not a plain name (letters, digits, . _ + -) — the file was altered; "
+                "restore it from version control"
+            )
+    return loaded
 
 
 def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, when: str) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +14,8 @@ import pytest
 
 from gate.released_backend import build_wheel
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.releases import read_lock, release_changes, server_versions
+from pytest_specdec.gate.lockfile import Pin, read_pins
+from pytest_specdec.gate.releases import release_changes, server_versions
 
 from .conftest import write_pyproject
 
@@ -28,12 +30,26 @@ def test_release_changes_name_each_moved_runtime_once() -> None:
     ]
 
 
-def test_a_lock_line_that_is_not_pinned_is_refused(tmp_path: Path) -> None:
+HASH = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["mlx==0.32.2", "mlx-lm>=0.31 --hash=sha256:" + HASH, "mlx==0.32.2 --hash=md5:abc", "-r other.txt"],
+)
+def test_a_lock_line_without_its_hash_is_refused_with_one_line(tmp_path: Path, line: str) -> None:
     lock = tmp_path / "gate-lock.txt"
-    lock.write_text("# pins\nmlx==0.32.2\n\nmlx-lm>=0.31\n")
-    with pytest.raises(SpecdecUsageError, match=r"'mlx-lm>=0\.31' is not pinned as name==version"):
-        read_lock(lock)
-    assert read_lock(tmp_path / "absent.txt") == []
+    lock.write_text(f"# pins\nnumpy==2.4.6 --hash=sha256:{HASH}\n\n{line}\n")
+    with pytest.raises(SpecdecUsageError, match=r"gate-lock\.txt:4: .* is not 'name==version --hash=sha256:…'"):
+        read_pins(lock)
+    assert read_pins(tmp_path / "absent.txt") == {}
+
+
+def test_a_lock_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    lock = tmp_path / "gate-lock.txt"
+    lock.write_bytes(b"\xff\xfe numpy")
+    with pytest.raises(SpecdecUsageError, match="is not UTF-8 text"):
+        read_pins(lock)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +108,9 @@ def test_install_pins_upgrade_moves_and_lock_records(
     write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-testbackend"]\n')
     lock = repo / "baselines" / "M" / "gate-lock.txt"
     lock.parent.mkdir(parents=True)
-    lock.write_text("specdec-testbackend==1.0\n")
+    wheel = next(index.glob("specdec_testbackend-1.0-*.whl"))
+    good = Pin("specdec-testbackend", "1.0", (hashlib.sha256(wheel.read_bytes()).hexdigest(),))
+    lock.write_text(Pin(good.name, good.version, (HASH,)).line + "\n")  # a file that is not what was reviewed
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "M")
     monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
     out = repo / "out"
@@ -102,9 +120,15 @@ def test_install_pins_upgrade_moves_and_lock_records(
                    "--out", str(out), "--python", leg_python]  # fmt: skip
         return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
 
+    refused = gate("install")
+    assert refused.returncode == 2, "pip refuses a file whose hash the lock does not name"
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
+    lock.write_text(good.line + "\n")
     installed = gate("install")
     assert installed.returncode == 0, installed.stderr
-    assert "specdec-testbackend==1.0 — pinned by baselines/M/gate-lock.txt" in installed.stdout
+    assert (
+        "specdec-testbackend — pinned by baselines/M/gate-lock.txt (1 package(s), hashes checked)" in installed.stdout
+    )
     assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0"
 
     upgraded = gate("upgrade")
@@ -114,4 +138,8 @@ def test_install_pins_upgrade_moves_and_lock_records(
 
     locked = gate("lock")
     assert locked.returncode == 0, locked.stderr
-    assert lock.read_text().splitlines()[1:] == ["specdec-testbackend==1.1"]
+    newer = next(index.glob("specdec_testbackend-1.1-*.whl"))
+    ran = read_pins(out / "gate-lock.txt")
+    assert ran == {
+        "specdec-testbackend": Pin("specdec-testbackend", "1.1", (hashlib.sha256(newer.read_bytes()).hexdigest(),))
+    }

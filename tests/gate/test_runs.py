@@ -55,3 +55,19 @@ def test_a_re_run_that_measures_nothing_leaves_the_flip_standing(tmp_path: Path,
     (flip,) = sample_run.flips
     confirmed = confirm(GateConfig(), results, tmp_path / "confirm", sys.executable, [])
     assert [(r.nodeid, r.category) for r in confirmed] == [(flip.nodeid, flip.category)]
+
+
+def test_a_node_id_from_results_that_the_leg_does_not_collect_is_never_passed_to_pytest(
+    tmp_path: Path, sample_run: RunRecord, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """results.json comes from the measuring job: an id that is an option (or names nothing) is refused."""
+    from dataclasses import replace
+
+    flip = sample_run.flips[0]
+    evil = replace(sample_run, comparisons=(replace(flip, nodeid="--basetemp=/etc"),))
+    results = tmp_path / "results.json"
+    results.write_text(dumps(results_document(evil)))
+    confirmed = confirm(GateConfig(), results, tmp_path / "confirm", sys.executable, [])
+    assert "refused to re-run '--basetemp=/etc': not a test this leg collects" in capsys.readouterr().out
+    assert [r.nodeid for r in confirmed] == ["--basetemp=/etc"], "never re-measured, so the flip stands"
+    assert not (tmp_path / "confirm" / "results.json").exists(), "pytest was not run with it"

@@ -24,6 +24,7 @@ SPEC = BackendSpec(
     options=(
         *(OptionSpec(key, "float", text) for key, text in _NUMBERS),
         OptionSpec("crash_after", "int", "raise after this many generations (0: never)"),
+        OptionSpec("interrupt_after", "int", "cut the run short (KeyboardInterrupt) after this many generations"),
         OptionSpec("lossless", "bool", "SD reproduces plain output"),
         OptionSpec("engaged", "bool", "SD engages at all"),
         OptionSpec("release", "str", "the release the fingerprint reports"),

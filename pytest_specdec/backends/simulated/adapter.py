@@ -52,6 +52,7 @@ class SimulatedBackend:
         self.prompt_spread = reader.number("prompt_spread", 0.0, low=0.0, high=1.0)
         self.outliers = reader.number("outliers", 0.0, low=0.0, high=0.5)
         self.crash_after = reader.integer("crash_after", 0, low=0)
+        self.interrupt_after = reader.integer("interrupt_after", 0, low=0)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
         # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
@@ -98,6 +99,8 @@ class SimulatedBackend:
         """Yield the prompt's deterministic tokens and report simulated timings."""
         if self.crash_after and self.generations >= self.crash_after:
             raise RuntimeError("simulated library failure (crash_after)")
+        if self.interrupt_after and self.generations >= self.interrupt_after:
+            raise KeyboardInterrupt  # the run is cut short, as by Ctrl-C or the job's time-out
         count = request.max_tokens
         tokens = self._tokens(request.prompt, count)
         speculative = request.arm.speculative

@@ -1,0 +1,140 @@
+"""``specdec gate night|verdict|accept-candidates|watchdog|init``: the night as a whole.
+
+``night`` ends the measuring job of one leg (its ``night.json``); ``verdict`` and
+``accept-candidates`` run in the alert job, which holds the write token and reads only
+the artifacts; ``watchdog`` runs on a hosted runner and notices a night that did not
+happen; ``init`` writes ``[tool.specdec.gate]`` legs for the machine it runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytest_specdec.errors import SpecdecUsageError
+
+
+def _machine_class() -> str:
+    from pytest_specdec.hardware import machine_class
+
+    return machine_class()
+
+
+def night(args: argparse.Namespace) -> int:
+    """Write the leg's ``night.json``; exit 1 when a required leg has a red finding."""
+    from pytest_specdec.gate.legs import read_gate_config
+    from pytest_specdec.gate.tonight import leg_night, write_night
+
+    leg = leg_night(read_gate_config(Path.cwd()), args.backend, args.out, args.baselines, _machine_class())
+    print(f"specdec gate: wrote {write_night(leg, args.out)}")
+    for finding in leg.findings:
+        print(f"specdec gate: {args.backend}: {finding.state.value} — {finding.subject}: {finding.message}")
+    if leg.red:
+        print(f"specdec gate: FAIL — the required {args.backend} leg is red: {leg.red[0].state.value}")
+        return 1
+    return 0
+
+
+def verdict(args: argparse.Namespace) -> int:
+    """Read every leg's night, decide the colour, tell GitHub; exit 1 on a red night."""
+    import json
+    import os
+
+    from pytest_specdec.gate import verdict as judge
+    from pytest_specdec.gate.alerts import run_url
+    from pytest_specdec.gate.legs import read_gate_config
+
+    config = read_gate_config(Path.cwd())
+    planned = json.loads(args.legs) if args.legs else sorted(config.legs)
+    if not isinstance(planned, list):
+        raise SpecdecUsageError(f"--legs {args.legs!r} must be a JSON list of leg names")
+    expected = {str(name): config.leg(str(name)).required for name in planned}
+    colour, legs, refused = judge.decide(args.artifacts, expected)
+    summary = judge.night_summary(colour, legs, refused)
+    print(summary, end="")
+    target = os.environ.get("GITHUB_STEP_SUMMARY", "")
+    if target:
+        with Path(target).open("a", encoding="utf-8") as stream:
+            stream.write(summary)
+    for line in refused:
+        print(f"specdec gate: refused: {line}")
+    for line in judge.workflow_commands(colour, legs):
+        print(line)
+    for line in judge.tell(legs, args.gh, run_url()):
+        print(f"specdec gate: {line}")
+    _notify(args.artifacts, os.environ.get("SPECDEC_WEBHOOK_URL", ""))
+    print(f"specdec gate: the night is {'RED' if colour.red else 'green'}")
+    return 1 if colour.red else 0
+
+
+def _notify(artifacts: Path, url: str) -> None:
+    """Each measured leg's verdicts to the webhook (a results file that does not validate is skipped, said)."""
+    if not url:
+        return
+    from pytest_specdec.errors import SpecdecUsageError
+    from pytest_specdec.gate.alerts import notify
+    from pytest_specdec.store.files import load_run
+
+    for results in sorted(artifacts.glob("*/results.json")):
+        try:
+            print(f"specdec gate: {results.parent.name}: {notify(load_run(results), url)}")
+        except SpecdecUsageError as error:
+            print(f"specdec gate: refused: {error}")
+
+
+def accept_candidates(args: argparse.Namespace) -> int:
+    """Merge the night's candidates into the accepted baselines and pin their releases (for the accept PR)."""
+    from pytest_specdec.gate.accepting import accept_from_artifacts
+
+    lines, machines = accept_from_artifacts(args.artifacts, args.baselines)
+    for line in lines:
+        print(f"specdec gate: {line}")
+    if args.machine_file is not None and machines:  # what the pull request's branch is named after
+        args.machine_file.write_text("\n".join(sorted(machines)) + "\n", encoding="utf-8")
+    return 0
+
+
+def watchdog(args: argparse.Namespace) -> int:
+    """Red, and one issue, when no night has completed for ``--hours``."""
+    from pytest_specdec.gate.watchdog import check_nights
+
+    quiet, lines = check_nights(args.gh, args.workflow, args.hours)
+    for line in lines:
+        print(f"specdec gate: {line}")
+    return 1 if quiet else 0
+
+
+def init(args: argparse.Namespace) -> int:
+    """Print (or append to pyproject.toml) legs for what this machine has installed."""
+    from pytest_specdec.gate.init import append_to_pyproject, gate_table
+
+    text = gate_table()
+    if not args.write:
+        print(text, end="")
+        return 0
+    print(f"specdec gate: {append_to_pyproject(Path.cwd() / 'pyproject.toml', text)}")
+    return 0
+
+
+def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: argparse.ArgumentParser) -> None:
+    """The night's commands under ``specdec gate``; ``leg`` holds the per-leg arguments."""
+    parser = gate.add_parser("night", parents=[leg], help="the leg's night.json (ends the measuring job)")
+    parser.set_defaults(handler=night)
+    parser = gate.add_parser("verdict", help="read every leg's night.json, decide the colour, open issues")
+    parser.add_argument("--artifacts", type=Path, required=True, help="folder with one sub-folder per leg")
+    parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
+    parser.add_argument("--legs", default="", help="the legs planned tonight, as JSON (default: every configured leg)")
+    parser.set_defaults(handler=verdict)
+    parser = gate.add_parser("accept-candidates", help="merge the night's candidates into baselines/ (accept PR)")
+    parser.add_argument("--artifacts", type=Path, required=True)
+    parser.add_argument("--baselines", type=Path, default=Path("baselines"))
+    parser.add_argument("--machine-file", type=Path, help="write the machine class(es) accepted here")
+    parser.set_defaults(handler=accept_candidates)
+    parser = gate.add_parser("watchdog", help="red when no gate night has completed for --hours")
+    parser.add_argument("--gh", default="gh")
+    parser.add_argument("--workflow", default="specdec-gate.yml")
+    parser.add_argument("--hours", type=float, default=48.0)
+    parser.set_defaults(handler=watchdog)
+    parser = gate.add_parser("init", help="legs for this machine's installed backends, servers and models")
+    parser.add_argument("--write", action="store_true", help="append them to ./pyproject.toml")
+    parser.set_defaults(handler=init)

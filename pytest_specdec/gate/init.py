@@ -1,0 +1,144 @@
+"""``specdec gate init``: ``[tool.specdec.gate]`` legs for the machine it runs on.
+
+For every registered backend it looks at what is here, and says it in a comment above
+the leg: whether the runtime is installed, the releases its servers report, which of
+the backend's model profiles has its models on this machine (a file, a package, a Hugging
+Face cache folder, a pulled Ollama tag) and whether the pair fits the usable memory. A
+backend with a profile whose models are here and fit gets a required leg; one whose
+server answers but whose models are unknown gets an optional leg; the rest are
+comments saying what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pytest_specdec.backends import distribution_versions, missing_runtime, registered_backends, server_releases
+from pytest_specdec.backends.base import BackendSpec, ModelPair
+from pytest_specdec.backends.server_process import program_output
+from pytest_specdec.embedded.models import is_embedded
+from pytest_specdec.embedded.packaged import package_model_bytes
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.hardware import machine_class, machine_profile
+
+SERVER_MODEL = "server-model"  # a pair whose model is whatever the server serves
+PROFILES = ("seed", "gemma")  # real models, best first; the synthetic pairs never gate a runner
+GB = 1e9
+
+
+def _hub_folder(reference: str) -> Path:
+    home = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
+    return home.expanduser() / ("models--" + reference.replace("/", "--"))
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file() and not item.is_symlink())
+
+
+def model_bytes(reference: str, pulled: str, serving: bool) -> int | None:
+    """Bytes of a model reference found on this machine; ``None`` when it is not here.
+
+    ``pulled`` is what ``ollama list`` printed (empty without Ollama); ``serving``: a
+    server of the backend answered, so the model it serves (``server-model``) is there.
+    """
+    base = reference.split("#", 1)[0]
+    if base == SERVER_MODEL:
+        return 0 if serving else None
+    if is_embedded(base):
+        return None  # synthetic: never a gate's model
+    if base.startswith("pypi:"):
+        return package_model_bytes(base.removeprefix("pypi:"))
+    path = Path(base).expanduser()
+    if base.startswith(("/", "~", ".")) or base.endswith(".gguf"):
+        return _size(path) if path.exists() else None
+    if ":" in base and "/" not in base.split(":", 1)[0]:  # an Ollama tag, e.g. qwen3-coder:30b
+        return 0 if base in pulled else None
+    folder = _hub_folder(base)
+    return _size(folder / "blobs") if folder.is_dir() else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one backend has on this machine."""
+
+    spec: BackendSpec
+    missing: str | None
+    releases: dict[str, str]
+    profile: str | None
+    comment: str
+
+
+def look(spec: BackendSpec, pulled: str, usable: float) -> Found:
+    """The backend's runtime, servers and the first profile whose models are here and fit."""
+    missing = missing_runtime(spec)
+    if missing is not None:
+        fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {missing}"
+        return Found(spec, missing, {}, None, f"{spec.name}: not installed ({missing!r} missing: {fix}) — no leg")
+    releases = server_releases(spec.name)
+    said = ", ".join(f"{k} {v}" for k, v in releases.items()) or (
+        "no server found"
+        if spec.server_releases
+        else "in-process: " + ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items())
+    )
+    for profile in PROFILES:
+        pair: ModelPair | None = spec.pairs.get(profile)
+        if pair is None:
+            continue
+        files = dict.fromkeys(m.split("#", 1)[0] for m in (pair.target, pair.draft) if m)  # an early exit: one file
+        sizes = [model_bytes(m, pulled, bool(releases)) for m in files]
+        if any(size is None for size in sizes):
+            continue
+        needed = sum(size or 0 for size in sizes)
+        if needed and needed > usable:
+            return Found(spec, None, releases, None, f"{spec.name}: {said}; profile {profile!r} is here but "
+                         f"needs {needed / GB:.1f} GB > {usable / GB:.1f} GB usable — no leg")  # fmt: skip
+        fit = f"{needed / GB:.2f} GB fits {usable / GB:.1f} GB usable" if needed else "size reported by the server"
+        return Found(spec, None, releases, profile, f"{spec.name}: {said}; profile {profile!r}: {pair.target}"
+                     + (f" + {pair.draft}" if pair.draft else "") + f" found, {fit}")  # fmt: skip
+    wanted = ", ".join(f"{p}: {spec.pairs[p].target}" for p in PROFILES if p in spec.pairs) or "no profile"
+    return Found(spec, None, releases, None, f"{spec.name}: {said}; no profile's models found here ({wanted}) — "
+                 "pull them, or add [tool.specdec.profiles.NAME] with yours, then run init again")  # fmt: skip
+
+
+def gate_table() -> str:
+    """The ``[tool.specdec.gate]`` text for this machine, a comment above each leg."""
+    pulled = program_output(["ollama", "list"])
+    usable = machine_profile().usable_bytes
+    found = [
+        look(spec, pulled, usable)
+        for _, spec in sorted(registered_backends().items())
+        if any(profile in spec.pairs for profile in PROFILES)  # the simulated backend has no real models
+    ]
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
+    lines = [
+        f"# written by `specdec gate init` on {machine_class()}, {stamp}",
+        "[tool.specdec.gate]",
+        "window-minutes = 300  # a night's time on the runner; claims beyond it are dropped, and said so",
+        "ungated-nights = 3  # nights results may wait for acceptance before the night is red",
+        "undecided-nights = 3  # nights a claim may stay undecided before an issue opens",
+    ]
+    for item in found:
+        lines += ["", f"# {item.comment}"]
+        if item.profile is None:
+            continue
+        lines += [f"[tool.specdec.gate.legs.{item.spec.name}]", "required = true", f'profile = "{item.profile}"']
+        if item.spec.serve is not None and not any("running" in label for label in item.releases):
+            lines.append("serve = true  # no running server answered: the gate starts one")
+    return "\n".join(lines) + "\n"
+
+
+def append_to_pyproject(path: Path, text: str) -> str:
+    """Append the table; refuse when the file already has one."""
+    current = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if "[tool.specdec.gate]" in current:
+        raise SpecdecUsageError(
+            f"{path} already has [tool.specdec.gate] — remove that table first, or print the legs with "
+            "'specdec gate init' and merge them by hand"
+        )
+    path.write_text(current + ("\n" if current and not current.endswith("\n") else "") + "\n" + text, encoding="utf-8")
+    return f"appended [tool.specdec.gate] legs for this machine to {path}"

@@ -1,0 +1,104 @@
+"""The gate's lock: every package of a leg's environment, pinned with its hash.
+
+``baselines/<machine class>/gate-lock.txt`` holds one ``name==version --hash=sha256:…``
+line per distribution the measuring venv installs (the project itself excepted: it is
+the reviewed checkout). Set-up installs it with ``pip install --require-hashes
+--no-deps``, so a night runs exactly what a maintainer merged; the upgrade step moves
+the leg's packages, ``lock`` records the environment that ran with the hash of each file
+pip fetched for it, and the accept pull request carries that lock as a reviewed change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.files import write_atomically
+
+LOCK_HEADER = (
+    "# written by 'specdec gate lock' from the environment an accepted run measured with; set-up installs\n"
+    "# exactly these (pip install --require-hashes --no-deps). Change it through the accept pull request.\n"
+)
+LINE = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)"
+    r"(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)$"
+)
+NEVER_LOCKED = {"pip", "setuptools", "wheel", "pytest-specdec"}  # the tools, and the reviewed checkout
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked distribution."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        """``name==version --hash=sha256:…`` as pip reads it."""
+        return f"{self.name}=={self.version} " + " ".join(f"--hash=sha256:{h}" for h in self.hashes)
+
+
+def read_pins(path: Path) -> dict[str, Pin]:
+    """The lock's pins by lower-case name; a line that is not ``name==version --hash=…`` is one error line."""
+    if not path.is_file():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecdecUsageError(f"{path} is not UTF-8 text — restore it from version control") from None
+    pins: dict[str, Pin] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        found = LINE.match(line)
+        if found is None:
+            raise SpecdecUsageError(
+                f"{path}:{number}: {raw.strip()[:80]!r} is not 'name==version --hash=sha256:…' — the lock pins "
+                "every package with its hash; rewrite it with the specdec accept workflow"
+            )
+        hashes = tuple(h.removeprefix("--hash=sha256:") for h in found["hashes"].split())
+        pins[found["name"].lower()] = Pin(found["name"], found["version"], hashes)
+    return pins
+
+
+def write_pins(path: Path, pins: dict[str, Pin]) -> None:
+    """The lock, sorted, with its header."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, LOCK_HEADER + "".join(f"{pins[k].line}\n" for k in sorted(pins)))
+
+
+def _pip(python: str, pip_args: str, *args: str) -> str:
+    done = subprocess.run([python, "-m", "pip", *args, *shlex.split(pip_args)], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SpecdecUsageError(f"pip {args[0]} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return done.stdout
+
+
+def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
+    """Every distribution installed in ``python``'s own environment, with the hash of the file pip fetches for it."""
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    frozen = _pip(python, "", "freeze", "--path", purelib)
+    wanted = [line.split("==", 1) for line in frozen.splitlines() if "==" in line and not line.startswith("-e")]
+    pins: dict[str, Pin] = {}
+    with tempfile.TemporaryDirectory(prefix="specdec-lock-") as folder:
+        for name, version in wanted:
+            if name.lower() in NEVER_LOCKED:
+                continue
+            target = Path(folder) / name
+            _pip(python, pip_args, "download", "-q", "--no-deps", "-d", str(target), f"{name}=={version}")
+            hashes = tuple(sorted(hashlib.sha256(f.read_bytes()).hexdigest() for f in target.iterdir()))
+            pins[name.lower()] = Pin(name, version, hashes)
+    return pins

@@ -1,0 +1,231 @@
+"""What one leg's night means: its findings, each with its own word, and whether it turns the night red.
+
+The measuring job writes one :class:`LegNight` per leg (``night.json`` in the leg's
+artifact); the alert job reads every leg's file back, validated against this schema,
+and decides the night's colour with :func:`night_colour`. Nothing here runs a backend or
+talks to GitHub.
+
+A required leg is red on a confirmed flip, a lossless failure, SD no longer engaged
+(not measurable where the accepted baseline was measurable), a backend that failed
+mid-run, a run cut short, a leg that could not be measured, or results left without an
+accepted baseline for too many nights. An optional leg's red findings are warnings.
+Undecided and eroding conclusions open an issue without turning the night red.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
+
+NIGHT_SCHEMA_VERSION = 1
+NIGHT_FILE = "night.json"
+
+
+class State(StrEnum):
+    """A finding's word: the step summary's, and its issue title's."""
+
+    FLIP = "conclusion changed"
+    LOSSY = "SD changed the output"
+    NOT_ENGAGED = "SD no longer engaged"
+    CRASHED = "backend failed"
+    CUT_SHORT = "run cut short"
+    UNMEASURABLE = "leg not measurable"
+    UNGATED = "not gated for too long"
+    NOT_YET_GATED = "not yet gated"
+    UNDECIDED = "undecided for nights"
+    ERODING = "eroding"
+
+    @property
+    def turns_red(self) -> bool:
+        """Whether the finding, on a required leg, fails the night."""
+        return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING)
+
+    @property
+    def opens_issue(self) -> bool:
+        """Whether the finding is told as an issue (one per title, commented on after)."""
+        return self is not State.NOT_YET_GATED
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a leg's night found, about one claim (or the whole leg)."""
+
+    state: State
+    subject: str  # "claim d" or a test's name; "leg" for the whole leg
+    message: str
+    nodeid: str = ""
+    category: str = ""
+    history: str = ""  # a text table of the key's history, for undecided and eroding issues
+
+
+@dataclass(frozen=True)
+class LegNight:
+    """One leg's night, as the alert job reads it."""
+
+    backend: str
+    machine_class: str
+    required: bool
+    measured: bool
+    reason: str
+    findings: tuple[Finding, ...] = ()
+    awaiting: int = 0  # results without an accepted baseline tonight
+    release_changes: tuple[str, ...] = ()
+    budget: str = ""  # what the budget step said (expected duration, claims dropped)
+    schema_version: int = NIGHT_SCHEMA_VERSION
+
+    @property
+    def red(self) -> list[Finding]:
+        """The findings that fail the night (only a required leg's)."""
+        return [f for f in self.findings if f.state.turns_red] if self.required else []
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """Red-worthy findings of an optional leg, and the findings that never turn red."""
+        return [f for f in self.findings if not self.required or not f.state.turns_red]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How many nights a state may last before it is told (``[tool.specdec.gate]``)."""
+
+    ungated_nights: int = 3
+    undecided_nights: int = 3
+
+
+def subject_of(record: ComparisonRecord) -> str:
+    """``claim d``, or the test's name when it states no claim."""
+    return f"claim {record.claim_id}" if record.claim_id else record.nodeid.split("::")[-1]
+
+
+def _about(state: State, record: ComparisonRecord, message: str, history: str = "") -> Finding:
+    return Finding(state, subject_of(record), message, record.nodeid, record.category, history)
+
+
+def history_table(lines: Sequence[Mapping[str, Any]]) -> str:
+    """The history of one key as a Markdown table (issues cannot carry the plot)."""
+    rows = ["| night | release | speedup [CI] | verdict | change |", "|---|---|---|---|---|"]
+    for line in lines:
+        s = line.get("speedup") or {}
+        shown = f"{s.get('estimate', 0):.2f}x [{s.get('low', 0):.2f}, {s.get('high', 0):.2f}]"
+        rows.append(
+            f"| {str(line.get('time', ''))[:16]} | {line.get('release', '')} | {shown} | {line.get('verdict', '')} "
+            f"| {line.get('change') or '-'} |"
+        )
+    return "\n".join(rows)
+
+
+def _nights(lines: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """History lines grouped by night (one time stamp per measured run), oldest first."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
+        grouped.setdefault(str(line.get("time", "")), []).append(line)
+    return list(grouped.values())
+
+
+def trailing(lines: Sequence[Mapping[str, Any]], changes: set[str]) -> int:
+    """How many of the last nights, in a row, had a line whose change is in ``changes``."""
+    count = 0
+    for night in reversed(_nights(lines)):
+        if not any(str(line.get("change")) in changes for line in night):
+            break
+        count += 1
+    return count
+
+
+def comparison_findings(
+    run: RunRecord,
+    confirmed: set[tuple[str, str]],
+    baseline_measurable: Mapping[tuple[str, str], bool],
+    history: Sequence[Mapping[str, Any]],
+    thresholds: Thresholds,
+) -> list[Finding]:
+    """Findings from tonight's comparisons.
+
+    ``confirmed`` holds the (node id, category) of flips the re-run confirmed;
+    ``baseline_measurable`` says, per (node id, category), whether an accepted baseline
+    exists that was measurable (for "SD no longer engaged").
+    """
+    findings: list[Finding] = []
+    for record in run.comparisons:
+        key = (record.nodeid, record.category)
+        conclusion, check = record.judgement.conclusion, record.check
+        if conclusion is Conclusion.FAILED:
+            findings.append(_about(State.LOSSY, record, record.judgement.failure or "SD changed the output"))
+        elif conclusion is Conclusion.NOT_MEASURABLE and baseline_measurable.get(key, False):
+            findings.append(
+                _about(
+                    State.NOT_ENGAGED,
+                    record,
+                    f"{record.judgement.failure or 'not measurable'} — its accepted baseline was measured with SD "
+                    f"engaged ({record.release})",
+                )
+            )
+        elif check is not None and check.change is Change.FLIP and key in confirmed and record in run.flips:
+            findings.append(_about(State.FLIP, record, check.message))
+        elif check is not None and check.change is Change.UNDECIDED:
+            lines = [line for line in history if line.get("nodeid") == record.nodeid
+                     and line.get("category") == record.category]  # fmt: skip
+            nights = trailing(lines, {Change.UNDECIDED.value})
+            if nights >= thresholds.undecided_nights:
+                message = f"undecided on {nights} nights in a row: {check.message}"
+                findings.append(_about(State.UNDECIDED, record, message, history_table(lines[-12:])))
+    return findings
+
+
+def awaiting_acceptance(run: RunRecord) -> int:
+    """Results with nothing to compare against: first night, a new machine class, model or γ."""
+    waiting = (Change.NEW, Change.REBASELINE)
+    return sum(1 for r in run.comparisons if r.check is not None and r.check.change in waiting)
+
+
+def ungated_finding(awaiting: int, history: Sequence[Mapping[str, Any]], thresholds: Thresholds) -> Finding | None:
+    """ "Not yet gated" tonight; red once results have waited ``ungated_nights`` nights in a row."""
+    if not awaiting:
+        return None
+    nights = trailing(history, {Change.NEW.value, Change.REBASELINE.value})
+    if nights >= thresholds.ungated_nights:
+        return Finding(
+            State.UNGATED,
+            "leg",
+            f"{awaiting} result(s) have had no accepted baseline for {nights} nights in a row — merge the accept "
+            "pull request (or run the specdec accept workflow)",
+        )
+    return Finding(
+        State.NOT_YET_GATED,
+        "leg",
+        f"not yet gated: {awaiting} result(s) await acceptance (night {max(1, nights)} of "
+        f"{thresholds.ungated_nights} before the gate goes red)",
+    )
+
+
+@dataclass(frozen=True)
+class NightColour:
+    """The whole night: red or green, and the lines that say why."""
+
+    red: bool
+    lines: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> NightColour:
+    """Red when a required leg has a red finding or did not report, or when no leg was measured at all.
+
+    ``expected`` maps each configured leg to whether it is required.
+    """
+    reported = {leg.backend for leg in legs}
+    lines: list[str] = []
+    warnings: list[str] = []
+    for backend, required in sorted(expected.items()):
+        if backend not in reported:
+            line = f"{backend}: {State.UNMEASURABLE.value} — the leg reported nothing (its job failed before measuring)"
+            (lines if required else warnings).append(line)
+    for leg in legs:
+        lines += [f"{leg.backend}: {f.state.value} — {f.subject}: {f.message}" for f in leg.red]
+        warnings += [f"{leg.backend}: {f.state.value} — {f.subject}: {f.message}" for f in leg.warnings]
+    if not any(leg.measured for leg in legs):
+        lines.append("no leg was measured tonight: a night that measures nothing is never green")
+    return NightColour(bool(lines), tuple(lines), tuple(warnings))

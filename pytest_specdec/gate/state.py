@@ -1,0 +1,106 @@
+"""The runner's own state: what outlives a checkout, one folder per repository, never trusted blindly.
+
+A checkout is cleaned before every job, so the nights' history lines and the tests'
+timings are kept in the runner's state folder (``SPECDEC_GATE_STATE``, default
+``~/.specdec-gate/<owner>+<repository>``). Whatever a night left there is read as data
+and checked: a file that does not validate is set aside (renamed, with one line saying
+so) and the night goes on as if it were absent — it is never executed or trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.baselines import BaselineStore, history_line, read_history
+from pytest_specdec.store.files import read_json
+from pytest_specdec.store.records import RunRecord
+
+
+def state_root() -> Path:
+    """The runner's own folder for what outlives a checkout, one per repository."""
+    explicit = os.environ.get("SPECDEC_GATE_STATE", "")
+    if explicit:
+        return Path(explicit)
+    repository = os.environ.get("GITHUB_REPOSITORY", "") or "local"
+    return Path.home() / ".specdec-gate" / repository.replace("/", "+")
+
+
+def keep_history(run: RunRecord) -> Path:
+    """Append a measured night's results to the runner's history."""
+    lines = [history_line(record, run.machine_class, False, run.finished) for record in run.comparisons]
+    return BaselineStore(state_root(), run.machine_class).append_history(lines)
+
+
+def leg_history(backend: str, baselines: Path, machine_class: str) -> list[dict[str, Any]]:
+    """This backend's history lines from the repository and the runner, each once."""
+    seen: set[tuple[str, str, str]] = set()
+    lines: list[dict[str, Any]] = []
+    for root in (baselines, state_root()):
+        path = root / "history" / f"{machine_class}.jsonl"
+        for line in _history(path, trusted=root == baselines):
+            # The same result reaches both histories with different time stamps (the ledger's and the run's).
+            mark = (str(line.get("key")), str(line.get("release")), json.dumps(line.get("speedup"), sort_keys=True))
+            if line.get("backend") == backend and mark not in seen:
+                seen.add(mark)
+                lines.append(line)
+    return lines
+
+
+def nights(backend: str, machine_class: str) -> list[dict[str, Any]]:
+    """This backend's lines of the runner's own history: one line per comparison per measured night.
+
+    Counting nights (undecided, not yet gated) reads this alone: the repository's history
+    holds accepting runs and hand-made ones too, with other time stamps.
+    """
+    path = state_root() / "history" / f"{machine_class}.jsonl"
+    return [line for line in _history(path, trusted=False) if line.get("backend") == backend]
+
+
+def set_aside(path: Path, why: str) -> str:
+    """Rename a state file that does not validate out of the way; the one line that says so."""
+    aside = path.with_name(f"{path.name}.set-aside-{time.strftime('%Y%m%dT%H%M%S')}")
+    path.replace(aside)
+    line = f"specdec gate: set aside {path} ({why}) as {aside.name}; the night goes on without it"
+    sys.stderr.write(line + "\n")
+    return line
+
+
+def _history(path: Path, *, trusted: bool) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    try:
+        return read_history(path, [])
+    except SpecdecUsageError as error:
+        if trusted:  # the repository's own history: its owner must mend it
+            raise
+        set_aside(path, str(error))
+        return []
+
+
+def read_state_json(path: Path) -> dict[str, Any]:
+    """A JSON object kept in the state folder; anything else is set aside and read as empty."""
+    if not path.is_file():
+        return {}
+    try:
+        data = read_json(path)
+    except SpecdecUsageError as error:
+        set_aside(path, str(error))
+        return {}
+    if not isinstance(data, dict):
+        set_aside(path, "not a JSON object")
+        return {}
+    return data
+
+
+def dump_state_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a JSON object to the state folder (sorted, atomically)."""
+    from pytest_specdec.store.files import write_atomically
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,118 @@
+"""The measuring job's account of one leg's night: ``night.json``, from the files the steps left.
+
+Reads ``status.json`` (measure), ``results.json`` and ``junit.xml`` (pytest),
+``confirm/confirmed.json`` (the re-run), ``release-changes.json`` (the upgrade),
+``budget.txt`` (the budget), the accepted baselines and the runner's history, and writes
+one :class:`~pytest_specdec.gate.night.LegNight`. Its findings are decided in
+:mod:`pytest_specdec.gate.night`; here they are only gathered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.legs import GateConfig
+from pytest_specdec.gate.night import (
+    NIGHT_FILE,
+    NIGHT_SCHEMA_VERSION,
+    Finding,
+    LegNight,
+    State,
+    Thresholds,
+    awaiting_acceptance,
+    comparison_findings,
+    history_table,
+    ungated_finding,
+)
+from pytest_specdec.gate.state import leg_history, nights
+from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.files import load_run, read_json, validate, write_atomically
+from pytest_specdec.store.records import RunRecord
+from pytest_specdec.store.trends import erosions
+
+
+def _json(path: Path, default: Any) -> Any:
+    return read_json(path) if path.is_file() else default
+
+
+def _baseline_measurable(run: RunRecord, baselines: Path) -> dict[tuple[str, str], bool]:
+    store = BaselineStore(baselines, run.machine_class)
+    found: dict[tuple[str, str], bool] = {}
+    for record in run.comparisons:
+        entry = store.lookup(record)
+        found[(record.nodeid, record.category)] = entry is not None and not (
+            entry.result.judgement.conclusion.says_nothing_about_speed
+        )
+    return found
+
+
+def _leg_findings(status: dict[str, Any]) -> list[Finding]:
+    found = []
+    if status.get("crashed"):
+        found.append(Finding(State.CRASHED, "leg", str(status["crashed"])))
+    if status.get("cut_short"):
+        found.append(Finding(State.CUT_SHORT, "leg", "the run was cut short (interrupted): not every claim measured"))
+    if not status.get("measurable") and not found:
+        found.append(Finding(State.UNMEASURABLE, "leg", str(status.get("reason", "the measure step did not run"))))
+    return found
+
+
+def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, machine_class: str) -> LegNight:
+    """Gather one leg's night from its folder ``out``; writes nothing."""
+    status = _json(out / "status.json", {})
+    status = status if isinstance(status, dict) else {}
+    thresholds = Thresholds(config.ungated_nights, config.undecided_nights)
+    results = out / "results.json"
+    run = load_run(results) if status.get("measurable") and results.is_file() else None
+    findings = _leg_findings(status)
+    awaiting = 0
+    if run is not None:
+        listed = _json(out / "confirm" / "confirmed.json", [])
+        confirmed = {(str(item["nodeid"]), str(item["category"])) for item in listed if isinstance(item, dict)}
+        history = leg_history(backend, baselines, run.machine_class)
+        counted = nights(backend, run.machine_class)
+        findings += comparison_findings(run, confirmed, _baseline_measurable(run, baselines), counted, thresholds)
+        awaiting = awaiting_acceptance(run)
+        waiting = ungated_finding(awaiting, counted, thresholds)
+        findings += [waiting] if waiting else []
+        for trend in erosions(history):
+            lines = [line for line in history if line.get("key") == trend.key]
+            subject = f"claim {trend.claim_id}" if trend.claim_id else trend.nodeid.split("::")[-1]
+            findings.append(
+                Finding(State.ERODING, subject, trend.text, trend.nodeid, trend.category, history_table(lines[-12:]))
+            )
+    changes = _json(out / "release-changes.json", [])
+    budget = out / "budget.txt"
+    return LegNight(
+        backend=backend,
+        machine_class=run.machine_class if run is not None else machine_class,
+        required=config.leg(backend).required,
+        measured=run is not None,
+        reason=str(status.get("reason", "the measure step did not run")),
+        findings=tuple(findings),
+        awaiting=awaiting,
+        release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
+        budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
+    )
+
+
+def write_night(night: LegNight, out: Path) -> Path:
+    """``night.json`` in the leg's artifact."""
+    path = out / NIGHT_FILE
+    write_atomically(path, json.dumps(asdict(night), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_night(path: Path) -> LegNight:
+    """A leg's ``night.json`` from an artifact, validated: anything else is refused with one line."""
+    data = read_json(path)
+    if not isinstance(data, dict) or data.get("schema_version") != NIGHT_SCHEMA_VERSION:
+        raise SpecdecUsageError(
+            f"{path} is not a night file of schema {NIGHT_SCHEMA_VERSION} — the measuring job's artifact was "
+            "altered or comes from another version of pytest-specdec; nothing in it was used"
+        )
+    return validate(LegNight, data, str(path))

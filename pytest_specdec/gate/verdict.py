@@ -1,0 +1,102 @@
+"""The alert job: every leg's ``night.json`` read back, the night's colour, and what GitHub is told.
+
+This runs apart from the measuring job, with the write token and without any upgraded
+backend package: it reads only the artifact, and a file that does not validate is
+refused with one line (its leg counts as not reported). One issue per (state, claim,
+machine class, backend), found again by its exact title; the night's results that have
+no accepted baseline go into one accept pull request (:mod:`pytest_specdec.gate.accepting`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.alerts import post_issue
+from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour
+from pytest_specdec.gate.tonight import read_night
+
+
+def load_legs(artifacts: Path) -> tuple[list[LegNight], list[str]]:
+    """Each leg's night from ``artifacts/<leg>/night.json``; the refusals, one line each."""
+    legs: list[LegNight] = []
+    refused: list[str] = []
+    for path in sorted(artifacts.glob(f"*/{NIGHT_FILE}")):
+        try:
+            legs.append(read_night(path))
+        except SpecdecUsageError as error:
+            refused.append(str(error))
+    return legs, refused
+
+
+def issue_title(state: State, subject: str, machine_class: str, backend: str) -> str:
+    """One title per (state, claim, machine class, backend): ``specdec: SD changed the output — claim d on …``."""
+    return f"specdec: {state.value} — {subject} on {machine_class} ({backend})"
+
+
+def issue_body(leg: LegNight, finding: Finding, run_url: str) -> str:
+    """What happened, the history where there is one, tonight's release changes and the run."""
+    where = f"`{finding.nodeid}` [{finding.category}]: " if finding.nodeid else ""
+    lines = [f"**{finding.state.value}** on {leg.machine_class} ({leg.backend}).", "", f"- {where}{finding.message}"]
+    if finding.history:
+        lines += ["", "History (newest last; the plot is `history.png` in the night's artifact):", "", finding.history]
+    changed = [f"- {line}" for line in leg.release_changes] or ["- none recorded (the upgrade step did not run)"]
+    lines += ["", "Releases changed by tonight's upgrade:", *changed, "", f"Run and artifacts: {run_url}", ""]
+    return "\n".join(lines)
+
+
+def told(legs: Sequence[LegNight]) -> list[tuple[LegNight, Finding]]:
+    """The findings GitHub hears about: a required leg's red ones, and undecided or eroding ones of any leg."""
+    chosen = []
+    for leg in legs:
+        for finding in leg.findings:
+            if not finding.state.opens_issue:
+                continue
+            if finding.state.turns_red and not leg.required:
+                continue  # an optional leg warns in the summary and an annotation only
+            chosen.append((leg, finding))
+    return chosen
+
+
+def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
+    """Open or comment on one issue per title; what was done, one line each."""
+    bodies: dict[str, list[str]] = {}
+    for leg, finding in told(legs):
+        title = issue_title(finding.state, finding.subject, leg.machine_class, leg.backend)
+        bodies.setdefault(title, []).append(issue_body(leg, finding, run_url))
+    return [post_issue(gh, title, "\n---\n\n".join(parts)) for title, parts in bodies.items()]
+
+
+def workflow_commands(colour: NightColour, legs: Sequence[LegNight]) -> list[str]:
+    """GitHub workflow commands: an error per red line, a warning per warning, a notice for the ungated."""
+    shown = [f"::error title=specdec gate::{line}" for line in colour.lines]
+    shown += [f"::warning title=specdec gate::{line}" for line in colour.warnings]
+    waiting = sum(leg.awaiting for leg in legs)
+    if waiting:
+        shown.append(f"::notice title=specdec gate::not yet gated: {waiting} result(s) await acceptance")
+    return shown
+
+
+def night_summary(colour: NightColour, legs: Sequence[LegNight], refused: Sequence[str]) -> str:
+    """Markdown for the alert job's step summary: the colour first, then each leg's findings in their words."""
+    head = "## specdec gate: RED" if colour.red else "## specdec gate: green"
+    lines = [head, ""]
+    lines += [f"- **{line}**" for line in colour.lines]
+    lines += [f"- warning: {line}" for line in colour.warnings]
+    lines += [f"- refused: {line}" for line in refused]
+    for leg in legs:
+        lines += ["", f"### {leg.backend} ({'required' if leg.required else 'optional'})", ""]
+        lines.append("measured" if leg.measured else f"not measured: {leg.reason}")
+        if leg.budget:
+            lines.append(f"budget: {leg.budget}")
+        lines += [f"- **{f.state.value}** — {f.subject}: {f.message}" for f in leg.findings]
+        if not leg.findings and leg.measured:
+            lines.append("- every result agrees with its accepted baseline")
+    return "\n".join(lines) + "\n"
+
+
+def decide(artifacts: Path, expected: Mapping[str, bool]) -> tuple[NightColour, list[LegNight], list[str]]:
+    """The night's legs as reported, its colour, and the files refused."""
+    legs, refused = load_legs(artifacts)
+    return night_colour(legs, expected), legs, refused

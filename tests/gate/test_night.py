@@ -1,0 +1,167 @@
+"""A leg's night and the night's colour: findings in their own words, the verdict job, issues found again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.alerts import find_issue
+from pytest_specdec.gate.night import Finding, LegNight, State, Thresholds, night_colour, trailing, ungated_finding
+from pytest_specdec.gate.tonight import read_night
+from pytest_specdec.render.exports import results_document
+from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.files import dumps
+from pytest_specdec.store.records import RunRecord
+
+from .conftest import write_pyproject
+
+GH = Path(__file__).resolve().parents[1] / "act" / "gh"
+
+
+def specdec(repo: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "SPECDEC_GH_LOG": str(log or repo / "gh.jsonl"),
+                   "SPECDEC_GH_STATE": str(repo / "gh-state.json")}  # fmt: skip
+    command = [sys.executable, "-m", "pytest_specdec.cli", "gate", *args]
+    return subprocess.run(command, cwd=repo, env=environment, capture_output=True, text=True, check=False)
+
+
+def gh_calls(repo: Path) -> list[list[str]]:
+    log = repo / "gh.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.fixture
+def measured(tmp_path: Path, sample_run: RunRecord) -> Path:
+    """A measured mlx leg (one re-confirmed and one flipped comparison) whose flip the re-run did not confirm."""
+    out = tmp_path / "artifacts" / "specdec-mlx"
+    (out / "confirm").mkdir(parents=True)
+    (out / "status.json").write_text(json.dumps({"measurable": True, "reason": "measured"}))
+    (out / "results.json").write_text(dumps(results_document(sample_run)))
+    (out / "confirm" / "confirmed.json").write_text("[]\n")
+    (out / "release-changes.json").write_text('["mlx-lm 0.32.2 → 0.33.0"]')
+    write_pyproject(tmp_path, "[tool.specdec.gate.legs.mlx]\nrequired = true\n")
+    return out
+
+
+def night_and_verdict(repo: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], ...]:
+    night = specdec(repo, "night", "--backend", "mlx", "--out", str(out))
+    verdict = specdec(repo, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
+    return night, verdict
+
+
+def test_an_unconfirmed_flip_is_green_and_tells_github_nothing(tmp_path: Path, measured: Path) -> None:
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert night.returncode == 0, night.stdout + night.stderr
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+    assert "the night is green" in verdict.stdout
+    assert gh_calls(tmp_path) == []
+
+
+def test_a_confirmed_flip_is_red_with_one_issue_found_again_the_next_night(tmp_path: Path, measured: Path) -> None:
+    (measured / "confirm" / "confirmed.json").write_text(
+        json.dumps([{"nodeid": "benchmarks/test_claim_d.py::test_mlx_draft[code]", "category": "code"}])
+    )
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert night.returncode == 1, "the measuring job of a red required leg fails too"
+    assert verdict.returncode == 1
+    assert "::error title=specdec gate::mlx: conclusion changed — claim d" in verdict.stdout
+    title = "specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx)"
+    calls = gh_calls(tmp_path)
+    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
+    assert calls[1][calls[1].index("--title") + 1] == title
+    assert "- mlx-lm 0.32.2 → 0.33.0" in calls[1][calls[1].index("--body") + 1]
+    night_and_verdict(tmp_path, measured)
+    assert [c[:2] for c in gh_calls(tmp_path)[2:]] == [["issue", "list"], ["issue", "comment"]]
+
+
+def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
+    tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord
+) -> None:
+    lines = [
+        {"time": f"2026-11-0{day}", "backend": "mlx", "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
+         "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "bounds": {"speedup max=1": "holds"},
+         "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}, "verdict": "holds"}
+        for day, value in enumerate((0.80, 0.90, 0.98), start=1)
+    ]  # fmt: skip
+    BaselineStore(runner_state, sample_run.machine_class).append_history(lines)
+    _, verdict = night_and_verdict(tmp_path, measured)
+    assert verdict.returncode == 0, verdict.stdout
+    (create,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert create[create.index("--title") + 1] == "specdec: eroding — claim d on Apple-M1-Max-64GB (mlx)"
+    assert "| 2026-11-03 | mlx-lm 0.33 | 0.98x [0.95, 1.01] | holds | - |" in create[create.index("--body") + 1]
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda data: {**data, "schema_version": 99},
+        lambda data: {**data, "findings": [{"state": "rm -rf /", "subject": "x", "message": "y"}]},
+        lambda data: [data],
+    ],
+)
+def test_a_tampered_night_file_is_refused_with_one_line_and_its_leg_counts_as_silent(
+    tmp_path: Path, measured: Path, tamper: object
+) -> None:
+    specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    path = measured / "night.json"
+    path.write_text(json.dumps(tamper(json.loads(path.read_text()))))  # type: ignore[operator]
+    with pytest.raises(SpecdecUsageError) as refused:
+        read_night(path)
+    assert "\n" not in str(refused.value)
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(measured.parent), "--gh", str(GH))
+    assert verdict.returncode == 1, "a required leg whose report cannot be trusted did not report"
+    assert "refused:" in verdict.stdout
+    assert "mlx: leg not measurable — the leg reported nothing" in verdict.stdout
+
+
+def test_a_night_that_measured_nothing_is_red_and_an_optional_leg_only_warns() -> None:
+    silent = LegNight("ollama", "M", required=False, measured=False, reason="no server",
+                      findings=(Finding(State.UNMEASURABLE, "leg", "no server"),))  # fmt: skip
+    colour = night_colour([silent], {"ollama": False})
+    assert colour.red
+    assert colour.lines == ("no leg was measured tonight: a night that measures nothing is never green",)
+    assert colour.warnings == ("ollama: leg not measurable — leg: no server",)
+    measured = replace(silent, backend="mlx", measured=True, findings=())
+    assert not night_colour([silent, measured], {"ollama": False, "mlx": True}).red
+    assert night_colour([silent], {"ollama": False, "mlx": True}).red, "a required leg that did not report"
+
+
+def test_not_yet_gated_is_said_and_goes_red_after_the_configured_nights() -> None:
+    nights = [{"time": f"2026-11-0{d}", "change": "new"} for d in (1, 2)]
+    waiting = ungated_finding(2, nights, Thresholds(ungated_nights=3))
+    assert waiting is not None
+    assert waiting.state is State.NOT_YET_GATED
+    assert "not yet gated: 2 result(s) await acceptance (night 2 of 3" in waiting.message
+    red = ungated_finding(2, [*nights, {"time": "2026-11-03", "change": "new"}], Thresholds(ungated_nights=3))
+    assert red is not None
+    assert red.state is State.UNGATED
+    assert trailing([*nights, {"time": "2026-11-03", "change": "unchanged"}], {"new"}) == 0
+
+
+def test_an_issue_is_found_by_its_exact_title_not_by_its_words(tmp_path: Path) -> None:
+    """GitHub's search matches words in any order: only the exact title is the same issue."""
+    title = "specdec: conclusion changed — claim r on M (mlx)"
+    others = [
+        "specdec: conclusion changed — claim r on M (mlx) [closed by hand]",  # every word, and more
+        "specdec: changed conclusion — on M claim r (mlx)",  # the same words, another order
+        'specdec: conclusion changed — claim "r" on M (mlx)',
+    ]
+    state = tmp_path / "gh-state.json"
+    state.write_text(json.dumps({"issues": [{"number": n + 1, "title": t} for n, t in enumerate(others)]}))
+    os.environ["SPECDEC_GH_LOG"], os.environ["SPECDEC_GH_STATE"] = str(tmp_path / "gh.jsonl"), str(state)
+    try:
+        assert find_issue(str(GH), title) is None
+        state.write_text(
+            json.dumps({"issues": [{"number": n + 1, "title": t} for n, t in enumerate([*others, title])]})
+        )
+        assert find_issue(str(GH), title) == 4
+        assert find_issue(str(GH), others[2]) == 3, "a title with quotes is still found"
+    finally:
+        del os.environ["SPECDEC_GH_LOG"], os.environ["SPECDEC_GH_STATE"]

@@ -1,0 +1,58 @@
+"""The watchdog: a night that did not happen is noticed, the workflow re-enabled, one issue opened."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.gate.watchdog import check_nights, last_night
+
+GH = Path(__file__).resolve().parents[1] / "act" / "gh"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def run(event: str, updated: str, conclusion: str = "success", status: str = "completed") -> dict[str, str]:
+    return {"event": event, "updatedAt": updated, "conclusion": conclusion, "status": status}
+
+
+def test_only_finished_nights_count() -> None:
+    runs = [
+        run("schedule", "2026-11-28T03:40:00Z"),
+        run("push", "2026-12-01T09:00:00Z"),  # not a night
+        run("schedule", "2026-12-01T03:40:00Z", "cancelled"),  # a cancelled night did not happen
+        run("workflow_dispatch", "2026-11-30T03:40:00Z", status="in_progress"),
+    ]
+    assert last_night(runs) == datetime(2026, 11, 28, 3, 40, tzinfo=UTC)
+    assert last_night([]) is None
+
+
+@pytest.fixture
+def gh_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "gh-state.json"
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(state))
+    return state
+
+
+def test_a_quiet_gate_is_red_with_one_issue_and_the_workflow_re_enabled(tmp_path: Path, gh_state: Path) -> None:
+    gh_state.write_text(json.dumps({"runs": [run("schedule", "2026-11-28T03:40:00Z")]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert quiet
+    assert lines[0] == (
+        "no night of specdec-gate.yml has completed for 48 hours (the last finished 2026-11-28T03:40:00+00:00)"
+    )
+    calls = [json.loads(line) for line in (tmp_path / "gh.jsonl").read_text().splitlines()]
+    assert ["workflow", "enable", "specdec-gate.yml"] in calls
+    assert lines[-1] == "opened: specdec: no gate night for 48 hours (specdec-gate.yml)"
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert lines[-1].startswith("commented on #1:"), "one issue, found again"
+
+
+def test_a_recent_night_is_green(gh_state: Path) -> None:
+    gh_state.write_text(json.dumps({"runs": [run("schedule", "2026-12-01T03:40:00Z", "failure")]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert not quiet, "a red night still happened"
+    assert "within 48 hours" in lines[0]
