@@ -61,6 +61,7 @@ class Trial:
     peak_memory_bytes: int | None = None
     load_s: float | None = None  # a server's (re)load before this generation, not timed as decode
     units: str = "token"
+    client_tps: float | None = None  # this process's clock, when a server's own timing was used instead
 
     @property
     def decode_tps(self) -> float:
@@ -187,6 +188,7 @@ def run_trial(backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, 
     decode_s, decode_tokens = last_at - first_at, len(tokens) - first_burst
     if stats.generated_tokens is not None:  # bursts were text, not tokens: the first burst is one token
         decode_tokens = stats.generated_tokens - 1
+    client_tps = decode_tokens / decode_s if decode_s > 0 else None
     if stats.server_decode_seconds is not None:
         decode_s = stats.server_decode_seconds
         decode_tokens = stats.server_decode_tokens if stats.server_decode_tokens is not None else decode_tokens
@@ -204,6 +206,7 @@ def run_trial(backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, 
         peak_memory_bytes=stats.peak_memory_bytes,
         load_s=stats.load_seconds,
         units=stats.output_units,
+        client_tps=client_tps if stats.server_decode_seconds is not None else None,
     )
 
 

@@ -174,7 +174,8 @@ class SpecdecSession:
         record = self.ledger.check(
             record_outcome(
                 outcome, self.pool.digest(backend), notes,
-                theory=self.analysis.theory(backend, comparison), scope=_scope(self.settings.profile, plan),
+                theory=self.analysis.theory(backend, comparison),
+                scope=_scope(self.settings.profile, plan, base_model=self.pool.is_base_model(backend)),
             )
         )  # fmt: skip
         result = Result(outcome, record, self.ledger.decide(record))
@@ -212,8 +213,9 @@ class SpecdecSession:
         self.pool.close()
 
 
-def _scope(profile: str, plan: ComparisonPlan) -> dict[str, str]:
+def _scope(profile: str, plan: ComparisonPlan, *, base_model: bool) -> dict[str, str]:
     return {
+        "prompts": "continuation" if base_model else "instruction",
         "profile": profile,
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,

@@ -190,7 +190,8 @@ def test_an_interrupted_run_says_so_in_its_results_json(tmp_path: Path) -> None:
     [
         (["baselines", "list", "--dir", "{tmp}/missing"], "no such baselines folder"),
         (["report", "{tmp}/r.json", "--png", "{tmp}/out.txt"], "must name a .png file"),
-        (["gate", "alert", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
+        (["gate", "confirm", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
+        (["gate", "summary", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
     ],
 )
 def test_cli_refusals_exit_2_with_one_line(

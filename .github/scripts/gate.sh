@@ -2,7 +2,8 @@
 # The specdec gate's steps; the workflows only wire them. Usage: gate.sh STEP
 # The measuring job (self-hosted, contents: read, no token, no secret), one leg:
 #   setup    fresh venv, the project, the leg's packages as pinned by
-#            baselines/<machine class>/gate-lock.txt (versions-before.json)
+#            baselines/<machine class>/gate-lock.txt (versions-before.json); on an upgrading
+#            night a second one, .gate-venv-old, that the upgrade leaves as it is
 #   upgrade  newest release of the leg's packages and servers (release-changes.json)
 #   measure  the budget said, then the leg's benchmarks (status.json, results.json, candidates.json)
 #   confirm  re-run flipped comparisons once
@@ -58,8 +59,16 @@ PY
     ;;
   setup)
     mkdir -p "$OUT"
+    rm -rf .gate-venv-old  # never a venv left by an earlier night: it is rebuilt from the lock or absent
     fresh_venv "$venv" "[all]"
     gate install
+    if [ "${UPGRADE:-}" = "true" ]; then
+      # The old release beside the new one, from the same hashed lock, for the same-night A/B
+      # (only the upgraded .gate-venv moves; .gate-venv-old stays as the lock pins it).
+      fresh_venv .gate-venv-old "[all]"
+      .gate-venv-old/bin/python -m pytest_specdec.cli gate install --backend "$BACKEND" --out "$OUT/old" \
+        --python .gate-venv-old/bin/python
+    fi
     ;;
   upgrade | lock | measure | confirm | night)
     mkdir -p "$OUT"

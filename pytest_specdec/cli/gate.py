@@ -158,7 +158,7 @@ def confirm(args: argparse.Namespace) -> int:
     confirmed = runs.confirm(
         config, args.out / "results.json", args.out / "confirm", args.python, shlex.split(args.pytest_args)
     )
-    print(f"specdec gate: {len(confirmed)} flipped conclusion(s) confirmed by a re-run")
+    print(f"specdec gate: {len(confirmed)} flipped conclusion(s) confirmed")
     return 0
 
 

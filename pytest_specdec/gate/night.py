@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pytest_specdec.gate.change import Call
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
 
 NIGHT_SCHEMA_VERSION = 1
@@ -38,16 +39,19 @@ class State(StrEnum):
     NOT_YET_GATED = "not yet gated"
     UNDECIDED = "undecided for nights"
     ERODING = "eroding"
+    MACHINE_MOVED = "machine moved, not the release"
+    METRIC_CHANGED = "metric changed, not speed"
 
     @property
     def turns_red(self) -> bool:
         """Whether the finding, on a required leg, fails the night."""
-        return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING)
+        return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING, State.MACHINE_MOVED,
+                            State.METRIC_CHANGED)  # fmt: skip
 
     @property
     def opens_issue(self) -> bool:
         """Whether the finding is told as an issue (one per title, commented on after)."""
-        return self is not State.NOT_YET_GATED
+        return self not in (State.NOT_YET_GATED, State.MACHINE_MOVED)
 
 
 @dataclass(frozen=True)
@@ -136,16 +140,29 @@ def trailing(lines: Sequence[Mapping[str, Any]], changes: set[str]) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class FlipCall:
+    """What the confirm step said about one flip: confirmed (the release made it) or not, and why."""
+
+    confirmed: bool
+    call: str = ""  # change.Call's value, or "re-run"
+    line: str = ""
+
+
+# The confirm step's calls that are findings of their own when they clear a flip.
+CLEARED = {Call.MACHINE_MOVED.value: State.MACHINE_MOVED, Call.METRIC_CHANGED.value: State.METRIC_CHANGED}
+
+
 def comparison_findings(
     run: RunRecord,
-    confirmed: set[tuple[str, str]],
+    flips: Mapping[tuple[str, str], FlipCall],
     baseline_measurable: Mapping[tuple[str, str], bool],
     history: Sequence[Mapping[str, Any]],
     thresholds: Thresholds,
 ) -> list[Finding]:
     """Findings from tonight's comparisons.
 
-    ``confirmed`` holds the (node id, category) of flips the re-run confirmed;
+    ``flips`` holds the confirm step's call per (node id, category);
     ``baseline_measurable`` says, per (node id, category), whether an accepted baseline
     exists that was measurable (for "SD no longer engaged").
     """
@@ -164,8 +181,14 @@ def comparison_findings(
                     f"engaged ({record.release})",
                 )
             )
-        elif check is not None and check.change is Change.FLIP and key in confirmed and record in run.flips:
-            findings.append(_about(State.FLIP, record, check.message))
+        elif check is not None and check.change is Change.FLIP and key in flips and record in run.flips:
+            said = flips[key]
+            if said.confirmed:
+                findings.append(
+                    _about(State.FLIP, record, f"{check.message}; {said.line}" if said.line else check.message)
+                )
+            elif said.call in CLEARED:
+                findings.append(_about(CLEARED[said.call], record, said.line))
         elif check is not None and check.change is Change.UNDECIDED:
             lines = [line for line in history if line.get("nodeid") == record.nodeid
                      and line.get("category") == record.category]  # fmt: skip

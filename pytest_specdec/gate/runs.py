@@ -21,12 +21,14 @@ from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
+from pytest_specdec.gate.blame import ab_flips, can_ab, old_python
 from pytest_specdec.gate.budget import collect, plan, read_timings, record_timings, timings_path
+from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.state import keep_history
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore
-from pytest_specdec.store.files import load_run, write_atomically
+from pytest_specdec.store.files import load_run, read_json, write_atomically
 from pytest_specdec.store.records import ComparisonRecord
 
 pytest_exit_interrupted = 2  # pytest.ExitCode.INTERRUPTED (this module never imports pytest)
@@ -166,7 +168,11 @@ def crashes(junit: Path) -> str:
 
 
 def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Sequence[str]) -> list[ComparisonRecord]:
-    """Re-run each flipped comparison once (with the leg's server); the flips that flip again are confirmed."""
+    """The flips that the release made: a same-night old-versus-new run where one can be had, else a re-run.
+
+    ``confirmed.json`` lists every flip with the call on it (``confirmed`` true only for
+    a flip the release made); the night step reads it.
+    """
     run = load_run(results)
     first = run.flips
     out.mkdir(parents=True, exist_ok=True)
@@ -175,6 +181,34 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         return []
     leg = config.leg(first[0].backend)
     arguments = leg_arguments(config, leg, extra)
+    changes = (
+        read_json(results.parent / "release-changes.json")
+        if (results.parent / "release-changes.json").is_file()
+        else []
+    )
+    if changes and old_python() is not None and can_ab(leg.backend):
+        calls = ab_flips(first, python, arguments, Path("baselines"), run.machine_class)
+        entries = [(r, calls[(r.nodeid, r.category)].call.value, calls[(r.nodeid, r.category)].line) for r in first]
+        confirmed = [r for r, call, _ in entries if call == Call.RELEASE_CHANGED.value]
+    else:
+        if changes:
+            sys.stdout.write("specdec gate: no old release can run beside the new one for this backend — the flips "
+                             "are re-run on the upgraded machine instead\n")  # fmt: skip
+        confirmed = _rerun(leg, first, python, arguments, out)
+        entries = [(r, "re-run", "flipped again on a re-run" if r in confirmed else "did not repeat on a re-run")
+                   for r in first]  # fmt: skip
+    for record, _call, line in entries:
+        sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: {line}\n")
+    listed = [{"nodeid": r.nodeid, "category": r.category, "call": call, "line": line, "confirmed": r in confirmed}
+              for r, call, line in entries]  # fmt: skip
+    write_atomically(out / "confirmed.json", json.dumps(listed, indent=2) + "\n")
+    return confirmed
+
+
+def _rerun(
+    leg: LegConfig, first: Sequence[ComparisonRecord], python: str, arguments: Sequence[str], out: Path
+) -> list[ComparisonRecord]:
+    """Re-run each flipped comparison once (with the leg's server); the flips that flip again."""
     # A node id from results.json becomes a pytest argument: only ids of tests the leg collects
     # are passed (one starting with "-" would be an option).
     collected = set(collect(pytest_command(python, leg.backend, out, arguments, leg.targets)))
@@ -192,12 +226,7 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
     again = {(r.nodeid, r.category, r.baseline_arm) for r in (rerun.flips if rerun else ())}
     # Only a re-run that measured the comparison and saw no flip clears it; a re-run that
     # crashed, was refused or skipped itself confirms nothing away.
-    confirmed = [
+    return [
         r for r in first if (r.nodeid, r.category, r.baseline_arm) in again
         or (r.nodeid, r.category, r.baseline_arm) not in remeasured
     ]  # fmt: skip
-    write_atomically(
-        out / "confirmed.json",
-        json.dumps([{"nodeid": r.nodeid, "category": r.category} for r in confirmed], indent=2) + "\n",
-    )
-    return confirmed

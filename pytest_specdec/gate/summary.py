@@ -7,12 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_specdec.gate.state import leg_history
-from pytest_specdec.store.trends import Erosion, erosions
-
-
-def leg_erosions(backend: str, baselines: Path, machine_class: str) -> list[Erosion]:
-    """The conclusions of ``backend`` creeping toward a bound."""
-    return erosions(leg_history(backend, baselines, machine_class))
+from pytest_specdec.store.trends import erosions
 
 
 def leg_summary(

@@ -20,6 +20,7 @@ from pytest_specdec.gate.night import (
     NIGHT_FILE,
     NIGHT_SCHEMA_VERSION,
     Finding,
+    FlipCall,
     LegNight,
     State,
     Thresholds,
@@ -72,10 +73,16 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
     awaiting = 0
     if run is not None:
         listed = _json(out / "confirm" / "confirmed.json", [])
-        confirmed = {(str(item["nodeid"]), str(item["category"])) for item in listed if isinstance(item, dict)}
+        flips = {
+            (str(item["nodeid"]), str(item["category"])): FlipCall(
+                bool(item.get("confirmed", True)), str(item.get("call", "")), str(item.get("line", ""))
+            )
+            for item in (listed if isinstance(listed, list) else [])
+            if isinstance(item, dict) and "nodeid" in item and "category" in item
+        }
         history = leg_history(backend, baselines, run.machine_class)
         counted = nights(backend, run.machine_class)
-        findings += comparison_findings(run, confirmed, _baseline_measurable(run, baselines), counted, thresholds)
+        findings += comparison_findings(run, flips, _baseline_measurable(run, baselines), counted, thresholds)
         awaiting = awaiting_acceptance(run)
         waiting = ungated_finding(awaiting, counted, thresholds)
         findings += [waiting] if waiting else []

@@ -7,6 +7,7 @@ it did live.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tabulate import tabulate
@@ -14,7 +15,7 @@ from tabulate import tabulate
 from pytest_specdec.embedded import models
 from pytest_specdec.measure import Progress
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
 
 HEADERS = (
     "backend",
@@ -27,7 +28,9 @@ HEADERS = (
     "speedup [CI]",
     "acceptance",
     "trials",
+    "claim",
     "verdict",
+    "in words",
 )
 BASELINE_HEADERS = ("baseline", "baseline release", "change")
 CHANGE_ORDER = {
@@ -71,6 +74,47 @@ def verdict_cell(record: ComparisonRecord) -> str:
     return record.judgement.shown
 
 
+def claim_cell(record: ComparisonRecord) -> str:
+    """The claim the verdict is on, as a person says it: ``SD ≤ 1.3x``."""
+    bounds = {b.kind: b.bound for b in record.judgement.bounds if b.metric == "speedup"}
+    if "min" in bounds and "max" in bounds:
+        return f"{bounds['min']:g}x ≤ SD ≤ {bounds['max']:g}x"
+    if "max" in bounds:
+        return f"SD ≤ {bounds['max']:g}x"
+    return f"SD ≥ {bounds['min']:g}x" if "min" in bounds else "-"
+
+
+def more_pairs(record: ComparisonRecord) -> int | None:
+    """About how many more pairs would decide the nearest speedup bound at this noise (``None``: cannot say)."""
+    s = record.speedup
+    bounds = [b.bound for b in record.judgement.bounds if b.metric == "speedup"]
+    if not bounds or s.n < 2 or not (0.0 < s.low <= s.estimate <= s.high < math.inf):
+        return None
+    distance = min(abs(math.log(s.estimate / b)) for b in bounds)
+    half = (math.log(s.high) - math.log(s.low)) / 2.0
+    if distance <= 0.0:
+        return None
+    return max(1, math.ceil(s.n * (half / distance) ** 2 - s.n))
+
+
+def in_words(record: ComparisonRecord) -> str:
+    """The outcome in plain words, beside the statistical word: does SD pay off here?"""
+    conclusion, s = record.judgement.conclusion, record.speedup
+    if conclusion is Conclusion.FAILED:
+        return "SD changed the output"
+    if conclusion is Conclusion.NOT_MEASURABLE:
+        said = record.judgement.failure or ""
+        return "both arms speculate" if "both arms speculate" in said else "SD never engaged"
+    if s.low > 1.0:
+        return f"SD pays off here ({s.estimate:.2f}x)"
+    if s.high < 1.0:
+        return f"SD does not pay off here ({s.estimate:.2f}x)"
+    if conclusion is Conclusion.INCONCLUSIVE:
+        more = more_pairs(record)
+        return "can't tell yet" + (f": about {more} more pairs would decide" if more else "")
+    return f"SD breaks even here ({s.estimate:.2f}x)"
+
+
 def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
     """One row per comparison."""
     rows = []
@@ -86,7 +130,9 @@ def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = F
             interval_cell(r.speedup),
             interval_cell(r.acceptance, ""),
             str(r.trials),
+            claim_cell(r),
             verdict_cell(r),
+            in_words(r),
         ]
         if with_baseline:
             check = r.check
@@ -104,8 +150,20 @@ def has_baselines(records: Sequence[ComparisonRecord]) -> bool:
     return any(r.check is not None for r in records)
 
 
-# Dropped first when the table is wider than the terminal (the Markdown and JSON keep everything).
-OPTIONAL_COLUMNS = ("baseline release", "baseline", "trials", "γ", "draft", "acceptance", "plain tok/s", "SD tok/s")
+# Dropped first to last when the table is wider than the terminal; the two rates go together
+# (one rate without the other reads as a speed, not a comparison).
+OPTIONAL_COLUMNS: tuple[tuple[str, ...], ...] = (
+    ("baseline release",),
+    ("baseline",),
+    ("trials",),
+    ("γ",),
+    ("draft",),
+    ("acceptance",),
+    ("plain tok/s", "SD tok/s"),
+    ("backend",),  # the report's header names the backend and the models too
+    ("target",),
+    ("claim",),
+)
 MODEL_COLUMNS = ("target", "draft")
 SHORT_MODEL = 18
 
@@ -145,12 +203,23 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
         models = [headers.index(name) for name in MODEL_COLUMNS]
         rows = [[_shorten(cell) if i in models else cell for i, cell in enumerate(row)] for row in rows]
         text = _table(headers, rows, chosen)
-    for name in OPTIONAL_COLUMNS:
+    dropped: list[str] = []
+    for group in OPTIONAL_COLUMNS:
         if max(map(len, text.splitlines())) <= width:
             break
-        if name in chosen:
+        present = [name for name in group if name in chosen]
+        for name in present:
             chosen.remove(name)
-            text = _table(headers, rows, chosen)
+        dropped += present
+        text = _table(headers, rows, chosen)
+    if dropped:
+        import textwrap
+
+        note = (
+            f"(left out to fit {width} columns: {', '.join(dropped)} — a wider terminal, or --specdec-columns, "
+            "shows them)"
+        )
+        text += "\n" + "\n".join(textwrap.wrap(note, max(40, width)))
     return text
 
 

@@ -23,7 +23,8 @@ class ReleasedBackend(SimulatedBackend):
     name = "testbackend"
 
     def __init__(self, pair, options):
-        super().__init__(pair, {{"speedup": "{speedup}", "release": VERSION, **options}})
+        super().__init__(pair, {{"speedup": "{speedup}", "counter_scale": "{counter_scale}", "release": VERSION,
+                                 **options}})
 
     def fingerprint(self):
         found = super().fingerprint()
@@ -32,15 +33,21 @@ class ReleasedBackend(SimulatedBackend):
 
 
 SPEC = BackendSpec(name="testbackend", target="specdec_testbackend:ReleasedBackend",
-                   distributions=("specdec-testbackend",))
+                   distributions=("specdec-testbackend",), in_process=True)
 '''
 
 
-def build_wheel(folder: Path, version: str, speedup: float) -> Path:
-    """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed)."""
+def build_wheel(folder: Path, version: str, speedup: float, counter_scale: float = 1.0) -> Path:
+    """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed).
+
+    ``counter_scale`` below 1 makes the release report shorter decode times for SD than it
+    spent: a change of what its counters cover, not of its speed.
+    """
     info = f"specdec_testbackend-{version}.dist-info"
     files = {
-        "specdec_testbackend/__init__.py": BACKEND_SOURCE.format(version=version, speedup=speedup),
+        "specdec_testbackend/__init__.py": BACKEND_SOURCE.format(
+            version=version, speedup=speedup, counter_scale=counter_scale
+        ),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{info}/entry_points.txt": "[pytest_specdec.backends]\ntestbackend = specdec_testbackend:SPEC\n",

@@ -165,3 +165,37 @@ def test_an_issue_is_found_by_its_exact_title_not_by_its_words(tmp_path: Path) -
         assert find_issue(str(GH), others[2]) == 3, "a title with quotes is still found"
     finally:
         del os.environ["SPECDEC_GH_LOG"], os.environ["SPECDEC_GH_STATE"]
+
+
+@pytest.mark.parametrize(
+    ("call", "word", "issue"),
+    [
+        ("the release changed the conclusion", "conclusion changed", True),
+        ("the machine moved, not the release", "machine moved, not the release", False),
+        ("metric changed, not speed", "metric changed, not speed", True),
+    ],
+)
+def test_the_confirm_steps_call_decides_what_a_flip_is(
+    tmp_path: Path, measured: Path, call: str, word: str, issue: bool
+) -> None:
+    """A flip the same-night A/B blamed on the release is red; a machine that moved or a counter is not."""
+    (measured / "confirm" / "confirmed.json").write_text(
+        json.dumps(
+            [
+                {
+                    "nodeid": "benchmarks/test_claim_d.py::test_mlx_draft[code]",
+                    "category": "code",
+                    "call": call,
+                    "line": f"{call} — old release 0.94x, new release 1.41x",
+                    "confirmed": call.startswith("the release"),
+                }
+            ]
+        )
+    )
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert f"mlx: {word} — claim d: " in night.stdout
+    assert (verdict.returncode == 1) is (word == "conclusion changed")
+    created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert bool(created) is issue
+    if issue:
+        assert "old release 0.94x, new release 1.41x" in created[0][created[0].index("--body") + 1]

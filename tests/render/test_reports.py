@@ -124,7 +124,43 @@ def test_the_terminal_table_fits_its_width_and_keeps_the_verdict(sample_run: Run
     assert "verdict" in fitted.splitlines()[0]
     assert "refuted (FLIPPED)" in fitted
     assert "speedup [CI]" in fitted.splitlines()[0]
+    assert "(left out to fit 120 columns: baseline release" in fitted
+    assert "(left out" not in full
+    for width in (80, 100, 120):
+        header = terminal_table(records, width=width).splitlines()[0]
+        assert ("plain tok/s" in header) == ("SD tok/s" in header), f"never one rate without the other ({width})"
     chosen = terminal_table(records, columns=["category", "verdict"])
     assert chosen.splitlines()[0].split() == ["category", "verdict"]
     with pytest.raises(ValueError, match="unknown column 'speed'"):
         terminal_table(records, columns=["speed"])
+
+
+def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRecord) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.render.report import claim_cell, in_words
+    from pytest_specdec.stats import Interval
+    from pytest_specdec.store.records import Conclusion
+
+    pays, even = sample_run.comparisons[1], sample_run.comparisons[0]
+    assert claim_cell(pays) == "SD ≤ 1.3x"
+    assert in_words(pays) == "SD pays off here (1.41x)"
+    assert in_words(even) == "SD breaks even here (1.00x)"
+    loses = replace(even, speedup=Interval(0.82, 0.78, 0.86, 0.98, 16))
+    assert in_words(loses) == "SD does not pay off here (0.82x)"
+    open_ = replace(
+        even,
+        speedup=Interval(1.16, 0.9, 1.5, 0.98, 16),
+        judgement=replace(even.judgement, conclusion=Conclusion.INCONCLUSIVE),
+    )
+    # 16 pairs x (half-width 0.255 / distance to max=1.3 0.114)² ≈ 80.4 in all
+    assert in_words(open_) == "can't tell yet: about 65 more pairs would decide"
+    lossy = replace(even, judgement=replace(even.judgement, conclusion=Conclusion.FAILED))
+    assert in_words(lossy) == "SD changed the output"
+    idle = replace(
+        even,
+        judgement=replace(
+            even.judgement, conclusion=Conclusion.NOT_MEASURABLE, failure="not measurable: SD not engaged"
+        ),
+    )
+    assert in_words(idle) == "SD never engaged"

@@ -33,4 +33,5 @@ SPEC = BackendSpec(
     evidence_family="llama.cpp",
     # On some CUDA images numpy's native libraries, loaded first, make the first Llama(...) crash.
     native_first="llama_cpp",
+    in_process=True,
 )

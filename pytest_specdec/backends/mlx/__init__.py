@@ -24,4 +24,5 @@ SPEC = BackendSpec(
         "embedded-1b": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
     },
     evidence_family="mlx-lm",
+    in_process=True,
 )

@@ -14,6 +14,8 @@ _NUMBERS = (
     ("outliers", "share of generations that are 2-3x slow"),
     ("acceptance", "the drafts' acceptance rate"),
     ("tie_margin", "logit margin reported at a divergence (-1: none)"),
+    ("step", "relative change of the machine's speed from step_at on (e.g. -0.25)"),
+    ("counter_scale", "what the SD arm's reported decode seconds cover, as a factor (a release's counters)"),
 )
 
 SPEC = BackendSpec(
@@ -25,10 +27,14 @@ SPEC = BackendSpec(
         *(OptionSpec(key, "float", text) for key, text in _NUMBERS),
         OptionSpec("crash_after", "int", "raise after this many generations (0: never)"),
         OptionSpec("interrupt_after", "int", "cut the run short (KeyboardInterrupt) after this many generations"),
+        OptionSpec("step_at", "int", "the generation from which the machine's speed changes by step (0: never)"),
         OptionSpec("lossless", "bool", "SD reproduces plain output"),
+        OptionSpec("realtime", "bool", "sleep through the simulated decode time, so a client's clock sees it"),
         OptionSpec("engaged", "bool", "SD engages at all"),
         OptionSpec("release", "str", "the release the fingerprint reports"),
         OptionSpec("seed", "int", "random seed"),
+        OptionSpec("prompt_seed", "int", "seed of the per-prompt effects (default: seed)"),
     ),
     pairs={"embedded": ModelPair("simulated-target", "simulated-draft")},
+    in_process=True,
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -53,6 +54,10 @@ class SimulatedBackend:
         self.outliers = reader.number("outliers", 0.0, low=0.0, high=0.5)
         self.crash_after = reader.integer("crash_after", 0, low=0)
         self.interrupt_after = reader.integer("interrupt_after", 0, low=0)
+        self.step_at = reader.integer("step_at", 0, low=0)
+        self.step = reader.number("step", 0.0, low=-0.9, high=9.0)
+        self.realtime = reader.flag("realtime", False)
+        self.counter_scale = reader.number("counter_scale", 1.0, low=0.01, high=100.0)
         self.acceptance = reader.number("acceptance", 0.7, low=0.0, high=1.0)
         self.lossless = reader.flag("lossless", True)
         # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
@@ -61,6 +66,8 @@ class SimulatedBackend:
         self.release = reader.text("release", "1.0")
         self._seed = reader.integer("seed", 0)
         self._rng = np.random.default_rng(self._seed)
+        # Two releases that run the same prompts equally fast share their prompts' effects.
+        self._prompt_seed = reader.integer("prompt_seed", self._seed)
         reader.reject_unknown()
         self._pair = pair
         self.generations = 0
@@ -88,7 +95,7 @@ class SimulatedBackend:
         """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``."""
         if not self.prompt_spread:
             return 1.0
-        seed = int.from_bytes(hashlib.sha256(f"effect {self._seed} {prompt}".encode()).digest()[:8], "little")
+        seed = int.from_bytes(hashlib.sha256(f"effect {self._prompt_seed} {prompt}".encode()).digest()[:8], "little")
         return math.exp(self.prompt_spread * float(np.random.default_rng(seed).standard_normal()))
 
     def _tokens(self, prompt: str, count: int) -> list[int]:
@@ -109,6 +116,8 @@ class SimulatedBackend:
         # Drift: the machine slows (or speeds up) with every generation, whatever the arm.
         self._walk += self.wander * float(self._rng.standard_normal())
         rate = self.plain_tps * math.exp(-self.drift * self.generations + self._walk)
+        if self.step_at and self.generations >= self.step_at:
+            rate *= 1.0 + self.step  # the machine moved mid-run (a thermal limit, a background job)
         rate *= self.true_speedup * self._prompt_effect(request.prompt) if speculative else 1.0
         rate *= math.exp(self.noise * float(self._rng.standard_normal()))
         if self.outliers and self._rng.random() < self.outliers:
@@ -119,12 +128,16 @@ class SimulatedBackend:
             drafted = (count * request.arm.num_draft) // 2 if self.engaged else 0
             accepted = int(self._rng.binomial(drafted, self.acceptance)) if drafted else 0
         for token in tokens:
+            if self.realtime:  # the client's clock sees the simulated decode time, token by token
+                time.sleep(1.0 / rate)
             yield TokenBurst((token,))
+        # counter_scale: what the server's decode duration covers changed (SD arm), not the speed
+        reported = (count - 1) / rate * (self.counter_scale if speculative else 1.0)
         return GenerationStats(
             prompt_tokens=len(request.prompt.split()),
             drafted=drafted,
             accepted=accepted,
-            server_decode_seconds=(count - 1) / rate,
+            server_decode_seconds=reported,
             server_decode_tokens=count - 1,
             server_ttft_seconds=0.05,
         )

@@ -1,0 +1,171 @@
+"""Two releases of one backend behind one Backend: an arm's ``release`` option picks which answers.
+
+For a same-night old-versus-new comparison. In-process backends (mlx, llama-cpp-python)
+cannot hold two releases in one interpreter, so each release runs in a worker process
+on its own virtual environment (:mod:`pytest_specdec.backends.worker`), and this driver
+alternates requests between them, timing every burst with one clock.
+:class:`InProcessReleases` does the same with two backend objects (the simulated backend
+in studies of the decision rule).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, replace
+from typing import Any, ClassVar
+
+from pytest_specdec.backends.base import (
+    Arm,
+    Backend,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
+
+RELEASES = ("old", "new")
+
+
+def release_of(arm: Arm) -> str:
+    """``old`` or ``new``: the release an arm runs on."""
+    chosen = str(arm.options.get("release", ""))
+    if chosen not in RELEASES:
+        raise BackendRuntimeError(f"arm {arm.label!r} names no release (old or new)")
+    return chosen
+
+
+def without_release(arm: Arm) -> Arm:
+    """The arm as its release's backend sees it."""
+    return replace(arm, options={k: v for k, v in arm.options.items() if k != "release"})
+
+
+class WorkerProcess:
+    """One release's backend in a process of its own (``python -m pytest_specdec.backends.worker``)."""
+
+    def __init__(self, python: str, backend: str, pair: ModelPair, options: Mapping[str, str]) -> None:
+        spec = {"backend": backend, "target": pair.target, "draft": pair.draft, "options": dict(options)}
+        self._process = subprocess.Popen(
+            [python, "-m", "pytest_specdec.backends.worker", json.dumps(spec)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+        )  # fmt: skip
+        ready = self._read()
+        if "error" in ready:
+            self.close()
+            raise ModelLoadError(f"{python} could not load {backend}: {ready['error']}")
+        self.release = str(ready["ready"])
+        self.versions = {str(k): str(v) for k, v in dict(ready.get("versions") or {}).items()}
+
+    def _read(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise BackendRuntimeError(f"the worker process ended (exit {self._process.poll()})")
+        found: dict[str, Any] = json.loads(line)
+        return found
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """Send one request; yield its bursts as they arrive."""
+        assert self._process.stdin is not None
+        asked = {"prompt": request.prompt, "arm": asdict(request.arm), "max_tokens": request.max_tokens,
+                 "seed": request.seed}  # fmt: skip
+        self._process.stdin.write(json.dumps(asked) + "\n")
+        self._process.stdin.flush()
+        while True:
+            message = self._read()
+            if "error" in message:
+                raise BackendRuntimeError(str(message["error"]))
+            if "stats" in message:
+                return GenerationStats(**message["stats"])
+            flags = message.get("draft")
+            yield TokenBurst(tuple(message["burst"]), tuple(flags) if isinstance(flags, list) else None)
+
+    def close(self) -> None:
+        """End the worker."""
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+
+
+class _Releases:
+    """Routing and identity shared by both kinds of pair."""
+
+    name: ClassVar[str] = "release-pair"
+    _pair: ModelPair
+    _backend: str
+
+    def _answerer(self, release: str) -> Backend | WorkerProcess:
+        raise NotImplementedError
+
+    def _release(self, release: str) -> str:
+        raise NotImplementedError
+
+    @property
+    def pair(self) -> ModelPair:
+        """The models both releases serve."""
+        return self._pair
+
+    def fingerprint(self) -> Fingerprint:
+        """Both releases, old → new."""
+        return Fingerprint(self._backend, f"{self._release('old')} → {self._release('new')}")
+
+    def model_digest(self) -> str:
+        """Not a stored result: the pair has no digest of its own."""
+        return "release-pair"
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """The request on the release its arm names."""
+        answerer = self._answerer(release_of(request.arm))
+        return answerer.generate(replace(request, arm=without_release(request.arm)))
+
+
+class ReleasePair(_Releases):
+    """Two releases in two worker processes, one per virtual environment."""
+
+    def __init__(
+        self, old_python: str, new_python: str, backend: str, pair: ModelPair, options: Mapping[str, str]
+    ) -> None:
+        self._pair, self._backend = pair, backend
+        self._workers = {"old": WorkerProcess(old_python, backend, pair, options)}
+        try:
+            self._workers["new"] = WorkerProcess(new_python, backend, pair, options)
+        except ModelLoadError:
+            self._workers["old"].close()
+            raise
+
+    def _answerer(self, release: str) -> WorkerProcess:
+        return self._workers[release]
+
+    def _release(self, release: str) -> str:
+        return self._workers[release].release
+
+    def close(self) -> None:
+        """End both workers."""
+        for worker in self._workers.values():
+            worker.close()
+
+
+class InProcessReleases(_Releases):
+    """Two backend objects in this process (the simulated backend's releases, in studies)."""
+
+    def __init__(self, old: Backend, new: Backend) -> None:
+        self._pair, self._backend = new.pair, new.fingerprint().backend
+        self._backends = {"old": old, "new": new}
+
+    def _answerer(self, release: str) -> Backend:
+        return self._backends[release]
+
+    def _release(self, release: str) -> str:
+        return self._backends[release].fingerprint().release
+
+    def close(self) -> None:
+        """Close both backends."""
+        for backend in self._backends.values():
+            backend.close()

@@ -1,0 +1,65 @@
+"""Blame the release, not the machine: what a same-night old-versus-new comparison says about a flip.
+
+A flip is confirmed only when the new release's interval decides the claim the other
+way from its accepted baseline **and** the change interval (new speedup ÷ old speedup,
+both measured tonight, paired) excludes 1. When the new release's interval crosses the
+bound but the old release moved with it, the machine moved, not the release. When the
+servers' own decode rates moved against this process's clock between releases, a
+counter changed its meaning: "metric changed", never a flip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pytest_specdec.release_ab import ReleaseAB
+from pytest_specdec.stats import Interval, Verdict, verdict_at_least, verdict_at_most
+
+METRIC_TOLERANCE = 0.05  # a server-vs-client rate ratio that moves less than 5 % is noise in the timers
+
+
+class Call(StrEnum):
+    """The verdict on one flip."""
+
+    RELEASE_CHANGED = "the release changed the conclusion"
+    MACHINE_MOVED = "the machine moved, not the release"
+    METRIC_CHANGED = "metric changed, not speed"
+    NO_FLIP = "no flip tonight"
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The call and the figures it rests on, in one line."""
+
+    call: Call
+    line: str
+
+
+def _shown(interval: Interval) -> str:
+    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
+    """The call on one bound (``kind`` ``min`` or ``max``) whose accepted verdict was ``baseline``."""
+    figures = (
+        f"old release {_shown(ab.old)}, new release {_shown(ab.new)}, change {_shown(ab.change)} ({ab.pairs} pairs)"
+    )
+    metric = ab.metric_change
+    if metric is not None and (metric.low > 1.0 + METRIC_TOLERANCE or metric.high < 1.0 - METRIC_TOLERANCE):
+        return Blame(
+            Call.METRIC_CHANGED,
+            f"{Call.METRIC_CHANGED.value}: the server's decode rate against this process's clock moved "
+            f"{_shown(metric)} between releases — {figures}",
+        )
+    new = verdict_at_most(ab.new, bound) if kind == "max" else verdict_at_least(ab.new, bound)
+    flipped = {new, baseline} == {Verdict.HOLDS, Verdict.REFUTED}
+    if not flipped:
+        return Blame(
+            Call.NO_FLIP, f"{Call.NO_FLIP.value}: the new release is {new.value} against {kind}={bound:g} — {figures}"
+        )
+    if ab.change.low > 1.0 or ab.change.high < 1.0:
+        return Blame(
+            Call.RELEASE_CHANGED, f"{Call.RELEASE_CHANGED.value} ({kind}={bound:g} now {new.value}) — {figures}"
+        )
+    return Blame(Call.MACHINE_MOVED, f"{Call.MACHINE_MOVED.value}: both releases moved together — {figures}")

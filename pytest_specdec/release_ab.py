@@ -1,0 +1,96 @@
+"""Old release against new, the same night, paired and interleaved: did the release change SD's speedup?
+
+Each pair runs four generations on one prompt — the old release plain and with SD, the
+new release plain and with SD — in an order balanced over the run (which release goes
+first alternates from pair to pair; plain or SD first follows the prompt block's
+schedule). A machine that moves (heat, background load, an OS update) moves both
+releases alike and cancels in the change, the ratio of the new release's speedup to
+the old one's. Where servers time themselves, the ratio of their own decode rate to this
+process's clock is compared between releases too: a release that changes what its
+counters cover moves that ratio, not the speed.
+
+Intervals are Student-t intervals of a stratified Huber location per pair (the same
+estimator as every comparison): each release's speedup at one-sided error ``plan.alpha``,
+the change (what blames a release) at a tenth of it, so that a machine that moved
+both releases is blamed on a release well under 1 % of nights.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from pytest_specdec.backends.base import Arm, Backend
+from pytest_specdec.measure import ComparisonPlan, Trial, run_trial
+from pytest_specdec.sequential import block_schedule, stratified_huber, t_critical
+from pytest_specdec.stats import Interval
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class ReleaseAB:
+    """Both releases' speedups measured together, and what changed between them."""
+
+    old: Interval
+    new: Interval
+    change: Interval  # new speedup ÷ old speedup
+    metric_change: Interval | None  # (server rate ÷ client rate of SD over plain), new ÷ old; None: no server timing
+    pairs: int
+
+
+def _arm(base: Arm, release: str) -> Arm:
+    return replace(base, label=f"{release} {base.label}", options={**base.options, "release": release})
+
+
+def interval(values: Sequence[float], prompts: Sequence[str], alpha: float) -> Interval:
+    """exp of a location's two-sided interval, at one-sided error ``alpha`` per side."""
+    from scipy import stats as scipy_stats
+
+    estimate = stratified_huber(values, prompts)
+    if not math.isfinite(estimate.se) or estimate.df <= 0:
+        return Interval(math.exp(estimate.value), 0.0, math.inf, 1.0 - 2.0 * alpha, len(values))
+    half = t_critical(float(scipy_stats.norm.isf(alpha)), estimate.df) * estimate.se
+    value = estimate.value
+    return Interval(math.exp(value), math.exp(value - half), math.exp(value + half), 1.0 - 2.0 * alpha, len(values))
+
+
+def _metric(plain: Trial, sd: Trial) -> float | None:
+    if plain.client_tps is None or sd.client_tps is None:
+        return None
+    return math.log(sd.decode_tps / sd.client_tps) - math.log(plain.decode_tps / plain.client_tps)
+
+
+def run_release_ab(backend: Backend, plan: ComparisonPlan, clock: Clock = time.perf_counter) -> ReleaseAB:
+    """Warm up the four arms, then ``plan.max_trials`` (whole blocks) paired quadruples."""
+    arms = {(release, kind): _arm(base, release) for release in ("old", "new")
+            for kind, base in (("plain", plan.baseline), ("sd", plan.treatment))}  # fmt: skip
+    for arm in arms.values():
+        run_trial(backend, plan.prompts[0], arm, plan, clock)
+    schedule = block_schedule(len(plan.prompts))
+    count = max(len(schedule), plan.max_trials - plan.max_trials % len(schedule))
+    old: list[float] = []
+    new: list[float] = []
+    metric: list[float | None] = []
+    prompts: list[str] = []
+    for index in range(count):
+        prompt_index, sd_first = schedule[index % len(schedule)]
+        prompt = plan.prompts[prompt_index]
+        kinds = ("sd", "plain") if sd_first else ("plain", "sd")
+        releases = ("new", "old") if index % 2 else ("old", "new")
+        trials = {(r, k): run_trial(backend, prompt, arms[(r, k)], plan, clock) for r in releases for k in kinds}
+        old.append(math.log(trials[("old", "sd")].decode_tps / trials[("old", "plain")].decode_tps))
+        new.append(math.log(trials[("new", "sd")].decode_tps / trials[("new", "plain")].decode_tps))
+        before, after = (_metric(trials[(r, "plain")], trials[(r, "sd")]) for r in ("old", "new"))
+        metric.append(None if before is None or after is None else after - before)
+        prompts.append(prompt.id)
+    timed = [m for m in metric if m is not None]
+    return ReleaseAB(
+        old=interval(old, prompts, plan.alpha),
+        new=interval(new, prompts, plan.alpha),
+        change=interval([b - a for a, b in zip(old, new, strict=True)], prompts, plan.alpha / 10),
+        metric_change=interval(timed, prompts, plan.alpha / 10) if len(timed) == len(metric) else None,
+        pairs=count,
+    )

@@ -1,0 +1,65 @@
+"""Old release against new, the same night: the change interval, the metric cross-check, two worker processes."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from pytest_specdec.backends.base import Arm, ModelPair
+from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import ModelLoadError
+from pytest_specdec.measure import ComparisonPlan
+from pytest_specdec.release_ab import run_release_ab
+
+MACHINE = {"noise": "0.05", "prompt_seed": "3"}
+
+
+def plan(pairs: int = 16, max_tokens: int = 16) -> ComparisonPlan:
+    return ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3),
+                          max_tokens=max_tokens, min_trials=pairs, max_trials=pairs, confidence=0.98)  # fmt: skip
+
+
+def release(speedup: float, seed: int, **options: str) -> SimulatedBackend:
+    return SimulatedBackend(ModelPair("t", "d"), {**MACHINE, "speedup": str(speedup), "seed": str(seed), **options})
+
+
+def test_a_real_change_is_seen_and_a_machine_that_moved_both_releases_is_not() -> None:
+    changed = run_release_ab(InProcessReleases(release(1.0, 1), release(1.5, 2)), plan(), clock=lambda: 0.0)
+    assert changed.change.low > 1.0
+    assert changed.old.low < 1.0 < changed.old.high
+    assert changed.new.low > 1.3
+    together = run_release_ab(InProcessReleases(release(1.5, 1), release(1.5, 2)), plan(), clock=lambda: 0.0)
+    assert together.change.low < 1.0 < together.change.high, "both releases moved: no change between them"
+    assert together.new.low > 1.3
+    assert together.metric_change is None, "a clock that stands still has nothing to cross-check"
+
+
+def test_a_release_whose_counters_changed_is_caught_by_the_client_clock() -> None:
+    """The new release reports SD's decode in half the time it took: its server rate moves against the clock."""
+    fast = {"plain_tps": "4000", "realtime": "true"}
+    ab = run_release_ab(
+        InProcessReleases(release(1.0, 1, **fast), release(1.0, 2, counter_scale="0.5", **fast)), plan(8, 12)
+    )
+    assert ab.new.estimate == pytest.approx(2.0, rel=0.1), "by the server's own word SD doubled"
+    assert ab.metric_change is not None
+    assert ab.metric_change.high < 0.95 or ab.metric_change.low > 1.05
+
+
+def test_two_releases_run_in_two_worker_processes() -> None:
+    options = {"speedup": "1.4", "noise": "0.02"}
+    pair = ReleasePair(sys.executable, sys.executable, "simulated", ModelPair("t", "d"), options)
+    try:
+        assert pair.fingerprint().release == "simulated 1.0 → simulated 1.0"
+        ab = run_release_ab(pair, plan(8), clock=lambda: 0.0)
+    finally:
+        pair.close()
+    assert ab.pairs == 8
+    assert ab.new.estimate == pytest.approx(1.4, rel=0.1)
+
+
+def test_a_worker_that_cannot_load_is_one_line() -> None:
+    with pytest.raises(ModelLoadError, match="could not load simulated: SpecdecUsageError: backend option"):
+        ReleasePair(sys.executable, sys.executable, "simulated", ModelPair("t", "d"), {"speedup": "fast"})
