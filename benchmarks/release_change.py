@@ -32,6 +32,7 @@ from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.release_pair import InProcessReleases
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.gate.blame import AB_PAIRS
 from pytest_specdec.gate.change import Call, blame
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import run_release_ab
@@ -76,7 +77,7 @@ def share(hits: int, runs: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--pairs", type=int, default=72, help="pairs of quadruples per night (the default budget)")
+    parser.add_argument("--pairs", type=int, default=AB_PAIRS, help="pairs of quadruples per night (the gate's)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)

@@ -339,6 +339,8 @@ def validate(settings: Settings) -> None:
     """Range checks with one line each."""
     if not 0.0 < settings.confidence < 1.0:
         raise SpecdecUsageError(f"--specdec-confidence {settings.confidence:g} is outside (0, 1) — use e.g. 0.95")
+    if settings.max_trials < 2:
+        raise SpecdecUsageError(f"--specdec-max-trials {settings.max_trials} is below 2 — an interval needs two pairs")
     if settings.min_trials < 2:
         raise SpecdecUsageError(f"--specdec-min-trials {settings.min_trials} is below 2 — an interval needs two pairs")
     if settings.max_trials < settings.min_trials:

@@ -208,3 +208,44 @@ def test_a_runtime_older_than_the_code_needs_is_named_with_the_fix() -> None:
     spec = BackendSpec("x", "m:C", requires=("json",), extra="x", minimum={"pytest": "999.0"})
     with pytest.raises(BackendUnavailable, match=r"needs pytest >= 999.0, but .* is installed — run: pip install -U"):
         require_runtime(spec)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "{tmp}/empty.json"], "is not a pytest-specdec results or baseline file (it has no schema_version)"),
+        (["report", "{golden}", "--md", "{tmp}"], "is a folder — name a file to write"),
+    ],
+)
+def test_files_that_are_not_what_a_command_needs_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "empty.json").write_text("{}")
+    golden = Path(__file__).parent / "render" / "golden" / "results.json"
+    assert main([a.format(tmp=tmp_path, golden=golden) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    """``specdec evidence | head``: the reader went away before the first write."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest_specdec.cli", "evidence"], stdout=write,
+                              stderr=subprocess.PIPE, check=False)  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+
+
+def test_max_trials_below_two_is_named_as_max_trials(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--backend=simulated", "--specdec-max-trials=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--specdec-max-trials 0 is below 2*"])

@@ -80,12 +80,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for line in dict.fromkeys(report.TORN + research.TORN):
             print(f"specdec: warning: {line}", file=sys.stderr)
+        sys.stdout.flush()  # a closed pipe is met here, inside the handlers below, not at exit
         return status
     except SpecdecUsageError as error:
         print(f"specdec: error: {error}", file=sys.stderr)
         return 2
     except ImportError as error:
         print(f"specdec: error: {error.name} is not installed — pip install 'pytest-specdec[plot]'", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `specdec … | head`: the reader has gone; nothing to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except IsADirectoryError as error:
+        print(f"specdec: error: {error.filename} is a folder — name a file", file=sys.stderr)
         return 2
     except OSError as error:
         print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)

@@ -49,6 +49,8 @@ def dumps(document: object) -> str:
 
 def write_atomically(path: Path, content: str | bytes) -> None:
     """Write through a temporary file in the same folder and rename it into place."""
+    if path.is_dir():
+        raise SpecdecUsageError(f"{path} is a folder — name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     data = content.encode("utf-8") if isinstance(content, str) else content
@@ -129,6 +131,11 @@ def check_schema(data: object, path: Path) -> Mapping[str, object]:
     if not isinstance(data, dict):
         raise SpecdecUsageError(f"{path}: expected a JSON object at the top level — restore it from version control")
     version = data.get("schema_version")
+    if version is None:
+        raise SpecdecUsageError(
+            f"{path} is not a pytest-specdec results or baseline file (it has no schema_version) — give a file "
+            "written by --specdec-json, or a baselines/<machine class>/<backend>.json"
+        )
     if isinstance(version, bool) or version not in READABLE_SCHEMAS:
         raise SpecdecUsageError(
             f"{path}: schema_version {version!r} is not one this pytest-specdec ({specdec_version()}) reads "
