@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -126,3 +127,17 @@ def test_rewriting_the_same_entries_leaves_the_file_untouched(
     assert json.loads(text)["schema_version"] == 2
     assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     assert not list(tmp_path.rglob("*.tmp")), "no temporary file is left behind"
+
+
+def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("python 3.")
+    assert lines[1].startswith("machine ")
+    assert any(line.startswith("environment: ") for line in lines)
+    assert any(line.startswith("disk: ") or line.startswith("! disk: ") for line in lines)
+    ollama = next(line for line in lines if "ollama:" in line)
+    if shutil.which("ollama") is None:
+        assert ollama.startswith("! ollama: no server found"), "a backend with nothing to measure is an action"
+        assert status == 1
+    assert not any("simulated" in line for line in lines)

@@ -65,7 +65,10 @@ class WorkerProcess:
         line = self._process.stdout.readline()
         if not line:
             raise BackendRuntimeError(f"the worker process ended (exit {self._process.poll()})")
-        found: dict[str, Any] = json.loads(line)
+        try:
+            found: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            raise BackendRuntimeError(f"the worker said something that is not its protocol: {line[:200]!r}") from None
         return found
 
     def generate(self, request: GenerationRequest) -> GenerationStream:

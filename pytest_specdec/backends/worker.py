@@ -17,6 +17,7 @@ they arrive, so both releases are timed by one clock.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -64,9 +65,16 @@ def serve(spec: dict[str, object], requests: TextIO, out: TextIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_specdec.backends.worker SPEC_JSON``."""
+    """``python -m pytest_specdec.backends.worker SPEC_JSON``.
+
+    The protocol keeps the process's standard output to itself: whatever a library prints
+    there (from Python or from native code) goes to standard error instead.
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    return serve(json.loads(arguments[0]), sys.stdin, sys.stdout)
+    sys.stdout.flush()
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return serve(json.loads(arguments[0]), sys.stdin, protocol)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,10 @@ def ab_flips(
             continue
         try:
             ab = run_release_ab(releases, _plan(record))
+        except BackendRuntimeError as error:
+            stands = f"the old-versus-new run failed ({error}) — the flip stands"
+            calls[(record.nodeid, record.category)] = Blame(Call.RELEASE_CHANGED, stands)
+            continue
         finally:
             releases.close()
         chosen = Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")

@@ -102,7 +102,7 @@ def look(spec: BackendSpec, pulled: str, usable: float) -> Found:
                      + (f" + {pair.draft}" if pair.draft else "") + f" found, {fit}")  # fmt: skip
     wanted = ", ".join(f"{p}: {spec.pairs[p].target}" for p in PROFILES if p in spec.pairs) or "no profile"
     return Found(spec, None, releases, None, f"{spec.name}: {said}; no profile's models found here ({wanted}) — "
-                 "pull them, or add [tool.specdec.profiles.NAME] with yours, then run init again")  # fmt: skip
+                 "pull them, or add [tool.specdec.profiles.NAME] with yours")  # fmt: skip
 
 
 def gate_table() -> str:
