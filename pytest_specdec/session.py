@@ -20,6 +20,7 @@ from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
@@ -45,6 +46,15 @@ class ComparisonSpec:
     treatment: Arm | None = None
     max_trials: int | None = None
     reference: bool = False  # judged and shown, never gating
+
+    def check(self) -> None:
+        """The same limits as the command line's, one line naming the argument (before anything runs)."""
+        if self.num_draft is not None and self.num_draft < 1:
+            raise SpecdecUsageError(f"compare(num_draft={self.num_draft}) is below 1 — draft at least one token")
+        if self.max_tokens is not None and self.max_tokens < 2:
+            raise SpecdecUsageError(f"compare(max_tokens={self.max_tokens}) is below 2 — decode timing needs two tokens")
+        if self.max_trials is not None and self.max_trials < 2:
+            raise SpecdecUsageError(f"max_trials={self.max_trials} is below 2 — an interval needs two pairs")
 
     def pair(self, configured: ModelPair) -> ModelPair | None:
         """The model pair the spec names, or ``None`` for the configured one."""
@@ -109,7 +119,7 @@ class SpecdecSession:
 
     def arms(self, spec: ComparisonSpec) -> tuple[Arm, Arm]:
         """Plain vs SD at the spec's (or the settings') γ, unless the spec names other arms."""
-        num_draft = spec.num_draft or self.settings.num_draft
+        num_draft = self.settings.num_draft if spec.num_draft is None else spec.num_draft
         return spec.baseline or Arm("plain"), spec.treatment or Arm("sd", speculative=True, num_draft=num_draft)
 
     def plain_runtime_arm(self, spec: ComparisonSpec) -> Arm | None:
@@ -136,7 +146,7 @@ class SpecdecSession:
             prompts=prompts_for(spec.category, "continuation" if base_model else "instruction"),
             baseline=baseline,
             treatment=treatment,
-            max_tokens=spec.max_tokens or settings.max_tokens,
+            max_tokens=settings.max_tokens if spec.max_tokens is None else spec.max_tokens,
             min_trials=settings.min_trials,
             max_trials=max(settings.min_trials, min(spec.max_trials or settings.max_trials, settings.max_trials)),
             # Each stated bound gets an equal share of the per-direction error budget.
@@ -158,6 +168,7 @@ class SpecdecSession:
         progress: Callable[[Progress], None] = lambda _: None,
     ) -> Result:
         """Run one comparison, judge it, explain it and check it against its baseline."""
+        spec.check()
         baseline, treatment = self.arms(spec)
         backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
         plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))

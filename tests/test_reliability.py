@@ -54,8 +54,11 @@ def fill(disk: Path) -> list[Path]:
             return fillers[:-1]
 
 
+# More than a write buffer holds (8 KiB), and less: a buffered file keeps the short line in its
+# buffer, and its rollback would flush it first onto the full disk.
+@pytest.mark.parametrize(("padding", "room"), [(16_000, True), (6_000, False)])
 def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
-    small_disk: Path, make_record: Callable[..., ComparisonRecord]
+    small_disk: Path, make_record: Callable[..., ComparisonRecord], padding: int, room: bool
 ) -> None:
     from pytest_specdec.store.baselines import history_line
 
@@ -64,9 +67,10 @@ def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
     store.append_history([line])
     before = store.history_path().read_bytes()
     fillers = fill(small_disk)
-    fillers[0].unlink()  # room for part of the next line, not all of it
+    if room:
+        fillers[0].unlink()  # room for part of the next line, not all of it (else only the last page's slack)
     with pytest.raises(OSError, match="No space left") as caught:
-        store.append_history([{**line, "padding": "x" * 16_000}])
+        store.append_history([{**line, "padding": "x" * padding}])
     assert caught.value.errno == errno.ENOSPC
     assert store.history_path().read_bytes() == before, "rolled back to the previous size"
     assert len(read_history(store.history_path())) == 1
@@ -249,3 +253,21 @@ def test_max_trials_below_two_is_named_as_max_trials(pytester: pytest.Pytester) 
     result = pytester.runpytest("--backend=simulated", "--specdec-max-trials=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--specdec-max-trials 0 is below 2*"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ("num_draft=0", "compare(num_draft=0) is below 1 — draft at least one token"),
+        ("max_tokens=1", "compare(max_tokens=1) is below 2 — decode timing needs two tokens"),
+    ],
+)
+def test_bad_compare_arguments_fail_before_anything_runs_and_are_never_blamed_on_the_backend(
+    pytester: pytest.Pytester, arguments: str, message: str
+) -> None:
+    pytester.makepyfile(f"def test_it(specdec):\n    specdec.compare('code', {arguments})\n")
+    result = pytester.runpytest("--backend=simulated", "-p", "no:cacheprovider", "--specdec-json=run.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert "failed while measuring" not in result.stdout.str()
+    assert not (pytester.path / "run.json").exists(), "nothing was measured, nothing stored"

@@ -243,16 +243,22 @@ class BaselineStore:
         data = "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines).encode()
         with self.locked():
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab") as stream:
-                size = stream.tell()
+            # Unbuffered: a buffered file flushes before it truncates, and on a full disk that flush
+            # fails again and leaves the half line behind.
+            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(descriptor).st_size
                 try:
-                    stream.write(data)
-                    stream.flush()
-                    os.fsync(stream.fileno())
+                    written = 0
+                    while written < len(data):
+                        written += os.write(descriptor, data[written:])
+                    os.fsync(descriptor)
                 except BaseException:
                     # A short write (a full disk) must not leave half a line for later appends to glue onto.
-                    stream.truncate(size)
+                    os.ftruncate(descriptor, size)
                     raise
+            finally:
+                os.close(descriptor)
         return path
 
     @contextlib.contextmanager
