@@ -52,7 +52,9 @@ class ComparisonSpec:
         if self.num_draft is not None and self.num_draft < 1:
             raise SpecdecUsageError(f"compare(num_draft={self.num_draft}) is below 1 — draft at least one token")
         if self.max_tokens is not None and self.max_tokens < 2:
-            raise SpecdecUsageError(f"compare(max_tokens={self.max_tokens}) is below 2 — decode timing needs two tokens")
+            raise SpecdecUsageError(
+                f"compare(max_tokens={self.max_tokens}) is below 2 — decode timing needs two tokens"
+            )
         if self.max_trials is not None and self.max_trials < 2:
             raise SpecdecUsageError(f"max_trials={self.max_trials} is below 2 — an interval needs two pairs")
 

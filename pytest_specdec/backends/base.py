@@ -241,6 +241,8 @@ class BackendSpec:
     upgrade_packages: tuple[str, ...] | None = None  # what the gate's upgrade moves (default: distributions)
     standin: str | None = None  # "module:Class" of its stand-in server's request handler
     native_first: str | None = None  # a module to import before numpy (CUDA images: see README)
+    # "module:function" listing the models present on this machine for it (Ollama's pulled tags).
+    local_models: str | None = None
     # Its release is the Python package: two virtual environments hold two releases side by
     # side (the gate's same-night old-versus-new comparison runs one worker process on each).
     in_process: bool = False

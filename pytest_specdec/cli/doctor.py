@@ -21,7 +21,6 @@ MODEL_ROOM_GB = 60.0  # the document's own models (Qwen2.5 7B + 0.5B, qwen3-code
 def findings() -> list[str]:
     """Every finding, one line each (``!`` first where something must be done)."""
     from pytest_specdec.backends import registered_backends
-    from pytest_specdec.backends.server_process import program_output
     from pytest_specdec.gate.init import PROFILES, look
     from pytest_specdec.hardware import environment_fitness, machine_class, machine_profile
 
@@ -42,11 +41,10 @@ def findings() -> list[str]:
     lines.append(
         ("" if fitness.fit else "! ") + f"environment: {fitness.reason}" + (f" ({details})" if details else "")
     )
-    pulled = program_output(["ollama", "list"])
     for _, spec in sorted(registered_backends().items()):
         if not any(kind in spec.pairs for kind in PROFILES):
             continue
-        found = look(spec, pulled, profile.usable_bytes)
+        found = look(spec, profile.usable_bytes)
         needs = found.missing is not None or found.profile is None
         lines.append(("! " if needs else "") + found.comment)
     cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()

@@ -12,13 +12,13 @@ comments saying what is missing.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_specdec.backends import distribution_versions, missing_runtime, registered_backends, server_releases
-from pytest_specdec.backends.base import BackendSpec, ModelPair
-from pytest_specdec.backends.server_process import program_output
+from pytest_specdec.backends.base import BackendSpec, ModelPair, load_attribute
 from pytest_specdec.embedded.models import is_embedded
 from pytest_specdec.embedded.packaged import package_model_bytes
 from pytest_specdec.errors import SpecdecUsageError
@@ -40,11 +40,12 @@ def _size(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob("*") if item.is_file() and not item.is_symlink())
 
 
-def model_bytes(reference: str, pulled: str, serving: bool) -> int | None:
+def model_bytes(reference: str, present: Sequence[str], serving: bool) -> int | None:
     """Bytes of a model reference found on this machine; ``None`` when it is not here.
 
-    ``pulled`` is what ``ollama list`` printed (empty without Ollama); ``serving``: a
-    server of the backend answered, so the model it serves (``server-model``) is there.
+    ``present``: the models the backend itself lists as here (its spec's ``local_models``,
+    e.g. pulled tags); ``serving``: a server of the backend answered, so the model it serves
+    (``server-model``) is there.
     """
     base = reference.split("#", 1)[0]
     if base == SERVER_MODEL:
@@ -56,8 +57,8 @@ def model_bytes(reference: str, pulled: str, serving: bool) -> int | None:
     path = Path(base).expanduser()
     if base.startswith(("/", "~", ".")) or base.endswith(".gguf"):
         return _size(path) if path.exists() else None
-    if ":" in base and "/" not in base.split(":", 1)[0]:  # an Ollama tag, e.g. qwen3-coder:30b
-        return 0 if base in pulled else None
+    if base in present:
+        return 0  # listed by the backend (a pulled tag): its size is the server's business
     folder = _hub_folder(base)
     return _size(folder / "blobs") if folder.is_dir() else None
 
@@ -73,13 +74,14 @@ class Found:
     comment: str
 
 
-def look(spec: BackendSpec, pulled: str, usable: float) -> Found:
+def look(spec: BackendSpec, usable: float) -> Found:
     """The backend's runtime, servers and the first profile whose models are here and fit."""
     missing = missing_runtime(spec)
     if missing is not None:
         fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {missing}"
         return Found(spec, missing, {}, None, f"{spec.name}: not installed ({missing!r} missing: {fix}) — no leg")
     releases = server_releases(spec.name)
+    present: list[str] = list(load_attribute(spec.local_models)()) if spec.local_models else []  # type: ignore[operator]
     said = ", ".join(f"{k} {v}" for k, v in releases.items()) or (
         "no server found"
         if spec.server_releases
@@ -90,7 +92,7 @@ def look(spec: BackendSpec, pulled: str, usable: float) -> Found:
         if pair is None:
             continue
         files = dict.fromkeys(m.split("#", 1)[0] for m in (pair.target, pair.draft) if m)  # an early exit: one file
-        sizes = [model_bytes(m, pulled, bool(releases)) for m in files]
+        sizes = [model_bytes(m, present, bool(releases)) for m in files]
         if any(size is None for size in sizes):
             continue
         needed = sum(size or 0 for size in sizes)
@@ -107,10 +109,9 @@ def look(spec: BackendSpec, pulled: str, usable: float) -> Found:
 
 def gate_table() -> str:
     """The ``[tool.specdec.gate]`` text for this machine, a comment above each leg."""
-    pulled = program_output(["ollama", "list"])
     usable = machine_profile().usable_bytes
     found = [
-        look(spec, pulled, usable)
+        look(spec, usable)
         for _, spec in sorted(registered_backends().items())
         if any(profile in spec.pairs for profile in PROFILES)  # the simulated backend has no real models
     ]

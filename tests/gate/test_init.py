@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -37,3 +38,24 @@ def test_init_appends_once_and_the_gate_reads_what_it_wrote(tmp_path: Path) -> N
     assert config.leg("mlx").required
     with pytest.raises(SpecdecUsageError, match="already has"):
         append_to_pyproject(pyproject, table)
+
+
+def test_a_pulled_ollama_tag_is_found_through_its_backend_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which models are here is the backend's knowledge (its spec's local_models), not init's."""
+    from pytest_specdec.backends import backend_spec
+    from pytest_specdec.backends.ollama import releases
+    from pytest_specdec.gate.init import look
+
+    listing = (
+        "NAME               ID              SIZE     MODIFIED\n"
+        "qwen3-coder:30b    06c1097efce0    18 GB    2 days ago\n"
+        "gemma4:26b-nvfp4   1b2c3d4e5f60    15 GB    3 days ago\n"
+    )
+    monkeypatch.setattr(releases, "program_output", lambda command: listing if command[1] == "list" else "")
+    assert releases.pulled_tags() == ["qwen3-coder:30b", "gemma4:26b-nvfp4"]
+    spec = backend_spec("ollama")
+    if importlib.util.find_spec("ollama") is None:
+        pytest.skip("the ollama client is not installed")
+    found = look(spec, 64e9)
+    assert found.profile == "seed"
+    assert "profile 'seed': qwen3-coder:30b found" in found.comment

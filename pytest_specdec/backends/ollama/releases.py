@@ -26,3 +26,9 @@ def server_releases() -> dict[str, str]:
     if binary or running:
         found["ollama (binary)"] = (binary or running)[0]
     return found
+
+
+def pulled_tags() -> list[str]:
+    """The tags ``ollama list`` shows (its first column), full names such as ``qwen3-coder:30b``."""
+    rows = program_output(["ollama", "list"]).splitlines()
+    return [row.split()[0] for row in rows[1:] if row.strip() and ":" in row.split()[0]]
