@@ -253,7 +253,11 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
 
 def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
     """``specdec code: pair 7 of at most 72, speedup 1.52x [1.31, 1.76], 41 s, at most ~6 min left``."""
-    shown = "" if update.interval is None else f", speedup {interval_cell(update.interval)}"
+    interval = update.interval
+    # An interval is shown once it says something: finite, and no wider than a factor of 3
+    # (the first pairs give [0.00, 11587.29], which reads as a result and is none).
+    meaningful = interval is not None and interval.low > 0.0 and interval.high < 3.0 * interval.low
+    shown = f", speedup {interval_cell(interval)}" if meaningful else ""
     timing = ""
     if elapsed_s is not None:
         left = elapsed_s / update.done * (update.planned_max - update.done)

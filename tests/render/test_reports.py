@@ -164,3 +164,14 @@ def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRec
         ),
     )
     assert in_words(idle) == "SD never engaged"
+
+
+def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
+    from pytest_specdec.measure import Progress
+    from pytest_specdec.render.report import progress_line
+    from pytest_specdec.stats import Interval
+
+    early = progress_line(Progress("code", 2, 72, Interval(1.2, 0.0, 11587.29, 0.98, 2)), 3.0)
+    assert early == "specdec code: pair 2/72, 3 s, at most ~2 min left"
+    later = progress_line(Progress("code", 16, 72, Interval(1.52, 1.31, 1.76, 0.98, 16)), 40.0)
+    assert later == "specdec code: pair 16/72, speedup 1.52x [1.31, 1.76], 40 s, at most ~2 min left"
