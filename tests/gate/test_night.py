@@ -199,3 +199,24 @@ def test_the_confirm_steps_call_decides_what_a_flip_is(
     assert bool(created) is issue
     if issue:
         assert "old release 0.94x, new release 1.41x" in created[0][created[0].index("--body") + 1]
+
+
+def test_a_tampered_results_file_is_refused_with_one_line_and_nothing_is_sent(tmp_path: Path, measured: Path) -> None:
+    """The webhook reads each leg's results.json from the artifact: one that does not validate is refused."""
+    specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    results = measured / "results.json"
+    data = json.loads(results.read_text())
+    data["comparisons"][0]["speedup"] = "fast"
+    results.write_text(json.dumps(data))
+    environment = {**os.environ, "SPECDEC_GH_LOG": str(tmp_path / "gh.jsonl"),
+                   "SPECDEC_GH_STATE": str(tmp_path / "gh-state.json"),
+                   "SPECDEC_WEBHOOK_URL": "http://127.0.0.1:9/hook"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_specdec.cli", "gate", "verdict", "--artifacts", str(measured.parent),
+         "--gh", str(GH)],
+        cwd=tmp_path, env=environment, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    refused = [line for line in done.stdout.splitlines() if line.startswith("specdec gate: refused:")]
+    assert len(refused) == 1
+    assert "results.json: field 'comparisons.0.speedup'" in refused[0]
+    assert "webhook" not in done.stdout, "nothing from a refused file is sent"
