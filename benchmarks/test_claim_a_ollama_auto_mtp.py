@@ -10,7 +10,7 @@ plain-decode figures are also checked against the M1 Max roofline, which flags t
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec.roofline import check_plausibility
 from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
@@ -22,12 +22,9 @@ SEED_TAGS = ["qwen3-coder:30b", "gemma4:26b-nvfp4", "deepseek-r1:14b"]
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("tag", SEED_TAGS)
 def test_ollama_auto_mtp_is_net_zero_or_negative(specdec, tag):
-    if specdec.backend_name != "ollama":
-        pytest.skip("not measurable here: claim a needs an Ollama server — run with --backend=ollama")
+    only_for(specdec, ["ollama"])
     if specdec.profile != "seed" and tag != SEED_TAGS[0]:
-        pytest.skip(
-            f"not measurable here: {tag} runs with --specdec-profile seed (this run measures the configured model)"
-        )
+        pytest.skip(f"does not apply: {tag} runs with --specdec-profile seed (this run measures the configured model)")
     specdec.compare(category="code", target=tag if specdec.profile == "seed" else None)
 
 

@@ -8,7 +8,7 @@ same pair against this machine; and, against a running ``mtplx serve``, what dra
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec.roofline import memory_fit
 from pytest_specdec.seed.document import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
@@ -27,8 +27,7 @@ def test_document_pair_does_not_fit_an_m1_max(specdec):
 
 @pytest.mark.claim(**claim_marker_kwargs("b"))
 def test_mtplx_drafts_with_a_separate_model(specdec):
-    if specdec.backend_name != "mtplx":
-        pytest.skip("not measurable here: what MTPLX drafts with needs a running server — run with --backend=mtplx")
+    only_for(specdec, ["mtplx"])
     drafter = specdec.backend.fingerprint().details.get("drafter", "unknown")
     specdec.note(f"MTPLX reports its drafter: {drafter}")
     if "own MTP head" in drafter and specdec.gating:
@@ -40,6 +39,5 @@ def test_mtplx_drafts_with_a_separate_model(specdec):
 @pytest.mark.parametrize("category", ["code", "prose"])
 def test_mtplx_gives_at_most_1_3x(specdec, category):
     """The document's summary: MTPLX, like every approach it tried, gave at most 1.3x."""
-    if specdec.backend_name != "mtplx":
-        pytest.skip("not measurable here: MTPLX speed needs a running server — run with --backend=mtplx")
+    only_for(specdec, ["mtplx"])
     specdec.compare(category=category)

@@ -10,7 +10,7 @@ setting. On other profiles than ``seed`` the verdict is for reference.
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 
@@ -19,6 +19,5 @@ LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("category", ["code", "copy", "prose", "unpredictable"])
 def test_llama_cpp_sd_overhead_exceeds_benefit(specdec, category):
-    if specdec.backend_name not in LLAMA_BACKENDS:
-        pytest.skip("not measurable here: claim c is about llama.cpp — run with --backend=llama-cpp or llama-server")
+    only_for(specdec, LLAMA_BACKENDS)
     specdec.compare(category=category)

@@ -7,13 +7,12 @@ verdict is for reference: that pair is built to give SD its best chance.
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 
 @pytest.mark.claim(**claim_marker_kwargs("d"))
 @pytest.mark.speedup(max=1.3)
 @pytest.mark.parametrize("category", ["code", "copy", "unpredictable"])
 def test_mlx_draft_model_gives_at_most_1_3x(specdec, category):
-    if specdec.backend_name != "mlx":
-        pytest.skip("not measurable here: claim d is about mlx-lm's draft model — run with --backend=mlx")
+    only_for(specdec, ["mlx"])
     specdec.compare(category=category)

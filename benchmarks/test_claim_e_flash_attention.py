@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec import Arm
 
@@ -30,11 +30,8 @@ ARMS = {
 @pytest.mark.parametrize("category", ["prose", "copy"])
 def test_flash_attention_gives_1_4x(specdec, category):
     arms = ARMS.get(specdec.backend_name)
-    if arms is None:
-        pytest.skip(
-            f"not measurable here: {specdec.backend_name} has no flash-attention switch — use llama-cpp or ollama"
-        )
+    only_for(specdec, ARMS)
     if specdec.backend_name == "ollama" and shutil.which("ollama") is None:
-        pytest.skip("not measurable here: switching OLLAMA_FLASH_ATTENTION needs the 'ollama' binary on PATH")
+        pytest.skip("could not run here: switching OLLAMA_FLASH_ATTENTION needs the 'ollama' binary on PATH")
     baseline, treatment = arms
     specdec.compare(category=category, baseline=baseline, treatment=treatment)

@@ -8,7 +8,7 @@ profile — the two models measured against each other through the paired protoc
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs
+from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec import Arm
 from pytest_specdec.roofline import check_plausibility
@@ -32,8 +32,7 @@ def test_published_figures_against_the_roofline(specdec):
 @pytest.mark.speedup(min=1.0)
 def test_7b_decodes_faster_than_30b(specdec):
     models = SEED_MODELS.get(specdec.backend_name)
-    if specdec.profile != "seed" or models is None:
-        pytest.skip("not measurable here: the 7B and 30B models run with --specdec-profile seed on mlx or ollama")
+    only_for(specdec, SEED_MODELS, profiles=["seed"])
     small, large = models
     specdec.compare(
         category="prose", baseline=Arm("30b", options={"model": large}), treatment=Arm("7b", options={"model": small})

@@ -33,7 +33,7 @@ def test_plain_decode_is_bandwidth_bound(specdec):
     backend = specdec.backend
     bandwidth = specdec.machine.bandwidth_gbs
     if not isinstance(backend, KnowsWeightBytes) or not bandwidth:
-        pytest.skip("not measurable here: this backend does not report its weights' size (or the bandwidth is unknown)")
+        pytest.skip("could not run here: this backend does not report its weights' size (or the bandwidth is unknown)")
     result = specdec.compare(category="prose")
     ceiling = roofline_tps(bandwidth, backend.weight_bytes())
     fractions = [math.log(s.baseline_tps / ceiling) for s in result.record.samples]

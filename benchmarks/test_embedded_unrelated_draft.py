@@ -7,10 +7,10 @@ measurement is broken. Runs only on the embedded profile, where that draft exist
 from __future__ import annotations
 
 import pytest
+from conftest import only_for
 
 
 @pytest.mark.speedup(max=1.0)
 def test_unrelated_draft_makes_sd_lose(specdec):
-    if specdec.profile != "embedded" or specdec.backend_name not in ("mlx", "llama-cpp"):
-        pytest.skip("not measurable here: the unrelated draft exists only in the embedded profile (mlx, llama-cpp)")
+    only_for(specdec, ["mlx", "llama-cpp"], profiles=["embedded"])
     specdec.compare(category="prose", draft="embedded:draft-unrelated")

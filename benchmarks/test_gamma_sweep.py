@@ -6,10 +6,9 @@ comparison; the summary names the best γ and the α below which SD loses at eac
 
 from __future__ import annotations
 
-import pytest
+from conftest import only_for
 
 
 def test_gamma_sweep_on_code(specdec):
-    if specdec.backend_name not in ("mlx", "llama-cpp"):
-        pytest.skip("not measurable here: the sweep needs a draft-model backend (mlx, llama-cpp)")
+    only_for(specdec, ["mlx", "llama-cpp"])
     specdec.sweep(num_draft=[1, 2, 3, 4, 6], category="code", max_trials=8)

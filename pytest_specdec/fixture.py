@@ -125,7 +125,7 @@ class SpecdecFixture:
         try:
             return self._session.verify_cost(num_draft, rounds)
         except (SpecdecUsageError, BackendRuntimeError) as error:
-            pytest.skip(f"not measurable here: {error}")
+            pytest.skip(f"could not run here: {error}")
 
     def judge(
         self, label: str, interval: Interval, *, min: float | None = None, max: float | None = None

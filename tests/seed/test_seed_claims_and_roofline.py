@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -153,7 +154,8 @@ def test_benchmarks_give_every_claim_a_verdict_or_a_reason(tmp_path: Path) -> No
         skipped = case.find("skipped")
         properties = {p.get("name") for p in case.iter("property")}
         if skipped is not None:
-            assert "not measurable here" in (skipped.get("message") or ""), case.get("name")
+            said = skipped.get("message") or ""
+            assert "does not apply" in said or "could not run here" in said, case.get("name")
         elif case.find("failure") is None:
             measured = "specdec_verdict" in properties
             assert measured or case.get("name", "").startswith(
@@ -161,3 +163,18 @@ def test_benchmarks_give_every_claim_a_verdict_or_a_reason(tmp_path: Path) -> No
             ), case.get("name")
     for claim in ("a_ollama", "b_mtplx", "c_llama", "d_mlx", "e_flash", "f_smaller", "g_bandwidth"):
         assert any(claim in name for name in seen_files), claim
+
+
+def test_claims_that_do_not_apply_are_said_once_per_run_and_apart_from_could_not_run(tmp_path: Path) -> None:
+    """Three words that never mix: does not apply (one line), could not run, and (in the table) SD never engaged."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmarks/", "--backend=simulated", "-rs", "-p", "no:cacheprovider",
+         f"--specdec-baselines={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    apply = [line for line in skipped if "does not apply to --backend=simulated" in line]
+    assert len(apply) == 1, skipped
+    assert re.match(r"SKIPPED \[(1[0-9]|[2-9][0-9])\]", apply[0]), "every claim for other backends, in one line"
+    assert all("does not apply" in line or "could not run here:" in line for line in skipped)
