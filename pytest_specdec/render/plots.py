@@ -109,6 +109,10 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 fmt="s", color=OTHER, capsize=2, markersize=4, alpha=0.8,
             )  # fmt: skip
             extremes += _finite([baseline.low, baseline.high], 1.0)
+        change = check.change.value if check is not None else None
+        if change in ("flip", "drift"):  # a row that contradicts its baseline stands out without its label
+            ring = "#c62828" if change == "flip" else "#ef6c00"
+            axes.scatter([s.estimate], [row], s=220, facecolors="none", edgecolors=ring, linewidths=2, zorder=5)
         for bound in record.judgement.bounds:
             if bound.metric == "speedup":
                 axes.plot([bound.bound], [row], marker="|", markersize=18, color="black")
@@ -122,9 +126,10 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
                 "high": s.high,
                 "verdict": record.judgement.shown,
                 "baseline": None if baseline is None else [baseline.estimate, baseline.low, baseline.high],
+                "change": change,
             }
         )
-    labels = [row_label(r) for r in reversed(records)]
+    labels = [row_label(r) + _change_suffix(r) for r in reversed(records)]
     axes.set_yticks(range(len(records)), labels)
     axes.set_ylim(-0.8, len(records) - 0.3)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
@@ -133,9 +138,16 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
     axes.set_title(title)
     handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=v) for v, c in COLOURS.items()]
     handles.append(plt.Line2D([], [], color=OTHER, marker="s", linestyle="", label="accepted baseline"))
+    for ring, said in (("#c62828", "flipped against it"), ("#ef6c00", "drifted from it")):
+        handles.append(plt.Line2D([], [], color=ring, marker="o", markerfacecolor="none", linestyle="", label=said))
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     figure.tight_layout()
     return _save(figure, path, drawn)
+
+
+def _change_suffix(record: ComparisonRecord) -> str:
+    change = record.check.change.value if record.check is not None else None
+    return {"flip": "  (FLIPPED)", "drift": "  (drifted)"}.get(change or "", "")
 
 
 def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
@@ -166,9 +178,11 @@ def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> 
         if trend is not None:
             label += f" — eroding toward {trend.bound_label}"
         bars = axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
-        if trend is not None:
-            bound = float(trend.bound_label.rsplit("=", 1)[-1])
-            axes.axhline(bound, color=bars.lines[0].get_color(), linestyle=":", linewidth=1.5)
+        bounds = sorted(
+            {float(name.rsplit("=", 1)[-1]) for name in (points[-1].get("bounds") or {}) if name.startswith("speedup ")}
+        )
+        for bound in bounds:  # every claimed bound, in the series' colour; bolder where it is being approached
+            axes.axhline(bound, color=bars.lines[0].get_color(), linestyle=":", linewidth=1.5 if trend else 0.8)
             extremes.append(bound)
         flips = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.get("change") == "flip"]
         if flips:
@@ -185,13 +199,14 @@ def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> 
                 "estimates": ys,
                 "flips": len(flips),
                 "eroding": trend.bound_label if trend else None,
+                "bounds": bounds,
             }
         )
     axes.axhline(1.0, color=OTHER, linestyle="--", linewidth=1)
     axes.set_xticks(range(len(releases)), releases, rotation=20, ha="right")
     speedup_axis(axes, min(extremes), max(extremes), horizontal=False)
     axes.set_ylabel("speedup (log scale)")
-    axes.set_title(title + " — red ring: the conclusion flipped; dotted: a bound being approached")
+    axes.set_title(title + " — red ring: the conclusion flipped; dotted: the claimed bounds")
     if series:
         axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     figure.tight_layout()

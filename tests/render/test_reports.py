@@ -58,6 +58,7 @@ def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path, sample_r
     # the accepted baseline is drawn beside each result that was checked against one
     assert sorted(row["baseline"][0] for row in drawn) == [0.94, 1.0]
     assert {row["low"] for row in drawn} == {c.speedup.low for c in run.comparisons}
+    assert sorted(str(row["change"]) for row in drawn) == ["flip", "re-confirmed"], "the flipped row is marked"
 
 
 def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
         drawn = json.loads(image.text["specdec"])
     assert drawn == [
         {"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4], "flips": 0,
-         "eroding": None}
+         "eroding": None, "bounds": []}
     ]  # fmt: skip
 
 
@@ -91,6 +92,7 @@ def test_history_plot_draws_the_bound_a_conclusion_erodes_toward(tmp_path: Path)
     with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
         drawn = json.loads(image.text["specdec"])
     assert drawn[0]["eroding"] == "speedup max=1"
+    assert drawn[0]["bounds"] == [1.0], "the claimed bound is drawn, so the picture stands alone"
 
 
 def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, sample_run: RunRecord) -> None:
