@@ -241,3 +241,26 @@ def environment_fitness() -> EnvironmentFitness:
     if platform.system() != "Darwin" or not shutil.which("pmset"):
         return EnvironmentFitness(True, "fit", {})
     return parse_pmset(_run(["pmset", "-g", "batt"]), _run(["pmset", "-g"]), _run(["pmset", "-g", "therm"]))
+
+
+_SWAPINS = re.compile(r"^Swapins:\s+(\d+)", re.MULTILINE)
+
+
+def swap_ins() -> int | None:
+    """Pages swapped in since boot (Linux ``/proc/vmstat`` pswpin, macOS ``vm_stat`` Swapins); ``None``: unknown.
+
+    A comparison during which this grows ran against the disk, not the memory: the
+    document's memory argument (claim b) is about exactly that, and such a run is not
+    a measurement of SD.
+    """
+    vmstat = "/proc/vmstat"
+    if os.path.exists(vmstat):
+        with open(vmstat, encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("pswpin "):
+                    return int(line.split()[1])
+        return None
+    if platform.system() == "Darwin" and shutil.which("vm_stat"):
+        found = _SWAPINS.search(_run(["vm_stat"]))
+        return int(found.group(1)) if found else None
+    return None

@@ -21,6 +21,7 @@ from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_o
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.hardware import swap_ins
 from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
@@ -174,8 +175,15 @@ class SpecdecSession:
         baseline, treatment = self.arms(spec)
         backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
         plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
+        swapped_before = swap_ins()
         comparison = run_comparison(backend, plan, progress)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
+        swapped_after = swap_ins()
+        if swapped_before is not None and swapped_after is not None and swapped_after > swapped_before:
+            unmeasurable = (
+                f"not measurable: the machine swapped ({swapped_after - swapped_before} pages swapped in during the "
+                "comparison) — the models did not fit beside what else runs; close it, or measure a smaller pair"
+            )
         outcome = judge_outcome(
             nodeid, self.settings, backend.fingerprint(), comparison, expect, pair=backend.pair,
             unmeasurable=unmeasurable, reference=spec.reference,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds
@@ -86,3 +88,40 @@ def test_run_record_carries_every_result_and_close_releases_backends(tmp_path: P
     made.close()
     made.compare("t.py::test", ComparisonSpec("code"), Expectations())
     assert len(loaded) == 2, "a closed pool loads afresh"
+
+
+def test_a_comparison_during_which_the_machine_swapped_is_not_measurable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document's memory argument: a run against the disk is not a measurement of SD."""
+    import pytest_specdec.session as session_module
+
+    readings = iter([1200, 1460])  # pswpin before and after the comparison
+    monkeypatch.setattr(session_module, "swap_ins", lambda: next(readings))
+    made, _ = session(tmp_path, speedup="1.6")
+    result = made.compare("t.py::test", ComparisonSpec("code"), Expectations(speedup=SpeedupBounds(max=1.3)))
+    judgement = result.record.judgement
+    assert judgement.conclusion is Conclusion.NOT_MEASURABLE
+    assert judgement.failure is not None
+    assert judgement.failure.startswith("not measurable: the machine swapped (260 pages swapped in")
+    assert result.failure == judgement.failure
+    assert result.record.check is None, "never compared with a baseline, never a candidate"
+
+
+def test_a_machine_that_did_not_swap_measures_as_usual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_specdec.session as session_module
+
+    monkeypatch.setattr(session_module, "swap_ins", lambda: 1200)
+    made, _ = session(tmp_path, speedup="1.6")
+    result = made.compare("t.py::test", ComparisonSpec("code"), Expectations(speedup=SpeedupBounds(max=1.3)))
+    assert result.record.judgement.conclusion is Conclusion.REFUTED
+
+
+def test_swap_ins_are_read_from_the_kernel_where_it_says_them() -> None:
+    from pytest_specdec.hardware import swap_ins
+
+    if not Path("/proc/vmstat").exists():
+        pytest.skip("no /proc/vmstat on this machine")
+    count = swap_ins()
+    assert isinstance(count, int)
+    assert count >= 0

@@ -104,6 +104,8 @@ def in_words(record: ComparisonRecord) -> str:
         return "SD changed the output"
     if conclusion is Conclusion.NOT_MEASURABLE:
         said = record.judgement.failure or ""
+        if "the machine swapped" in said:
+            return "the machine swapped: not a measurement"
         return "both arms speculate" if "both arms speculate" in said else "SD never engaged"
     if s.low > 1.0:
         return f"SD pays off here ({s.estimate:.2f}x)"
