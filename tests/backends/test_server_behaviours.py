@@ -180,3 +180,17 @@ def test_mtplx_without_mtp_heads_is_refused(serve) -> None:  # type: ignore[no-u
     server = serve(MtplxHandler, mtp_enabled="false")
     with pytest.raises(ModelLoadError, match=r"no MTP heads loaded \(mtp_enabled: false\)"):
         MtplxBackend(ModelPair("ignored"), {"url": server.url})
+
+
+def test_two_tags_with_one_digest_are_one_model_and_refused(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``ollama cp draft plain`` makes a second name for the same manifest: the arms could not differ."""
+    original = OllamaHandler._model
+
+    def copied(self, tag):  # type: ignore[no-untyped-def]
+        answer = original(self, tag)
+        return {**answer, "digest": original(self, "specdec-synthetic:draft")["digest"]}
+
+    monkeypatch.setattr(OllamaHandler, "_model", copied)
+    server = serve(OllamaHandler)
+    with pytest.raises(SpecdecUsageError, match="have the same digest: they are one model under two names"):
+        ollama(server, "specdec-synthetic:draft", sd="tag", plain_model="specdec-synthetic:plain")

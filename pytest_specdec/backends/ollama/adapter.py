@@ -99,6 +99,12 @@ class OllamaBackend:
                 self._plain_model: OllamaModel | None = None
             else:
                 plain = full_tag(self._plain_tag)
+                if plain != self._tag and self._digests[plain] == self._digests[self._tag]:
+                    raise SpecdecUsageError(
+                        f"{self._tag} and {plain} have the same digest: they are one model under two names, so the "
+                        "arms cannot differ — make the plain twin from the same weights without the draft "
+                        "(a Modelfile with the same FROM and no DRAFT), or use sd=option"
+                    )
                 self._plain_model = describe_model(plain, self._http_post("/api/show", {"model": plain}))
                 self._evidence = tag_evidence(self._version, self._model, self._plain_model)
         except BackendRuntimeError as error:

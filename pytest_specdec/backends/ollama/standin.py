@@ -29,6 +29,7 @@ Settings: ``version`` (default ``0.32.4``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -120,7 +121,9 @@ class OllamaHandler(StandinHandler):
             "model": tag,
             "modified_at": _now(),
             "size": engine.size_bytes,
-            "digest": engine.digest.removeprefix("sha256:"),
+            # Each tag its own manifest digest (server/images.go: the digest of the tag's manifest), as a
+            # two-tag A/B on the real server always has: a tag and its plain twin are two manifests.
+            "digest": hashlib.sha256(f"{engine.digest} {tag}".encode()).hexdigest(),
             "details": self.details(tag),
         }
 
