@@ -121,8 +121,8 @@ class OllamaHandler(StandinHandler):
             "model": tag,
             "modified_at": _now(),
             "size": engine.size_bytes,
-            # Each tag its own manifest digest (server/images.go: the digest of the tag's manifest), as a
-            # two-tag A/B on the real server always has: a tag and its plain twin are two manifests.
+            # Each tag its own manifest digest (server/routes.go, ListHandler: Digest is the manifest's
+            # digest): a tag and its plain twin are two manifests; CopyHandler's second name shares one.
             "digest": hashlib.sha256(f"{engine.digest} {tag}".encode()).hexdigest(),
             "details": self.details(tag),
         }
