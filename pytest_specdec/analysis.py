@@ -206,9 +206,11 @@ class Analysis:
         """Why the arms cannot differ (``None`` when they can), and the lines that show it.
 
         Counted drafts decide where the backend reports them: the SD arm must draft,
-        the plain arm must not. Otherwise the server's own answers (static evidence)
-        and the probe decide: a sign of SD in the probe confirms; no sign is
-        acceptable only when the server's answers say SD toggles.
+        the plain arm must not. Otherwise the server's own answers (static evidence) can
+        refuse, and only the probe can accept: a sign of SD in the probe confirms; no
+        sign is not measurable even when the server's answers say SD toggles (Ollama
+        reports no draft counts, and a draft that fails to set up falls back to plain
+        decoding without a word).
         """
         plan = comparison.plan
         if not plan.treatment.speculative:
@@ -232,8 +234,6 @@ class Analysis:
             return "not measurable: both arms look speculative (" + probe.describe() + ")", lines
         if probe.sd_live:
             return None, lines
-        if evidence is not None and evidence.sd_arm and evidence.plain_arm is False:
-            return None, [*lines, f"the probe cannot tell, but the server's answers say SD toggles: {evidence.reason}"]
         why = evidence.reason if evidence is not None else "the backend reports no drafted tokens"
         c = probe.contrast
         return (

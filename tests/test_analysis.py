@@ -84,10 +84,13 @@ def test_a_sign_of_sd_in_either_direction_confirms(probe: EngagementProbe) -> No
     assert lines[0].endswith("SD is live (the contrast excludes 1)")
 
 
-def test_no_sign_but_static_evidence_that_sd_toggles_keeps_the_verdict_with_a_note() -> None:
+def test_no_sign_is_not_measurable_even_when_the_server_says_sd_toggles() -> None:
+    """Never on the server's answers alone: a draft that failed to set up decodes plainly, without a word."""
     reason, lines = engagement(Knowing(TOGGLES), UNCLEAR)
-    assert reason is None
-    assert "the server's answers say SD toggles" in lines[-1]
+    assert reason is not None
+    assert reason.startswith("not measurable: SD not engaged (no sign of SD: contrast 1.02 [0.90, 1.15]")
+    assert TOGGLES.reason in reason, "what the server said is named beside the missing sign"
+    assert lines, "the probe's line is shown"
 
 
 @pytest.mark.parametrize("server", [Knowing(UNKNOWN), Server(None)], ids=["unknown", "silent"])
