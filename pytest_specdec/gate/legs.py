@@ -78,13 +78,6 @@ class GateConfig:
         packages = self.leg(backend).packages
         return list(_distributions(backend) if packages is None else packages)
 
-    def upgraded_packages(self) -> list[str]:
-        """Every configured leg's packages, once each."""
-        names: list[str] = []
-        for backend in sorted(self.legs):
-            names += [name for name in self.packages(backend) if name not in names]
-        return names
-
 
 def _distributions(backend: str) -> tuple[str, ...]:
     """What the upgrade step moves when a leg names no packages: its spec's upgrade packages, else its distributions."""

@@ -40,14 +40,9 @@ def package_versions(names: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def server_versions(backend: str = "") -> dict[str, str]:
-    """The releases of the servers ``backend`` talks to (all of them for ``""``), as each reports itself."""
-    return server_releases(backend)
-
-
 def collect_versions(packages: Sequence[str], backend: str = "") -> dict[str, str]:
     """Packages and the leg's servers in one mapping, ready to be compared before and after."""
-    return {**package_versions(packages), **server_versions(backend)}
+    return {**package_versions(packages), **server_releases(backend)}
 
 
 def release_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

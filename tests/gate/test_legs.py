@@ -40,7 +40,7 @@ def test_legs_are_read_with_their_servers(tmp_path: Path) -> None:
     assert ollama.serve.environment == {"OLLAMA_HOST": "127.0.0.1:{port}"}
     assert ollama.serve.url_option == "host"
     assert config.packages("mtplx") == []
-    assert config.upgraded_packages() == ["ollama"]
+    assert config.packages("ollama") == ["ollama"]
     assert config.upgrade_servers == "brew upgrade ollama"
 
 

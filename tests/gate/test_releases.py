@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from gate.released_backend import build_wheel
+from pytest_specdec.backends import server_releases as server_versions
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.lockfile import Pin, read_pins
-from pytest_specdec.gate.releases import release_changes, server_versions
+from pytest_specdec.gate.releases import release_changes
 
 from .conftest import write_pyproject
 
