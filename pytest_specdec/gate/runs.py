@@ -21,7 +21,7 @@ from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
-from pytest_specdec.gate.blame import ab_flips, can_ab, old_python
+from pytest_specdec.gate.blame import ab_flips, old_release
 from pytest_specdec.gate.budget import collect, plan, read_timings, record_timings, timings_path
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
@@ -181,13 +181,18 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         return []
     leg = config.leg(first[0].backend)
     arguments = leg_arguments(config, leg, extra)
-    changes = (
-        read_json(results.parent / "release-changes.json")
-        if (results.parent / "release-changes.json").is_file()
-        else []
+    changes, before = (
+        read_json(path) if path.is_file() else empty
+        for path, empty in (
+            (results.parent / "release-changes.json", []),
+            (results.parent / "versions-before.json", {}),
+        )
     )
-    if changes and old_python() is not None and can_ab(leg.backend):
-        calls = ab_flips(first, python, arguments, Path("baselines"), run.machine_class)
+    old = old_release(leg.backend, before) if changes and isinstance(before, dict) else None
+    if old is not None:
+        sys.stdout.write(f"specdec gate: {old.release} (last night's) runs beside tonight's, paired and interleaved\n")
+        calls = ab_flips(first, leg, old, new_python=python, arguments=arguments, out=out, baselines=Path("baselines"),
+                         machine_class=run.machine_class)  # fmt: skip
         entries = [(r, calls[(r.nodeid, r.category)].call.value, calls[(r.nodeid, r.category)].line) for r in first]
         confirmed = [r for r, call, _ in entries if call == Call.RELEASE_CHANGED.value]
     else:

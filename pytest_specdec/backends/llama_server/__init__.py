@@ -37,5 +37,6 @@ SPEC = BackendSpec(
     },
     evidence_family="llama.cpp",
     server_releases="pytest_specdec.backends.llama_server.binary:server_releases",
+    previous_release="pytest_specdec.backends.llama_server.binary:previous_release",
     standin="pytest_specdec.backends.llama_server.standin:LlamaServerHandler",
 )

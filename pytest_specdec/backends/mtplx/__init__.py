@@ -17,6 +17,7 @@ SPEC = BackendSpec(
     pairs={"embedded": ModelPair("server-model", None), "seed": ModelPair("server-model", None)},
     evidence_family="mtplx",
     server_releases="pytest_specdec.backends.mtplx.releases:server_releases",
+    previous_release="pytest_specdec.backends.mtplx.releases:previous_release",
     # The release measured is the server's `mtplx --version`; its Python side here is only httpx.
     upgrade_packages=("mtplx",),
     # The `serve` sub-command takes --model, --host, --port and --no-auth (mtplx/cli.py in the 2.12.2

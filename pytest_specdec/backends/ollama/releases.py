@@ -9,7 +9,11 @@ no server answers ("Warning: could not connect to a running Ollama instance"), i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from pathlib import Path
 
+from pytest_specdec.backends.base import OldRelease
+from pytest_specdec.backends.homebrew import kept_program
 from pytest_specdec.backends.server_process import program_output
 
 OLLAMA_SERVER = re.compile(r"^ollama version is (\S+)", re.MULTILINE)
@@ -32,3 +36,18 @@ def pulled_tags() -> list[str]:
     """The tags ``ollama list`` shows (its first column), full names such as ``qwen3-coder:30b``."""
     rows = program_output(["ollama", "list"]).splitlines()
     return [row.split()[0] for row in rows[1:] if row.strip() and ":" in row.split()[0]]
+
+
+def previous_release(old_venv: Path | None, before: Mapping[str, str]) -> OldRelease | None:
+    """Last night's ``ollama`` binary from Homebrew's kept keg, when it says the release recorded before the upgrade.
+
+    The gate serves it (``ollama serve`` on its own port) beside tonight's. The macOS
+    app keeps no old release: then there is none, and the flip is re-run instead.
+    """
+    old = before.get("ollama (binary)", "")
+    keg = kept_program("ollama", old, "ollama")
+    if keg is None:
+        return None
+    said = program_output([str(keg), "--version"])
+    own = (OLLAMA_CLIENT.findall(said) or OLLAMA_SERVER.findall(said) or [""])[0]
+    return OldRelease(f"ollama {old}", program=str(keg)) if own == old else None
