@@ -215,8 +215,12 @@ class Analysis:
         plan = comparison.plan
         if not plan.treatment.speculative:
             return None, []
+        evidence = backend.speculation_evidence() if isinstance(backend, KnowsSpeculation) else None
         if comparison.engaged is False:
-            return f"not measurable: SD not engaged (the {plan.treatment.label} arm drafted 0 tokens)", []
+            if evidence is not None and evidence.sd_arm is False:  # the server is not speculating at all
+                return f"not measurable: SD not engaged ({evidence.reason})", []
+            said = f"; {evidence.reason}" if evidence is not None and evidence.sd_arm else ""
+            return f"not measurable: SD not engaged (the {plan.treatment.label} arm drafted 0 tokens{said})", []
         drafted = None if plan.baseline.speculative else baseline_drafted(comparison.pairs)
         if drafted:
             return (
@@ -225,7 +229,6 @@ class Analysis:
             )
         if comparison.engaged is True:
             return None, []
-        evidence = backend.speculation_evidence() if isinstance(backend, KnowsSpeculation) else None
         if evidence is not None and (evidence.sd_arm is False or evidence.plain_arm is True):
             return f"not measurable: SD not engaged ({evidence.reason})", []
         probe = self._probe(backend, plan)

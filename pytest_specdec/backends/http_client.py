@@ -93,8 +93,11 @@ class HttpService:
             raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected a JSON object")
         return parsed
 
-    def get(self, path: str) -> dict[str, Any]:
-        """GET a JSON object."""
+    def get_text(self, path: str) -> str:
+        """GET a text body (llama-server's Prometheus ``/metrics``)."""
+        return self._get_text(path)
+
+    def _get_text(self, path: str) -> str:
         import httpx
 
         try:
@@ -102,7 +105,22 @@ class HttpService:
         except httpx.HTTPError as error:
             raise self._fault(error) from None
         self._check(response, path)
-        return self._decode(response.text, path)
+        return str(response.text)
+
+    def get(self, path: str) -> dict[str, Any]:
+        """GET a JSON object."""
+        return self._decode(self._get_text(path), path)
+
+    def get_list(self, path: str) -> list[Any]:
+        """GET a JSON array (llama-server's ``/slots``)."""
+        text = self._get_text(path)
+        try:
+            parsed = json.loads(text)
+        except ValueError as error:
+            raise BackendRuntimeError(f"{self.service} sent malformed JSON on {path} ({error})") from None
+        if not isinstance(parsed, list):
+            raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected a JSON array")
+        return parsed
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST JSON, receive a JSON object."""

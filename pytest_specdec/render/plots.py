@@ -1,11 +1,15 @@
 """Figures, drawn with matplotlib (imported only when a plot is asked for).
 
 * :func:`forest_plot`: one row per comparison, the speedup and its interval, the
-  claim's bounds as ticks, coloured by verdict.
-* :func:`history_plot`: speedup against backend release, from the history files.
+  claim's bounds as ticks, coloured by verdict; the title names the backends and model
+  profiles, the legend the measurement protocol of the accepted baselines drawn.
+* :func:`history_plot`: speedup against backend release, from the history files: one
+  panel per comparison key, sharing the release axis, legible with a dozen keys.
 
-Each PNG carries the plotted values as a ``specdec`` text chunk, so what was drawn
-can be checked against the data it was drawn from.
+Each figure stands alone: what was measured, with what, and which baselines are drawn
+is said on it. Each PNG carries the plotted values as a ``specdec`` text chunk, so what
+was drawn can be checked against the data it was drawn from. :func:`forest_figure` and
+:func:`history_figure` give the figure before it is saved.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.files import write_atomically
-from pytest_specdec.store.records import ComparisonRecord, Conclusion
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion
 from pytest_specdec.store.trends import erosions
 
 COLOURS = {
@@ -28,6 +33,17 @@ COLOURS = {
     Conclusion.MEASURED.value: "#1565c0",
 }
 OTHER = "#757575"
+FLIPPED = "#c62828"
+# Per measurement protocol, newest first: results of two protocols are not comparable.
+PROTOCOL_STYLES = (("o", "#1565c0"), ("s", OTHER), ("^", "#6a1b9a"), ("D", "#00838f"), ("v", "#4e342e"))
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """A figure before it is saved, and the values it draws (the PNG's ``specdec`` chunk)."""
+
+    figure: Any  # matplotlib.figure.Figure
+    drawn: list[dict[str, Any]]
 
 
 def _colour(conclusion: Conclusion) -> str:
@@ -44,10 +60,11 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(figure: Any, path: Path, drawn: object) -> Path:
+def _save(drawing: Drawing, path: Path) -> Path:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, metadata={"specdec": json.dumps(drawn, sort_keys=True)})
-    _pyplot().close(figure)
+    metadata = {"specdec": json.dumps(drawing.drawn, sort_keys=True)}
+    drawing.figure.savefig(buffer, format="png", dpi=100, metadata=metadata)
+    _pyplot().close(drawing.figure)
     write_atomically(path, buffer.getvalue())
     return path
 
@@ -73,6 +90,12 @@ def speedup_axis(axes: Any, low: float, high: float, *, horizontal: bool = True)
 
     candidates = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0)
     ticks = [t for t in candidates if low / 1.05 <= t <= high * 1.05] or [1.0]
+    if len(ticks) < 3:  # a narrow range: finer steps
+        steps = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75)
+        finer = sorted({*(t for t in candidates if not 0.5 < t < 2.0), *steps})
+        ticks = [t for t in finer if low / 1.05 <= t <= high * 1.05] or [1.0]
+    elif len(ticks) > 7:  # a wide one: fewer, so that a short panel stays readable
+        ticks = [t for t in ticks if t in (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)]
     axis = axes.xaxis if horizontal else axes.yaxis
     (axes.set_xscale if horizontal else axes.set_yscale)("log")
     axis.set_major_locator(FixedLocator(ticks))
@@ -84,14 +107,36 @@ def _finite(values: Sequence[float], fallback: float) -> list[float]:
     return [v for v in values if 0 < v < float("inf")] or [fallback]
 
 
-def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> Path:
+def _listed(noun: str, values: Sequence[object]) -> str:
+    """``backend mlx``, ``backends llama-cpp, mlx`` (each value once, in order)."""
+    unique = list(dict.fromkeys(str(value) for value in values if value not in (None, "")))
+    return f"{noun}{'s' if len(unique) > 1 else ''} {', '.join(unique)}" if unique else ""
+
+
+def measured_with(records: Sequence[ComparisonRecord]) -> str:
+    """``backend llama-cpp · profile embedded-1b``: what the results were measured with."""
+    parts = (_listed("backend", [r.backend for r in records]), _listed("profile", [r.profile for r in records]))
+    return " · ".join(part for part in parts if part)
+
+
+def _protocols_text(protocols: Sequence[int]) -> str:
+    """``measurement protocol 2``, ``measurement protocols 1, 2``."""
+    return _listed("measurement protocol", sorted(set(protocols)))
+
+
+def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
     """Speedup with interval per comparison, coloured by verdict; the accepted baseline beside it
-    (grey, just above) when it was consulted; each claimed bound as a labelled tick."""
+    (grey, just above) when it was consulted; each claimed bound as a labelled tick.
+
+    A baseline measured under another protocol (a re-baseline) is drawn as a hollow diamond.
+    """
     plt = _pyplot()
     height = 1.4 + 0.55 * max(1, len(records))
     figure, axes = plt.subplots(figsize=(11, height))
     drawn = []
     extremes: list[float] = [1.0]
+    same: list[int] = []  # the protocols of the baselines drawn as squares (the result's own)
+    other = False
     for row, record in enumerate(reversed(records)):
         s = record.speedup
         colour = _colour(record.judgement.conclusion)
@@ -102,16 +147,21 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
         extremes += _finite([s.low, s.high, s.estimate], 1.0)
         check = record.check
         baseline = check.baseline_speedup if check is not None else None
+        change = check.change.value if check is not None else None
         if baseline is not None:
+            rebaselined = change == Change.REBASELINE.value
+            other = other or rebaselined
+            if not rebaselined:
+                same.append(record.protocol)
             axes.errorbar(
                 [baseline.estimate], [row + 0.28],
                 xerr=[[baseline.estimate - baseline.low], [baseline.high - baseline.estimate]],
-                fmt="s", color=OTHER, capsize=2, markersize=4, alpha=0.8,
+                fmt="D" if rebaselined else "s", color=OTHER, capsize=2, markersize=4, alpha=0.8,
+                markerfacecolor="white" if rebaselined else OTHER,
             )  # fmt: skip
             extremes += _finite([baseline.low, baseline.high], 1.0)
-        change = check.change.value if check is not None else None
         if change in ("flip", "drift"):  # a row that contradicts its baseline stands out without its label
-            ring = "#c62828" if change == "flip" else "#ef6c00"
+            ring = FLIPPED if change == "flip" else "#ef6c00"
             axes.scatter([s.estimate], [row], s=220, facecolors="none", edgecolors=ring, linewidths=2, zorder=5)
         for bound in record.judgement.bounds:
             if bound.metric == "speedup":
@@ -134,15 +184,25 @@ def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> 
     axes.set_ylim(-0.8, len(records) - 0.3)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
     speedup_axis(axes, min(extremes), max(extremes))
-    axes.set_xlabel("speedup (SD tok/s ÷ plain tok/s), log scale; | = claimed bound; grey square = accepted baseline")
-    axes.set_title(title)
+    axes.set_xlabel("speedup (SD tok/s ÷ plain tok/s), log scale; | = claimed bound; grey = accepted baseline")
+    axes.set_title("\n".join(part for part in (title, measured_with(records)) if part))
     handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=v) for v, c in COLOURS.items()]
-    handles.append(plt.Line2D([], [], color=OTHER, marker="s", linestyle="", label="accepted baseline"))
-    for ring, said in (("#c62828", "flipped against it"), ("#ef6c00", "drifted from it")):
+    if same:
+        said = f"accepted baseline, {_protocols_text(same)}"
+        handles.append(plt.Line2D([], [], color=OTHER, marker="s", linestyle="", label=said))
+    if other:
+        said = "accepted baseline of another\nmeasurement protocol (re-baseline)"
+        handles.append(plt.Line2D([], [], color=OTHER, marker="D", markerfacecolor="white", linestyle="", label=said))
+    for ring, said in ((FLIPPED, "flipped against it"), ("#ef6c00", "drifted from it")):
         handles.append(plt.Line2D([], [], color=ring, marker="o", markerfacecolor="none", linestyle="", label=said))
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     figure.tight_layout()
-    return _save(figure, path, drawn)
+    return Drawing(figure, drawn)
+
+
+def forest_plot(records: Sequence[ComparisonRecord], path: Path, title: str) -> Path:
+    """:func:`forest_figure`, saved as a PNG at ``path``."""
+    return _save(forest_figure(records, title), path)
 
 
 def _change_suffix(record: ComparisonRecord) -> str:
@@ -150,64 +210,169 @@ def _change_suffix(record: ComparisonRecord) -> str:
     return {"flip": "  (FLIPPED)", "drift": "  (drifted)"}.get(change or "", "")
 
 
-def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """Speedup vs backend release, one line per comparison key in time order.
+def protocol_of(line: Mapping[str, Any]) -> int:
+    """The measurement protocol of a history line (lines written before the field: 1)."""
+    return int(line.get("protocol", 1))
 
-    Flips are marked with a red ring; a key eroding toward a bound (``store.trends``)
-    gets that bound drawn as a dotted line in its colour and "eroding" in its label.
+
+def baselines_drawn(lines: Sequence[Mapping[str, Any]]) -> str:
+    """``accepted baselines, measurement protocol 2``: which results a history plot draws."""
+    if not lines:
+        return "no results"
+    accepted = {bool(line.get("accepted", False)) for line in lines}
+    what = (
+        "accepted baselines"
+        if accepted == {True}
+        else "results not accepted as baselines"
+        if accepted == {False}
+        else "accepted baselines (filled) and results not accepted (hollow)"
+    )
+    protocols = sorted({protocol_of(line) for line in lines}, reverse=True)
+    if len(protocols) > 1:
+        return f"{what}\n{_protocols_text(protocols)}, told apart by marker (not comparable across protocols)"
+    return f"{what}, {_protocols_text(protocols)}"
+
+
+def panel_title(key: str, line: Mapping[str, Any]) -> str:
+    """``claim c · test_x[code] [code, γ=3, target-1b + draft-1b] · profile embedded-1b``: one key, readable."""
+    nodeid = str(line.get("nodeid") or key.split(" [", 1)[0])
+    inside = key.removeprefix(nodeid).strip().removeprefix("[").removesuffix("]")
+    scope = inside.rpartition(" @")[0] or inside  # the model digest is left out
+    parts = scope.split(", ", 2)
+    if len(parts) == 3:  # category, γ, models
+        parts[2] = " + ".join(short_name(model) for model in parts[2].split(" + "))
+    who = f"claim {line['claim_id']} · " if line.get("claim_id") else ""
+    profile = f" · profile {line['profile']}" if line.get("profile") else ""
+    return f"{who}{nodeid.rsplit('::', 1)[-1]} [{', '.join(parts)}]{profile}"
+
+
+def _titles(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, str]:
+    """Each key's panel title; the model digest is added where two keys would read alike."""
+    titles = {key: panel_title(key, points[-1]) for key, points in series.items()}
+    counts = [*titles.values()]
+    return {k: t + (f" @{k.rpartition(' @')[2].rstrip(']')}" if counts.count(t) > 1 else "") for k, t in titles.items()}
+
+
+def _bar(estimate: float, interval: Mapping[str, Any]) -> tuple[float, float]:
+    """Error-bar lengths below and above; an end at 0 or infinity (a failed comparison) is not drawn."""
+    low, high = float(interval["low"]), float(interval["high"])
+    return (estimate - low if low > 0 else 0.0, max(0.0, high - estimate) if high < float("inf") else 0.0)
+
+
+def _draw_key(
+    axes: Any,
+    points: Sequence[Mapping[str, Any]],
+    releases: Sequence[str],
+    styles: Mapping[int, tuple[str, str, float]],
+) -> tuple[list[float], list[tuple[float, float]]]:
+    """One key's results in its panel, one line per protocol; the extremes drawn and the flipped points."""
+    extremes: list[float] = []
+    flips: list[tuple[float, float]] = []
+    for protocol, (marker, colour, offset) in styles.items():
+        mine = [p for p in points if protocol_of(p) == protocol]
+        if not mine:
+            continue
+        xs = [releases.index(str(p["release"])) + offset for p in mine]
+        ys = [float(p["speedup"]["estimate"]) for p in mine]
+        lows, highs = zip(*(_bar(y, p["speedup"]) for y, p in zip(ys, mine, strict=True)), strict=True)
+        axes.errorbar(xs, ys, yerr=[list(lows), list(highs)], fmt="-", color=colour, capsize=3, linewidth=1)
+        for accepted, face in ((True, colour), (False, "white")):
+            chosen = [
+                (x, y) for x, y, p in zip(xs, ys, mine, strict=True) if bool(p.get("accepted", False)) is accepted
+            ]
+            if chosen:
+                axes.scatter(
+                    *zip(*chosen, strict=True), marker=marker, s=36, facecolors=face, edgecolors=colour, zorder=4
+                )
+        flips += [(x, y) for x, y, p in zip(xs, ys, mine, strict=True) if p.get("change") == "flip"]
+        extremes += _finite(
+            ys + [float(p["speedup"]["low"]) for p in mine] + [float(p["speedup"]["high"]) for p in mine], 1.0
+        )
+    if flips:
+        axes.scatter(*zip(*flips, strict=True), s=160, facecolors="none", edgecolors=FLIPPED, linewidths=2, zorder=5)
+    return extremes, flips
+
+
+def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
+    """Speedup vs backend release: one panel per comparison key, sharing the release axis.
+
+    Each panel is titled with its claim and draws that key's claimed bounds (dotted; bold
+    where a conclusion erodes toward one, ``store.trends``), a red ring where the conclusion
+    flipped, and one line per measurement protocol (marker and colour; the figure's title
+    says which baselines are drawn, see :func:`baselines_drawn`).
     """
     plt = _pyplot()
     eroding = {e.key: e for e in erosions(lines)}
-    ordered = sorted(lines, key=lambda item: str(item.get("time", "")))
     series: dict[str, list[Mapping[str, Any]]] = {}
     releases: list[str] = []
-    for line in ordered:
+    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
         series.setdefault(str(line["key"]), []).append(line)
         if str(line["release"]) not in releases:
             releases.append(str(line["release"]))
-    figure, axes = plt.subplots(figsize=(11, 4.8))
+    protocols = sorted({protocol_of(line) for line in lines}, reverse=True)
+    spread = 0.12 if len(protocols) > 1 else 0.0  # side by side at one release
+    styles = {
+        p: (*PROTOCOL_STYLES[i % len(PROTOCOL_STYLES)], spread * (i - (len(protocols) - 1) / 2))
+        for i, p in enumerate(protocols)
+    }
+    panels = max(1, len(series))
+    figure, grid = plt.subplots(
+        panels, 1, figsize=(11, 1.6 + 1.8 * panels), sharex=True, squeeze=False, layout="constrained"
+    )
+    titles = _titles(series)
     drawn = []
-    extremes: list[float] = [1.0]
-    for key, points in series.items():
-        xs = [releases.index(str(p["release"])) for p in points]
-        ys = [float(p["speedup"]["estimate"]) for p in points]
-        lows = [y - float(p["speedup"]["low"]) for y, p in zip(ys, points, strict=True)]
-        highs = [float(p["speedup"]["high"]) - y for y, p in zip(ys, points, strict=True)]
-        label = key.split("::", 1)[-1][:70]
+    for axes, (key, points) in zip(grid[:, 0], series.items(), strict=False):
         trend = eroding.get(key)
-        if trend is not None:
-            label += f" — eroding toward {trend.bound_label}"
-        bars = axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
-        bounds = sorted(
-            {float(name.rsplit("=", 1)[-1]) for name in (points[-1].get("bounds") or {}) if name.startswith("speedup ")}
-        )
-        for bound in bounds:  # every claimed bound, in the series' colour; bolder where it is being approached
-            axes.axhline(bound, color=bars.lines[0].get_color(), linestyle=":", linewidth=1.5 if trend else 0.8)
-            extremes.append(bound)
-        flips = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.get("change") == "flip"]
-        if flips:
-            axes.scatter(
-                *zip(*flips, strict=True), s=160, facecolors="none", edgecolors="#c62828", linewidths=2, zorder=5
-            )
-        extremes += _finite(
-            [float(p["speedup"]["low"]) for p in points] + [float(p["speedup"]["high"]) for p in points], 1.0
-        )
+        extremes, flips = _draw_key(axes, points, releases, styles)
+        claimed = {
+            str(name).removeprefix("speedup "): float(str(name).rsplit("=", 1)[-1])
+            for name in (points[-1].get("bounds") or {})
+            if str(name).startswith("speedup ")
+        }
+        bounds = sorted(set(claimed.values()))
+        for said, bound in claimed.items():  # every claimed bound; bolder where it is being approached
+            axes.axhline(bound, color="black", linestyle=":", linewidth=1.6 if trend else 0.9)
+            axes.annotate(said, (1.0, bound), xycoords=("axes fraction", "data"), fontsize=7, va="bottom", ha="right")
+        eroding_text = f" — ERODING toward {trend.bound_label}" if trend else ""
+        axes.set_title(titles[key] + eroding_text, fontsize="small", loc="left")
+        axes.axhline(1.0, color=OTHER, linestyle="--", linewidth=1)
+        low, high = min([1.0, *extremes, *bounds]), max([1.0, *extremes, *bounds])
+        speedup_axis(axes, low, high, horizontal=False)
+        axes.set_ylim(low / 1.08, high * 1.08)
+        axes.set_ylabel("speedup", fontsize="small")
         drawn.append(
             {
                 "key": key,
                 "releases": [p["release"] for p in points],
-                "estimates": ys,
+                "estimates": [float(p["speedup"]["estimate"]) for p in points],
                 "flips": len(flips),
                 "eroding": trend.bound_label if trend else None,
                 "bounds": bounds,
             }
         )
-    axes.axhline(1.0, color=OTHER, linestyle="--", linewidth=1)
-    axes.set_xticks(range(len(releases)), releases, rotation=20, ha="right")
-    speedup_axis(axes, min(extremes), max(extremes), horizontal=False)
-    axes.set_ylabel("speedup (log scale)")
-    axes.set_title(title + " — red ring: the conclusion flipped; dotted: the claimed bounds")
-    if series:
-        axes.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    figure.tight_layout()
-    return _save(figure, path, drawn)
+    bottom = grid[-1, 0]
+    bottom.set_xticks(range(len(releases)), releases, rotation=20, ha="right")
+    bottom.set_xlim(-0.5, max(0.5, len(releases) - 0.5))
+    bottom.set_xlabel("backend release (in the order first measured)")
+    handles = [
+        plt.Line2D([], [], marker=marker, color=colour, linestyle="-", label=_protocols_text([p]))
+        for p, (marker, colour, _) in styles.items()
+    ]
+    if {bool(line.get("accepted", False)) for line in lines} == {True, False}:
+        handles.append(plt.Line2D([], [], marker="o", color=OTHER, markerfacecolor="white", linestyle="", label="not accepted as a baseline"))  # fmt: skip
+    handles += [
+        plt.Line2D([], [], color=FLIPPED, marker="o", markerfacecolor="none", linestyle="", label="conclusion flipped"),
+        plt.Line2D([], [], color="black", linestyle=":", label="claimed bound"),
+        plt.Line2D([], [], color=OTHER, linestyle="--", label="1x (no speedup)"),
+    ]
+    legend = figure.legend(  # the legend's title is the figure's: constrained layout keeps them apart
+        handles=handles, loc="outside upper center", ncols=min(len(handles), 6), fontsize="small", frameon=False,
+        title=f"{title}\n{baselines_drawn(lines)}", title_fontsize="large", alignment="center",
+    )  # fmt: skip
+    legend.get_title().set_multialignment("center")
+    return Drawing(figure, drawn)
+
+
+def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
+    """:func:`history_figure`, saved as a PNG at ``path``."""
+    return _save(history_figure(lines, title), path)

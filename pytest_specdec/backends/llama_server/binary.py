@@ -69,6 +69,25 @@ def server_release(binary: Path) -> tuple[str, str]:
         return f"llama.cpp {match.group('version')} (build 0)", first
 
 
+def check_spec_type(binary: Path, spec_type: str) -> None:
+    """``llama-server --spec-type T --version``: a type the server does not know fails now, with its own line."""
+    try:
+        done = subprocess.run(
+            [str(binary), "--spec-type", spec_type, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return  # the release check already ran this binary; the server's start will say what is wrong
+    if done.returncode != 0:
+        said = next((line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()), "")
+        raise SpecdecUsageError(
+            f"llama-server refused spec_type={spec_type!r}: {said} — choose one of the types its --help lists"
+        )
+
+
 def server_releases() -> dict[str, str]:
     """``{"llama-server": release}`` of the binary the backend would start, when one is found."""
     try:

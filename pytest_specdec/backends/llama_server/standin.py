@@ -5,13 +5,23 @@ the faults the real program cannot be made to show on demand (a ``/health`` that
 503, a stream cut mid-way, malformed JSON, a response without ``timings``, a server that
 never answers). Where it imitates the real server it follows llama.cpp's source:
 
-* speculation is chosen when the server starts (``--spec-type``, ``--spec-draft-n-max``:
-  here the ``spec_type`` / ``n_max`` settings), never per request — the request fields
-  ``speculative.n_max/n_min/p_min`` are compiled out (``tools/server/server-schema.cpp``,
-  ``#if 0``) and ignored here too;
-* ``timings`` carry ``draft_n`` / ``draft_n_accepted`` only when the server speculates
-  (``tools/server/server-context.cpp``, the timings of a slot with a drafter); a server
-  started with ``--spec-type none`` sends neither;
+* speculation is chosen when the server starts (``--spec-type``), never per request — the
+  request fields ``speculative.n_max/n_min/p_min`` are compiled out
+  (``tools/server/server-schema.cpp``, ``#if 0``) and ignored here too;
+* the draft length is the flag each spec type reads (``common_speculative_n_max`` in
+  ``common/speculative.cpp``): ``--spec-draft-n-max`` for the ``draft-*`` types only,
+  ``--spec-ngram-simple-size-m`` for ``ngram-simple``, ``--spec-ngram-mod-n-max`` for
+  ``ngram-mod``, a fixed 8 for ``ngram-cache``;
+* ``timings`` carry ``draft_n`` / ``draft_n_accepted`` only when the request drafted
+  (``result_timings::to_json``, ``tools/server/server-common.cpp``);
+* ``GET /slots`` gives each slot's ``speculative`` (``can_speculate()``,
+  ``tools/server/server-context.cpp``): false with ``--spec-type none``, and false when the
+  draft set-up failed and the server carried on without SD (the stand-in's
+  ``--no-speculation-context``, logging upstream's "failed to initialize speculative
+  decoding context" line);
+* a final answer's ``generation_settings`` carries ``speculative.types``, the start-up
+  configuration (``task_params::to_json``, ``tools/server/server-task.cpp``); ``/props``
+  has ``default_generation_settings.params`` and ``n_ctx``, with no draft length in them;
 * ``/health`` answers 503 ``{"error": {"code": 503, "message": "Loading model", ...}}``
   while the model loads (``tools/server/server.cpp``, the health handler);
 * errors are ``{"error": {"code", "message", "type"}}`` (``format_error_response``).
@@ -36,6 +46,7 @@ class LlamaServerHandler(StandinHandler):
     routes: ClassVar[dict[tuple[str, str], str]] = {
         ("GET", "/health"): "health",
         ("GET", "/props"): "props",
+        ("GET", "/slots"): "slots",
         ("POST", "/completion"): "completion",
         ("POST", "/detokenize"): "detokenize",
     }
@@ -55,23 +66,44 @@ class LlamaServerHandler(StandinHandler):
             return
         self.send_json(200, {"status": "ok"})
 
+    def _spec_type(self) -> str:
+        return self.server.settings.get("spec_type", "none")
+
+    def _speculates(self) -> bool:
+        return self._spec_type() != "none" and self.server.settings.get("speculation_context", "ok") == "ok"
+
     def _num_draft(self) -> int:
-        """γ from the server's start settings; 0 when started with ``--spec-type none``."""
-        if self.server.settings.get("spec_type", "none") == "none":
+        """The draft length the started spec type reads (common_speculative_n_max); 0 when not speculating."""
+        if not self._speculates():
             return 0
-        return int(self.server.settings.get("n_max", "3"))
+        settings, kind = self.server.settings, self._spec_type()
+        if kind.startswith("draft-"):
+            return int(settings.get("n_max", "3"))
+        if kind in ("ngram-simple", "ngram-map-k", "ngram-map-k4v"):
+            return int(settings.get("ngram_simple_size_m", "48"))
+        if kind == "ngram-mod":
+            return int(settings.get("ngram_mod_n_max", "64"))
+        return 8  # ngram-cache
+
+    def _types(self) -> str:
+        """``speculative.types`` as ``common_speculative_type_name_str`` names the configured list."""
+        return "none" if self._spec_type() == "none" else f"none,{self._spec_type()}"
 
     def props(self, _: object) -> None:
-        """Build, model and default settings."""
+        """Build, model and default settings (no draft length: upstream's /props has none)."""
         self.send_json(
             200,
             {
                 "build_info": BUILD,
                 "model_path": str(self.server.engine.backend.target_path),
                 "total_slots": 1,
-                "default_generation_settings": {"n_ctx": 1024, "params": {"speculative.n_max": self._num_draft()}},
+                "default_generation_settings": {"n_ctx": 1024, "params": {"speculative.types": self._types()}},
             },
         )
+
+    def slots(self, _: object) -> None:
+        """One slot and whether it can speculate."""
+        self.send_json(200, [{"id": 0, "n_ctx": 1024, "speculative": self._speculates(), "is_processing": False}])
 
     def detokenize(self, body: dict[str, Any]) -> None:
         """``{"content": text}`` of ``tokens`` (``tools/server/server.cpp``, the detokenize handler)."""
@@ -102,6 +134,7 @@ class LlamaServerHandler(StandinHandler):
             "tokens_predicted": stats.decode_tokens,
             "tokens_evaluated": stats.prompt_tokens,
             "timings": timings(stats, speculating=self._num_draft() > 0),
+            "generation_settings": {"speculative.types": self._types()},
         }
         if "no-timings" in self.server.faults:
             del final["timings"]

@@ -48,10 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--fault", action="append", choices=FAULTS, default=[])
     parser.add_argument("--spec-type", default="none", help="llama-server: speculation chosen at start")
-    parser.add_argument("--spec-draft-n-max", default="3", help="llama-server: γ of a speculating server")
+    parser.add_argument("--spec-draft-n-max", default="3", help="llama-server: γ of the draft-* spec types")
+    parser.add_argument("--spec-ngram-simple-size-m", default="48", help="llama-server: ngram-simple's draft length")
+    parser.add_argument("--spec-ngram-mod-n-max", default="64", help="llama-server: ngram-mod's draft length")
+    parser.add_argument("--no-speculation-context", action="store_true",
+                        help="llama-server: the draft set-up failed and the server carries on without SD")  # fmt: skip
     args = parser.parse_args(argv)
-    settings = {"spec_type": args.spec_type, "n_max": args.spec_draft_n_max}
+    settings = {"spec_type": args.spec_type, "n_max": args.spec_draft_n_max,
+                "ngram_simple_size_m": args.spec_ngram_simple_size_m, "ngram_mod_n_max": args.spec_ngram_mod_n_max,
+                "speculation_context": "failed" if args.no_speculation_context else "ok"}  # fmt: skip
     server = start(args.kind, args.port, args.fault, settings)
+    if args.no_speculation_context:  # upstream's SRV_ERR line (server-context.cpp), then it serves without SD
+        print("srv load_model: failed to initialize speculative decoding context: stand-in draft set-up", flush=True)
     print(f"{args.kind} stand-in listening on {server.url}", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

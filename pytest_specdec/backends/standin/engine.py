@@ -97,7 +97,11 @@ def collect(events: Iterator[Piece | EngineStats]) -> tuple[list[Piece], EngineS
 
 
 def timings(stats: EngineStats, *, speculating: bool = True) -> dict[str, Any]:
-    """llama-server's ``timings`` object for one completion (draft counts only from a drafting server)."""
+    """llama-server's ``timings`` object for one completion.
+
+    Draft counts only when this request drafted (``result_timings::to_json`` in
+    ``tools/server/server-common.cpp``: ``if (n_draft_tokens > 0)``).
+    """
     decode_ms = stats.decode_s * 1000.0
     shown = {
         "prompt_n": stats.prompt_tokens,
@@ -109,6 +113,6 @@ def timings(stats: EngineStats, *, speculating: bool = True) -> dict[str, Any]:
         "predicted_per_token_ms": decode_ms / max(1, stats.decode_tokens),
         "predicted_per_second": stats.decode_tokens / stats.decode_s if stats.decode_s else 0.0,
     }
-    if speculating:
+    if speculating and stats.drafted > 0:
         shown.update({"draft_n": stats.drafted, "draft_n_accepted": stats.accepted})
     return shown
