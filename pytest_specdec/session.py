@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import Arm, Backend, ModelPair
+from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
@@ -28,7 +28,7 @@ from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import now_iso, specdec_version
 from pytest_specdec.store.ledger import BaselineLedger, Decision, LedgerPolicy
-from pytest_specdec.store.records import ComparisonRecord, RunRecord
+from pytest_specdec.store.records import ADAPTIVE, ComparisonRecord, RunRecord
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,13 @@ class SpecdecSession:
         baseline, treatment = self.arms(spec)
         backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
         plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
+        if isinstance(backend, AdaptsDraftLength) and backend.adapts_draft_length():
+            if spec.num_draft is not None:  # a γ sweep, or one γ, over a knob the engine does not have
+                raise SpecdecUsageError(
+                    f"{backend.name} picks the draft length itself each round (no γ is sent): "
+                    f"num_draft={spec.num_draft} would label one setting with a γ that did not run — drop num_draft"
+                )
+            plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE))
         swapped_before = swap_ins()
         comparison = run_comparison(backend, plan, progress)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)

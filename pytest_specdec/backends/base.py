@@ -160,6 +160,15 @@ class KnowsSpeculation(Protocol):
 
 
 @runtime_checkable
+class AdaptsDraftLength(Protocol):
+    """A backend whose engine picks the draft length itself, each round: γ is not a knob there."""
+
+    def adapts_draft_length(self) -> bool:
+        """True where no γ is sent and none applies (the record says "adaptive", never a γ)."""
+        ...
+
+
+@runtime_checkable
 class KnowsModelKind(Protocol):
     """A backend that can tell a base model (no chat template: it continues text) from a chat model."""
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.files import write_atomically
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, draft_label
 from pytest_specdec.store.trends import erosions
 
 COLOURS = {
@@ -81,7 +81,7 @@ def row_label(record: ComparisonRecord) -> str:
     models = short_name(record.target)[:26]
     if record.draft:
         models += f" + {short_name(record.draft)[:18]}"
-    return f"{models} · {record.category} · γ={record.num_draft}"
+    return f"{models} · {record.category} · γ={draft_label(record.num_draft)}"
 
 
 def speedup_axis(axes: Any, low: float, high: float, *, horizontal: bool = True) -> None:

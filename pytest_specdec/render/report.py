@@ -15,7 +15,7 @@ from tabulate import tabulate
 from pytest_specdec.embedded import models
 from pytest_specdec.measure import Progress
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord, draft_label
 
 HEADERS = (
     "backend",
@@ -126,7 +126,7 @@ def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = F
             short_model(r.target),
             short_model(r.draft),
             category_cell(r),
-            str(r.num_draft),
+            draft_label(r.num_draft),
             "-" if r.baseline_tps is None else f"{r.baseline_tps:.1f}",
             "-" if r.treatment_tps is None else f"{r.treatment_tps:.1f}",
             interval_cell(r.speedup),

@@ -46,6 +46,13 @@ HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchang
 #   2  each arm as its users run it (llama-cpp's plain arm on its own Llama); continuation
 #      prompts for base models; group-sequential design at 98 % (HSD spending, blocks)
 MEASUREMENT_PROTOCOL = 2
+# num_draft of a backend whose engine picks the draft length each round (no γ was sent).
+ADAPTIVE = 0
+
+
+def draft_label(num_draft: int) -> str:
+    """``3``, or ``adaptive`` where the engine chose the length itself."""
+    return "adaptive" if num_draft == ADAPTIVE else str(num_draft)
 
 
 class Conclusion(StrEnum):

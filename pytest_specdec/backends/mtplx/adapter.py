@@ -108,6 +108,8 @@ class MtplxBackend:
                 "model_path": str(self._health.get("model_path", "")),
                 "mtp_enabled": str(self._health.get("mtp_enabled")),
                 "depth": str(self._health.get("depth")),
+                # --adaptive-policy (mtplx/adaptive.py): with one set, γ is the ceiling each round may stop short of
+                "adaptive": str(self._health.get("adaptive", "not reported")),
                 "default_generation_mode": str(self._health.get("generation_mode")),
                 "drafter": self.drafter,
                 "separate_draft_model": "no" if self._health.get("mtp_enabled") else "unknown",
@@ -163,6 +165,14 @@ class MtplxBackend:
                 f"MTPLX at {self._http.base_url} ran generation_mode {ran!r} for the {request.arm.label} arm, not "
                 f"{asked!r}: it ignores client controls (fields ignored: {stats.get('client_control_fields_ignored')}) "
                 "— unset MTPLX_CLIENT_CONTROLS_DEFAULT=hints on the server"
+            )
+        depth = stats.get("mtp_depth")
+        if request.arm.speculative and isinstance(depth, int) and depth != request.arm.num_draft:
+            raise BackendRuntimeError(
+                f"MTPLX at {self._http.base_url} ran mtp_depth {depth} where γ={request.arm.num_draft} was asked "
+                f"(requested_mtp_depth {stats.get('requested_mtp_depth')}; its long-context cap lowers the depth "
+                "for long prompts) — no result is labelled with a depth that did not run: measure γ="
+                f"{depth}, or turn the cap off (MTPLX_LONG_CONTEXT_MTP_DEPTH_POLICY=off)"
             )
         return GenerationStats(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),

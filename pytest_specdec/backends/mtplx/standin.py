@@ -17,6 +17,15 @@ Each behaviour follows the PyPI wheel's ``mtplx/server/openai.py``:
   ``timings`` with ``draft_n`` / ``draft_n_accepted`` (``_build_timings``; ``ar`` drafts
   0); the SSE stream ends with ``data: [DONE]``. Errors are
   ``{"error": {"message", "type", "code", "param"}}``.
+* Depth (MTPLX 2.12.2): a client ``depth`` outside the family's range is 400 "must be
+  between" (``_request_depth_for_generation``; the native-MTP families allow 1-3, setting
+  ``max_depth``), never clamped. The depth that runs may be lower than the one asked: the
+  long-context cap (``resolve_long_context_mtp_depth``, ``mtplx/profiles.py``; off by
+  default, settings ``long_context_depth`` / ``long_context_chars`` here) caps it for
+  long prompts. ``mtplx_stats.mtp_depth`` is the depth that ran (the ceiling after the
+  cap) and ``requested_mtp_depth`` the one asked (``_metrics_envelope``); ``/health``
+  reports the configured ``depth`` and ``adaptive`` (``--adaptive-policy``, ``none`` by
+  default: setting ``adaptive``).
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ class MtplxHandler(StandinHandler):
                 "load_mtp": self._mtp_enabled,
                 "mtp_enabled": self._mtp_enabled,
                 "depth": DEPTH,
+                "adaptive": self.server.settings.get("adaptive", "none"),
                 "draft_head_identity": "target's own MTP head (stand-in: aligned synthetic draft)",
                 "mlx_runtime": {"version": "0.32.2"},
             },
@@ -99,8 +109,14 @@ class MtplxHandler(StandinHandler):
         if mode == "mtp" and not self._mtp_enabled:
             self.send_json(400, self.error_body(400, "generation_mode 'mtp' requires a runtime loaded with MTP"))
             return
-        depth = int((body.get("depth") if allowed else None) or DEPTH) if mode == "mtp" else 0
+        asked = int((body.get("depth") if allowed else None) or DEPTH) if mode == "mtp" else 0
+        highest = int(self.server.settings.get("max_depth", "3"))
+        if mode == "mtp" and not 1 <= asked <= highest:
+            self.send_json(400, self.error_body(400, f"depth must be between 1 and {highest}"))
+            return
+        depth = self._capped(asked, str(body.get("prompt", "")))
         self.server.state["ignored"] = ignored
+        self.server.state["requested_depth"] = asked
         events = self.server.engine.generate(
             str(body.get("prompt", "")), int(body.get("max_tokens") or 16), depth, int(body.get("seed") or 0)
         )
@@ -112,10 +128,18 @@ class MtplxHandler(StandinHandler):
         pieces, stats = collect(events)
         self.send_json(200, self._payload(stats, mode, depth, created, "".join(p.text for p in pieces)))
 
+    def _capped(self, depth: int, prompt: str) -> int:
+        """The long-context cap, when its setting is on: a long prompt runs a lower depth."""
+        cap, length = self.server.settings.get("long_context_depth"), self.server.settings.get("long_context_chars")
+        if depth and cap and length and len(prompt) >= int(length):
+            return min(depth, int(cap))
+        return depth
+
     def _payload(self, stats: EngineStats, mode: str, depth: int, created: int, text: str) -> dict[str, Any]:
         mtplx_stats = {
             "generation_mode": mode,
             "mtp_depth": depth,
+            "requested_mtp_depth": self.server.state.get("requested_depth", depth),
             "prompt_tokens": stats.prompt_tokens,
             "completion_tokens": stats.decode_tokens,
             "drafted_tokens": stats.drafted,

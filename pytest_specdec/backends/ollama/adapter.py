@@ -116,6 +116,15 @@ class OllamaBackend:
         draft = f"built-in draft head (vs {full_tag(self._plain_tag)})" if self._mode == "tag" else "draft_num_predict"
         self._pair = ModelPair(self._tag, draft)
 
+    def adapts_draft_length(self) -> bool:
+        """The MLX engine sends no γ: its depth controller picks each round's depth from acceptance and cost.
+
+        ``x/mlxrunner/speculate_depth.go`` (``depthController``: argmax of expected committed tokens
+        per cost, probing deeper every few rounds); no request option reaches it and no API field
+        reports it (``draft_num_predict`` is read only on the GGUF path, ``llm/llama_server.go``).
+        """
+        return not self._model.gguf
+
     def _unreachable(self) -> BackendRuntimeError:
         return BackendRuntimeError(
             f"cannot reach Ollama at {self._host} — start 'ollama serve' or set --specdec-ollama-host / OLLAMA_HOST"

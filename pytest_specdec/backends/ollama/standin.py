@@ -12,7 +12,8 @@ Endpoints: ``/``, ``/api/version``, ``/api/tags``, ``/api/ps``, ``/api/show``,
   (``server/routes.go``; ``llm/llama_server.go`` ``hasMTPDraft``, ``appendDraftArgs``).
 * safetensors tags run on the MLX engine: it never reads ``draft_num_predict`` and
   drafts on every request when the tag ships a drafter, unless ``logprobs`` is asked
-  (``x/mlxrunner/runner.go``, ``speculate.go``); the drafter shows in no API field.
+  (``x/mlxrunner/runner.go``, ``speculate.go``); the drafter shows in no API field. Its
+  depth adapts (``speculate_depth.go``): cold at 0, deeper as it goes, kept per model.
 * A change of a runner option (``draft_num_predict`` among them) between requests
   reloads a GGUF runner: ``load_duration`` on that request is a model load; MLX
   models never reload for it (``server/sched.go`` ``needsReload``). The stand-in reports
@@ -184,7 +185,16 @@ class OllamaHandler(StandinHandler):
         options = body.get("options") or {}
         if spec.format == "safetensors":
             asked_logprobs = bool(body.get("logprobs")) or bool(body.get("top_logprobs"))
-            return MLX_DEPTH if spec.draft and not asked_logprobs else 0
+            if not spec.draft or asked_logprobs:
+                return 0
+            # The depth adapts and is the model's, carried from request to request: a cold model
+            # starts at 0 (plain decode) and probes one step deeper as rounds go by, up to its limit
+            # (x/mlxrunner/speculate_depth.go, depthController.next; speculate.go keeps it per model).
+            # Here: one step deeper per request. No request option or API field touches it.
+            depths: dict[str, int] = self.server.state.setdefault("mlx_depth", {})
+            depth = depths.get(tag, 0)
+            depths[tag] = min(MLX_DEPTH, depth + 1)
+            return depth
         if _version(self.ollama_version) < DRAFT_OPTION_SINCE or not (spec.mtp or spec.draft):
             return 0
         requested = options.get("draft_num_predict")
