@@ -276,6 +276,8 @@ class BackendSpec:
     # "module:function" (old_venv: Path | None, before: {label: release}) -> OldRelease | None:
     # where a server's previous release still runs tonight (a kept Homebrew keg, the old venv).
     previous_release: str | None = None
+    # "module:function" returning more ``specdec doctor`` lines (``!`` first where action is needed).
+    doctor: str | None = None
 
     @property
     def option_keys(self) -> frozenset[str]:

@@ -1,7 +1,9 @@
 """``specdec doctor``: before a first run on a Mac, what is here and what to do, one line each.
 
 The Python, each registered backend (installed or not, the releases its servers report,
-which profile's models are on this machine and whether they fit), the machine (chip,
+which profile's models are on this machine and whether they fit, and what its own
+``doctor`` hook adds: for Ollama, which pulled tags can toggle SD and how to pair the
+others), the machine (chip,
 memory usable by the GPU, power source and thermal state) and the disk space for models.
 A line that needs action starts with ``!`` and says what to do.
 """
@@ -21,6 +23,7 @@ MODEL_ROOM_GB = 60.0  # the document's own models (Qwen2.5 7B + 0.5B, qwen3-code
 def findings() -> list[str]:
     """Every finding, one line each (``!`` first where something must be done)."""
     from pytest_specdec.backends import registered_backends
+    from pytest_specdec.backends.base import load_attribute
     from pytest_specdec.gate.init import PROFILES, look
     from pytest_specdec.hardware import environment_fitness, machine_class, machine_profile
 
@@ -47,6 +50,8 @@ def findings() -> list[str]:
         found = look(spec, profile.usable_bytes)
         needs = found.missing is not None or found.profile is None
         lines.append(("! " if needs else "") + found.comment)
+        if spec.doctor and not needs:  # its server answers: what the backend itself can tell
+            lines += load_attribute(spec.doctor)()  # type: ignore[operator]
     cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
     existing = next((p for p in (cache, *cache.parents) if p.exists()), Path.home())
     free = shutil.disk_usage(existing).free / GB

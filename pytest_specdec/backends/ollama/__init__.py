@@ -29,6 +29,7 @@ SPEC = BackendSpec(
     evidence_family="ollama",
     server_releases="pytest_specdec.backends.ollama.releases:server_releases",
     previous_release="pytest_specdec.backends.ollama.releases:previous_release",
+    doctor="pytest_specdec.backends.ollama.doctor:tag_findings",
     local_models="pytest_specdec.backends.ollama.releases:pulled_tags",
     # `ollama serve` listens on OLLAMA_HOST (envconfig/config.go) and answers GET /api/version (server/routes.go).
     serve=ServeRecipe(("ollama", "serve"), {"OLLAMA_HOST": "127.0.0.1:{port}"}, "/api/version", "host"),
