@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from pytest_specdec.backends.base import (
     Arm,
@@ -31,7 +32,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.embedded.prompts import probe_prompts, prompts_for
 from pytest_specdec.errors import BackendRuntimeError
 from pytest_specdec.hardware import machine_profile
-from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, baseline_drafted, run_trial
+from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, Progress, baseline_drafted, run_trial
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.stats import Interval, speedup_interval
 from pytest_specdec.store.records import TheoryRecord
@@ -90,8 +91,9 @@ def probe_engagement(
     confidence: float,
     rounds: int = 2,
     clock: Clock = time.perf_counter,
+    progress: Callable[[Progress], None] = lambda _: None,
 ) -> EngagementProbe:
-    """Run both arms on every probe pair ``rounds`` times, interleaved."""
+    """Run both arms on every probe pair ``rounds`` times, interleaved (progress after each pair)."""
     pairs = probe_prompts() * rounds
     plan = ComparisonPlan(
         "probe", tuple(p for pair in pairs for p in pair), baseline, treatment, max_tokens, 2, 2, confidence
@@ -106,6 +108,7 @@ def probe_engagement(
             ratios[arm.label] = math.log(fast.decode_tps / slow.decode_tps)
         plain_logs.append(ratios[baseline.label])
         sd_logs.append(ratios[treatment.label])
+        progress(Progress(treatment.label, len(sd_logs), len(pairs), None, stage="engagement probe"))
     contrast = [s - p for s, p in zip(sd_logs, plain_logs, strict=True)]
     return EngagementProbe(
         speedup_interval(sd_logs, confidence),
@@ -202,7 +205,9 @@ class Analysis:
             )
         return notes
 
-    def engagement(self, backend: Backend, comparison: Comparison) -> tuple[str | None, list[str]]:
+    def engagement(
+        self, backend: Backend, comparison: Comparison, progress: Callable[[Progress], None] = lambda _: None
+    ) -> tuple[str | None, list[str]]:
         """Why the arms cannot differ (``None`` when they can), and the lines that show it.
 
         Counted drafts decide where the backend reports them: the SD arm must draft,
@@ -231,7 +236,7 @@ class Analysis:
             return None, []
         if evidence is not None and (evidence.sd_arm is False or evidence.plain_arm is True):
             return f"not measurable: SD not engaged ({evidence.reason})", []
-        probe = self._probe(backend, plan)
+        probe = self._probe(backend, plan, progress)
         lines = [probe.describe()]
         if probe.plain_speculates:
             return "not measurable: both arms look speculative (" + probe.describe() + ")", lines
@@ -288,7 +293,9 @@ class Analysis:
             text=why.describe(),
         )
 
-    def _probe(self, backend: Backend, plan: ComparisonPlan) -> EngagementProbe:
+    def _probe(
+        self, backend: Backend, plan: ComparisonPlan, progress: Callable[[Progress], None] = lambda _: None
+    ) -> EngagementProbe:
         """The engagement probe, once per backend, pair and SD arm (for backends that count no drafts)."""
         key = (backend.name, backend.pair, plan.treatment.label, plan.treatment.num_draft)
         if key not in self._probes:
@@ -298,5 +305,6 @@ class Analysis:
                 treatment=plan.treatment,
                 max_tokens=plan.max_tokens,
                 confidence=plan.confidence,
+                progress=lambda update: progress(replace(update, category=plan.category)),
             )
         return self._probes[key]

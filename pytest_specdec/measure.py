@@ -134,6 +134,7 @@ class Progress:
     done: int
     planned_max: int
     interval: Interval | None
+    stage: str = "pair"  # or "engagement probe": the rounds that look for a sign of SD after the pairs
 
 
 @dataclass(frozen=True)

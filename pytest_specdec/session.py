@@ -184,7 +184,7 @@ class SpecdecSession:
             plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE))
         swapped_before = swap_ins()
         comparison = run_comparison(backend, plan, progress)
-        unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison)
+        unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
         swapped_after = swap_ins()
         if swapped_before is not None and swapped_after is not None and swapped_after > swapped_before:
             unmeasurable = (

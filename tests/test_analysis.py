@@ -130,3 +130,18 @@ def test_the_backends_that_count_drafts_never_need_the_probe() -> None:
     backend = SimulatedBackend(ModelPair("t", "d"), options)
     plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 2, 2, 0.95)
     assert Analysis().engagement(backend, run_comparison(backend, plan)) == (None, [])
+
+
+def test_the_probe_shows_progress_after_each_pair() -> None:
+    from pytest_specdec.analysis import probe_engagement
+    from pytest_specdec.backends.simulated.adapter import SimulatedBackend
+    from pytest_specdec.measure import Progress
+    from pytest_specdec.render.report import progress_line
+
+    seen: list[Progress] = []
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.4"})
+    probe_engagement(backend, baseline=Arm("plain"), treatment=Arm("sd", True, 3), max_tokens=8, confidence=0.9,
+                     rounds=1, clock=lambda: 0.0, progress=seen.append)  # fmt: skip
+    assert [u.done for u in seen] == list(range(1, len(seen) + 1))
+    assert seen[-1].done == seen[-1].planned_max == 4
+    assert progress_line(seen[1], 12.0) == "specdec sd: engagement probe 2/4"

@@ -255,6 +255,8 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
 
 def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
     """``specdec code: pair 7 of at most 72, speedup 1.52x [1.31, 1.76], 41 s, at most ~6 min left``."""
+    if update.stage != "pair":  # "specdec code: engagement probe 3/8": no speedup, no time left to guess
+        return f"specdec {update.category}: {update.stage} {update.done}/{update.planned_max}"
     interval = update.interval
     # An interval is shown once it says something: finite, and no wider than a factor of 3
     # (the first pairs give [0.00, 11587.29], which reads as a result and is none).
