@@ -7,6 +7,7 @@ results into pass, fail, skip or warning.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -144,8 +145,9 @@ class SpecdecFixture:
             pytest.skip(f"environment not fit to measure: {fitness.reason}")
         item = self._request.node
         expect = item.stash.get(expectations_key, Expectations())
+        live = LiveLine(self._request.config)
         try:
-            result = self._session.compare(item.nodeid, spec, expect, _progress_writer(self._request.config))
+            result = self._session.compare(item.nodeid, spec, expect, live)
         except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept
@@ -154,35 +156,57 @@ class SpecdecFixture:
                 f"backend {name!r} failed while measuring: {type(error).__name__}: {error} — no result was kept",
                 pytrace=False,
             )
+        finally:
+            live.finish()
         self.result = result
         _record_properties(self._request, result)
         return result
 
 
-def _progress_writer(config: pytest.Config) -> Any:
+class LiveLine:
     """Live progress while a comparison runs, past pytest's output capture (as live logging does).
 
-    In a terminal: one line per comparison, rewritten after every pair. Elsewhere (CI
-    logs): the first pair, every fifth and the last.
+    In a terminal: one line under the test's row, rewritten after every pair, then erased
+    with the cursor put back where pytest left it, so the test's ``.`` and ``[100%]`` land
+    on their own row as usual (pytest's writer never sees the live line: its column count
+    stays true). Elsewhere (CI logs): the first pair, every fifth and the last, as lines.
     """
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    started = time.monotonic()
 
-    def write(update: Progress) -> None:
-        if reporter is None:
+    def __init__(self, config: pytest.Config) -> None:
+        self._reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self._capture = config.pluginmanager.get_plugin("capturemanager")
+        self._started = time.monotonic()
+        self._below = False  # a live line is on the row under pytest's
+
+    def _uncaptured(self) -> Any:
+        return self._capture.global_and_fixture_disabled() if self._capture is not None else contextlib.nullcontext()
+
+    def __call__(self, update: Progress) -> None:
+        """Show one update."""
+        if self._reporter is None:
             return
-        line = "    " + report.progress_line(update, time.monotonic() - started)
-        disabled = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-        with disabled:
-            if update.done == 1:
-                reporter.ensure_newline()
-            if reporter.isatty():
-                reporter.rewrite(line, erase=True)
+        line = "    " + report.progress_line(update, time.monotonic() - self._started)
+        with self._uncaptured():
+            if self._reporter.isatty():
+                width = self._reporter._tw.fullwidth  # the terminal's width, as pytest measured it
+                if len(line) >= width:  # a narrow terminal: the times go first, never a word cut in two
+                    line = "    " + report.progress_line(update)
+                sys.stdout.write(("" if self._below else "\n") + "\r" + line[: max(1, width - 1)] + "\x1b[K")
+                sys.stdout.flush()
+                self._below = True
             elif update.done in (1, update.planned_max) or update.done % 5 == 0:
-                reporter.write_line(line)
+                self._reporter.ensure_newline()
+                self._reporter.write_line(line)
 
-    return write
+    def finish(self) -> None:
+        """Erase the live line and put the cursor back at the end of pytest's row."""
+        if not self._below or self._reporter is None:
+            return
+        column = self._reporter._tw.width_of_current_line
+        with self._uncaptured():
+            sys.stdout.write("\r\x1b[K\x1b[1A\r" + (f"\x1b[{column}C" if column else ""))
+            sys.stdout.flush()
+        self._below = False
 
 
 def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:

@@ -236,3 +236,59 @@ def test_live_progress_reaches_a_terminal_without_dash_s(pytester: pytest.Pytest
     shown = b"".join(chunks).decode(errors="replace")
     assert "specdec code: pair 1/72" in shown
     assert "left" in shown, "the line estimates the time left"
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pytester, columns: int) -> None:
+    """The live line stays one row and is erased; pytest's [100%] lands on the test's row; the table fits."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    pytester.makepyfile(claim_test("speedup(min=1.1)"))
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    command = [sys.executable, "-m", "pytest", *SIM, "--specdec-backend-option", "speedup=1.3"]
+    environment = {**os.environ, "COLUMNS": str(columns)}
+    process = subprocess.Popen(
+        command, cwd=pytester.path, stdin=secondary, stdout=secondary, stderr=secondary, env=environment
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=120)
+    os.close(primary)
+    shown = b"".join(chunks).decode(errors="replace")
+    live = re.findall(r"\r(    specdec code: pair [^\r\n\x1b]*)\x1b\[K", shown)
+    assert len(live) >= 2, "the live line is rewritten after every pair"
+    assert all(len(line) < columns for line in live), "one row each, never wrapped"
+    # Erased, and the cursor back at the end of "test_x.py " before pytest writes the result and [100%].
+    back = re.search(r"\r\x1b\[K\x1b\[1A\r\x1b\[(\d+)C(.*?)\r\n", shown)
+    assert back is not None
+    file_row = len(next(p.name for p in pytester.path.glob("test_*.py"))) + 1
+    assert int(back.group(1)) == file_row, "the cursor goes back to the end of the test file's row"
+    result = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", back.group(2))
+    assert result.startswith(".")
+    assert result.endswith("[100%]")
+    assert file_row + len(result) <= columns, "[100%] fits on the test's row"
+    table = shown.split("specdec verdicts", 1)[1].split("\r\n")[1:5]
+    header = table[0]
+    assert all(len(line) <= columns for line in table[:3])
+    assert "in words" in header
+    assert ("plain tok/s" in header) == ("SD tok/s" in header), "never one rate without the other"
+    assert f"(left out to fit {columns} columns: " in shown
+    assert "--specdec-columns, shows them)" in shown.replace("\r\n", " ")
+    if columns >= 120:
+        assert "claim" in header
