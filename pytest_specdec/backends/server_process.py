@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +33,9 @@ READY_TIMEOUT_S = 120.0
 # A folder for every managed server's log, kept after a clean stop (the CI gate puts them
 # in its artifact); unset: logs go to the cache and are removed when a server ran cleanly.
 LOG_FOLDER_VARIABLE = "SPECDEC_SERVER_LOGS"
+# A token in each managed server's environment: the reaper kills only a process that carries it
+# (and started when the registration says), never one that merely has the same program name.
+TOKEN_VARIABLE = "SPECDEC_SERVER_TOKEN"
 # llama-server can hang on SIGTERM in the middle of a non-streaming request; do not wait long.
 STOP_TIMEOUT_S = 3.0
 
@@ -58,17 +62,35 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _runs(pid: int, command: list[str]) -> bool:
-    """Whether ``pid`` still runs the recorded program (a reused pid belongs to someone else)."""
-    if not command:
+def process_start(pid: int) -> str | None:
+    """When ``pid`` started, as the system says (a reused pid has another start): None when it is gone."""
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.parent.parent.joinpath("self").exists():  # Linux: field 22 of /proc/PID/stat, in clock ticks
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[19]
+        except (OSError, IndexError):
+            return None
+    done = subprocess.run(["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None  # macOS: no /proc
+
+
+def _carries_token(pid: int, token: str) -> bool | None:
+    """Whether ``pid``'s environment holds our token (None: the system does not let us read it)."""
+    environ = Path(f"/proc/{pid}/environ")
+    try:
+        return f"{TOKEN_VARIABLE}={token}".encode() in environ.read_bytes().split(b"\0")
+    except OSError:
+        pass
+    done = subprocess.run(["ps", "eww", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
+    return f"{TOKEN_VARIABLE}={token}" in done.stdout if done.returncode == 0 and done.stdout else None
+
+
+def _ours(pid: int, entry: Mapping[str, object]) -> bool:
+    """Whether ``pid`` is still the server we started: its start time and our token, never its name alone."""
+    started, token = entry.get("started"), entry.get("token")
+    if not isinstance(started, str) or not isinstance(token, str) or process_start(pid) != started:
         return False
-    proc = Path(f"/proc/{pid}/cmdline")
-    if proc.exists():
-        running = proc.read_bytes().split(b"\0")[0].decode(errors="replace")
-    else:  # macOS: no /proc
-        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, check=False)
-        running = done.stdout.strip().split(" ", 1)[0]
-    return bool(running) and Path(running).name == Path(str(command[0])).name
+    return _carries_token(pid, token) is not False
 
 
 def reap_orphans(folder: Path | None = None) -> list[int]:
@@ -82,9 +104,10 @@ def reap_orphans(folder: Path | None = None) -> list[int]:
         except (OSError, ValueError, KeyError, TypeError):
             path.unlink(missing_ok=True)
             continue
-        if _alive(owner):
-            continue
-        if _alive(pid) and _runs(pid, entry.get("command") or []):
+        owner_started = entry.get("owner_started")
+        if _alive(owner) and (owner_started is None or process_start(owner) == owner_started):
+            continue  # the run that started it is still going
+        if _alive(pid) and _ours(pid, entry):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             reaped.append(pid)
@@ -118,6 +141,7 @@ class ServerProcess:
         self.log_path: Path | None = None
         self.command: list[str] = []
         self._process: subprocess.Popen[bytes] | None = None
+        self._token = ""
 
     @property
     def base_url(self) -> str:
@@ -137,11 +161,12 @@ class ServerProcess:
         log_dir = self._log_dir or pid_dir()
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{self.name}-{self.port}.log"
+        self._token = secrets.token_hex(8)
         with self.log_path.open("wb") as log:
             try:
                 self._process = subprocess.Popen(
                     self.command,
-                    env={**os.environ, **self.environment},
+                    env={**os.environ, **self.environment, TOKEN_VARIABLE: self._token},
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -159,7 +184,11 @@ class ServerProcess:
         assert self._process is not None
         folder = pid_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        entry = {"pid": self._process.pid, "owner": os.getpid(), "name": self.name, "command": self.command}
+        entry = {
+            "pid": self._process.pid, "owner": os.getpid(), "owner_started": process_start(os.getpid()),
+            "started": process_start(self._process.pid), "token": self._token, "name": self.name,
+            "command": self.command,
+        }  # fmt: skip
         (folder / f"{self._process.pid}.json").write_text(json.dumps(entry), encoding="utf-8")
 
     def last_log_line(self) -> str:

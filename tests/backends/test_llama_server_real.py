@@ -7,12 +7,9 @@ killed mid-run, a port already taken, a bad model file.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
-from pytest_specdec.backends.server_process import ServerProcess, pid_dir, reap_orphans
+from pytest_specdec.backends.server_process import ServerProcess, pid_dir
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
@@ -215,47 +212,6 @@ def test_a_bad_model_is_one_line_before_any_server_starts(tmp_path: Path) -> Non
     broken.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(ModelLoadError, match=r"^llama-server-plain exited before it was ready .* check the model path"):
         LlamaServerBackend(ModelPair(str(broken)), {})
-
-
-def started_sleep() -> subprocess.Popen[bytes]:
-    """``sleep 300`` in a session of its own, once it has really become ``sleep`` (after its exec)."""
-    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    cmdline = Path(f"/proc/{child.pid}/cmdline")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and cmdline.exists() and not cmdline.read_bytes().startswith(b"sleep"):
-        os.sched_yield()  # the fork has not exec'ed yet: its command line is still Python's
-    return child
-
-
-def test_servers_of_a_killed_run_are_reaped_at_the_next_start(tmp_path: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", "pass"])
-    owner.wait()  # a run that is gone
-    orphan = started_sleep()
-    folder = pid_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{orphan.pid}.json").write_text(
-        json.dumps({"pid": orphan.pid, "owner": owner.pid, "command": ["sleep", "300"]})
-    )
-    assert orphan.pid in reap_orphans()
-    assert orphan.wait(timeout=10) == -signal.SIGKILL
-    assert not (folder / f"{orphan.pid}.json").exists()
-
-
-def test_a_reused_pid_is_never_killed(tmp_path: Path) -> None:
-    """A pid file whose pid now runs another program (pids are reused) is dropped, not killed."""
-    owner = subprocess.Popen([sys.executable, "-c", "pass"])
-    owner.wait()
-    bystander = started_sleep()
-    folder = pid_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    entry = {"pid": bystander.pid, "owner": owner.pid, "command": ["/usr/bin/llama-server"]}
-    (folder / f"{bystander.pid}.json").write_text(json.dumps(entry))
-    try:
-        assert bystander.pid not in reap_orphans()
-        assert bystander.poll() is None, "still running"
-    finally:
-        bystander.kill()
-        bystander.wait()
 
 
 def test_the_plugin_starts_both_servers_and_gives_a_verdict_table(pytester: pytest.Pytester) -> None:
