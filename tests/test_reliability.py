@@ -170,14 +170,18 @@ def test_atomic_writes_keep_the_file_mode_and_stale_temporaries_are_cleaned(
     path.chmod(0o644)
     write_atomically(path, "{}\n")
     assert path.stat().st_mode & 0o777 == 0o644
-    stale = tmp_path / "M" / ".mlx.json.abc.tmp"
+    stale = tmp_path / "M" / ".specdec-mlx.json.abc.tmp"
     stale.write_text("half")
-    os.utime(stale, (0, 0))
+    users = tmp_path / "M" / ".notes.tmp"  # a user's own hidden file: not ours to delete
+    users.write_text("mine")
+    for old in (stale, users):
+        os.utime(old, (0, 0))
     path.unlink()
     book = BaselineLedger(BaselineStore(tmp_path, "M"), LedgerPolicy(update=True))
     book.check(make_record("code", 1.0, "holds", None))
     report = book.finish(interrupted=False, collected=None)
     assert not stale.exists()
+    assert users.read_text() == "mine", "only files with our own prefix are removed"
     assert any("temporary file(s) left by an interrupted write" in line for line in report.lines)
 
 

@@ -37,6 +37,9 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+TEMPORARY_PREFIX = ".specdec-"  # what write_atomically's temporary files start with
+
+
 def to_jsonable(value: object) -> Any:
     """A dataclass tree as JSON-ready dicts and lists."""
     return asdict(value) if hasattr(value, "__dataclass_fields__") else value  # type: ignore[call-overload]
@@ -52,7 +55,7 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     if path.is_dir():
         raise SpecdecUsageError(f"{path} is a folder — name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMPORARY_PREFIX}{path.name}.", suffix=".tmp")
     data = content.encode("utf-8") if isinstance(content, str) else content
     try:
         # mkstemp makes 0600 files: keep a replaced file's mode, else the mode a plain write would give.
@@ -105,14 +108,17 @@ def read_json(path: Path) -> object:
 
 
 def remove_stale_temporaries(folder: Path, older_than_s: float = 3600.0) -> list[Path]:
-    """Delete what interrupted atomic writes left behind (``.NAME.*.tmp``), an hour or more old."""
+    """Delete what our interrupted atomic writes left behind (``.specdec-NAME.*.tmp``), an hour or more old.
+
+    Only our own prefix: a user's hidden ``*.tmp`` under the same folder is never touched.
+    """
     import time
 
     if not folder.is_dir():
         return []
     now = time.time()
     removed = []
-    for leftover in folder.rglob(".*.tmp"):
+    for leftover in folder.rglob(f"{TEMPORARY_PREFIX}*.tmp"):
         try:
             if now - leftover.stat().st_mtime >= older_than_s:
                 leftover.unlink()
