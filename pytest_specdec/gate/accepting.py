@@ -16,6 +16,7 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.lockfile import read_pins, write_pins
 from pytest_specdec.gate.releases import lock_path
 from pytest_specdec.store.baselines import BaselineStore, load_any
+from pytest_specdec.store.ledger import newer_kept
 
 CANDIDATES = "candidates.json"
 
@@ -40,8 +41,10 @@ def accept_from_artifacts(artifacts: Path, baselines: Path) -> tuple[list[str], 
             f"accepted {len(found.entries)} candidate(s) of {found.machine_class}/{found.backend}: "
             + (f"wrote {written}" if written else "already accepted")
         )
+        lines += newer_kept(store.kept_newer)
         if ran:
             lock = lock_path(baselines, found.machine_class)
-            write_pins(lock, read_pins(lock) | ran)
+            with store.locked():  # read, merge, write: two accepting runs at once keep both legs' pins
+                write_pins(lock, read_pins(lock) | ran)
             lines.append(f"locked {len(ran)} package(s) with their hashes in {lock}")
     return lines or ["no candidates tonight: nothing to accept"], machines

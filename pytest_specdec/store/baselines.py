@@ -29,6 +29,7 @@ from pytest_specdec.stats import Verdict, drift_test
 from pytest_specdec.store.files import check_schema, dumps, read_json, validate, write_atomically
 from pytest_specdec.store.records import (
     HISTORY_SCHEMA_VERSION,
+    MEASUREMENT_PROTOCOL,
     SCHEMA_VERSION,
     Change,
     CheckRecord,
@@ -187,6 +188,7 @@ class BaselineStore:
     machine_class: str
     lock_timeout_s: float = LOCK_TIMEOUT_S
     _loaded: dict[str, BaselineFile] = field(default_factory=dict)
+    kept_newer: list[str] = field(default_factory=list)  # the last write's keys kept for a newer protocol
 
     def path(self, backend: str, *, candidates: bool = False) -> Path:
         """Where one backend's (candidate) baselines live."""
@@ -212,7 +214,12 @@ class BaselineStore:
         path = self.path(backend, candidates=candidates)
         with self.locked():
             current = read_baseline_file(path, self.machine_class, backend)
-            merged = {**current.entries, **entries}
+            # A baseline measured under a newer protocol is never replaced by an older one's.
+            self.kept_newer = sorted(
+                key for key, entry in entries.items()
+                if key in current.entries and current.entries[key].result.protocol > entry.result.protocol
+            )  # fmt: skip
+            merged = {**current.entries, **{k: v for k, v in entries.items() if k not in self.kept_newer}}
             updated = BaselineFile(self.machine_class, backend, dict(sorted(merged.items())))
             text = dumps(updated)
             if path.is_file() and path.read_text(encoding="utf-8") == text:
@@ -289,7 +296,24 @@ def read_baseline_file(path: Path, machine_class: str, backend: str) -> Baseline
             f"{path} holds baselines of {loaded.machine_class}/{loaded.backend}, not {machine_class}/{backend} — "
             "move it back to its own folder"
         )
+    check_protocols(loaded, path)
     return loaded
+
+
+def check_protocols(loaded: BaselineFile, path: Path) -> None:
+    """Refuse a baseline whose measurement protocol is below 1 or newer than this release's (one line)."""
+    for key, entry in loaded.entries.items():
+        protocol = entry.result.protocol
+        if protocol < 1:
+            raise SpecdecUsageError(
+                f"{path}: {key} says measurement protocol {protocol}, which no release wrote — restore the file from "
+                "version control"
+            )
+        if protocol > MEASUREMENT_PROTOCOL:
+            raise SpecdecUsageError(
+                f"{path}: {key} was measured under protocol {protocol}, newer than this pytest-specdec's "
+                f"({MEASUREMENT_PROTOCOL}) — upgrade pytest-specdec to compare against it"
+            )
 
 
 def list_baseline_files(root: Path) -> list[Path]:

@@ -187,6 +187,7 @@ class BaselineLedger:
             self.store.discard_candidates(backend, list(entries))
             state = f"wrote {path}" if path else "unchanged on disk"
             lines.append(f"accepted {len(entries)} baseline(s) for {self.store.machine_class}/{backend}: {state}")
+            lines += newer_kept(self.store.kept_newer)
         for backend, entries in sorted(candidates.items()):
             path = self.store.write(backend, entries, candidates=True)
             shown = path or self.store.path(backend, candidates=True)
@@ -235,3 +236,11 @@ def default_root(rootdir: Path, configured: str | None) -> Path:
     """``--specdec-baselines DIR`` relative to the rootdir, default ``baselines/``."""
     path = Path(configured) if configured else Path("baselines")
     return path if path.is_absolute() else rootdir / path
+
+
+def newer_kept(keys: Sequence[str]) -> list[str]:
+    """The line for baselines a write kept because they were measured under a newer protocol."""
+    if not keys:
+        return []
+    return [f"kept {len(keys)} baseline(s) measured under a newer measurement protocol (first: {keys[0]}) — an "
+            "older pytest-specdec never replaces them; upgrade it to accept these results"]  # fmt: skip

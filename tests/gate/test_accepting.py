@@ -57,3 +57,80 @@ def test_a_tampered_candidates_file_is_refused_with_one_line(tmp_path: Path) -> 
     assert line.startswith("refused: ")
     assert "\n" not in line
     assert not (tmp_path / "baselines").exists()
+
+
+def _leg(tmp_path: Path, name: str, record: object, machine: str, pin: Pin) -> None:
+    leg = tmp_path / "artifacts" / name
+    leg.mkdir(parents=True)
+    entry = BaselineEntry(record, Provenance.MEASURED, "2026-12-01T03:00:00+00:00")  # type: ignore[arg-type]
+    (leg / "candidates.json").write_text(dumps(BaselineFile(machine, "mlx", {baseline_key(record): entry})))  # type: ignore[arg-type]
+    (leg / "gate-lock.txt").write_text(pin.line + "\n")
+
+
+def test_an_older_protocols_candidate_never_replaces_a_newer_baseline(tmp_path: Path, sample_run: RunRecord) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.store.records import MEASUREMENT_PROTOCOL
+
+    newer = replace(sample_run.comparisons[0], protocol=MEASUREMENT_PROTOCOL)
+    older = replace(newer, protocol=MEASUREMENT_PROTOCOL - 1, treatment_tps=1.0)
+    store = BaselineStore(tmp_path / "baselines", sample_run.machine_class)
+    store.write("mlx", {baseline_key(newer): BaselineEntry(newer, Provenance.MEASURED, "2026-11-30")})
+    _leg(tmp_path, "specdec-mlx", older, sample_run.machine_class, Pin("mlx-lm", "0.33.0", ("cd" * 32,)))
+    lines, _ = accept_from_artifacts(tmp_path / "artifacts", tmp_path / "baselines")
+    assert any(line.startswith("kept 1 baseline(s) measured under a newer measurement protocol") for line in lines)
+    stored = BaselineStore(tmp_path / "baselines", sample_run.machine_class).load("mlx")
+    assert stored.entries[baseline_key(newer)].result.protocol == newer.protocol
+
+
+def test_two_legs_accepted_together_keep_both_pins(tmp_path: Path, sample_run: RunRecord) -> None:
+    """The lock is read, merged and written under the store's lock: a second merge sees the first's pins."""
+    import threading
+
+    machine = sample_run.machine_class
+    record = sample_run.comparisons[0]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _leg(tmp_path / "a", "specdec-mlx", record, machine, Pin("mlx-lm", "0.33.0", ("cd" * 32,)))
+    _leg(tmp_path / "b", "specdec-mlx", record, machine, Pin("numpy", "2.4.6", ("ab" * 32,)))
+    store = BaselineStore(tmp_path / "baselines", machine)
+    done: list[object] = []
+    with store.locked():  # one accepting run holds the lock: the others wait for it, then merge
+        runs = [threading.Thread(target=lambda d=d: done.append(accept_from_artifacts(tmp_path / d / "artifacts",
+                                                                                       tmp_path / "baselines")))
+                for d in ("a", "b")]  # fmt: skip
+        for run in runs:
+            run.start()
+        assert not done, "no merge happens while the lock is held"
+    for run in runs:
+        run.join(timeout=60)
+    assert len(done) == 2
+    assert set(read_pins(tmp_path / "baselines" / machine / "gate-lock.txt")) == {"mlx-lm", "numpy"}
+
+
+def test_a_baseline_from_a_future_or_negative_protocol_is_refused_in_one_line(
+    tmp_path: Path, sample_run: RunRecord
+) -> None:
+    import pytest
+
+    from pytest_specdec.errors import SpecdecUsageError
+    from pytest_specdec.store.records import MEASUREMENT_PROTOCOL
+
+    record = sample_run.comparisons[0]
+    for protocol, said in (
+        (MEASUREMENT_PROTOCOL + 1, "newer than this pytest-specdec's"),
+        (-1, "which no release wrote"),
+    ):
+        root = tmp_path / str(protocol)
+        path = root / sample_run.machine_class / "mlx.json"
+        path.parent.mkdir(parents=True)
+        entry = BaselineEntry(replace_protocol(record, protocol), Provenance.MEASURED, "2026-11-30")
+        path.write_text(dumps(BaselineFile(sample_run.machine_class, "mlx", {baseline_key(record): entry})))
+        with pytest.raises(SpecdecUsageError, match=said):
+            BaselineStore(root, sample_run.machine_class).load("mlx")
+
+
+def replace_protocol(record: object, protocol: int) -> object:
+    from dataclasses import replace
+
+    return replace(record, protocol=protocol)  # type: ignore[type-var]
