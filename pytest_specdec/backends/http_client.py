@@ -8,6 +8,7 @@ its error shape), malformed JSON, and streams cut before their final chunk.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -97,15 +98,31 @@ class HttpService:
         """GET a text body (llama-server's Prometheus ``/metrics``)."""
         return self._get_text(path)
 
-    def _get_text(self, path: str) -> str:
+    def _deadline_passed(self, path: str) -> BackendRuntimeError:
+        return BackendRuntimeError(
+            f"{self.service} at {self.base_url} did not finish {path} within {self.timeout_s:g} s in all (it kept "
+            "sending, slowly) — raise --specdec-backend-option timeout=SECONDS or check the server"
+        )
+
+    def _body_within(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> str:
+        """The whole response body, read within ``timeout_s`` in all (httpx's timeout is per read)."""
         import httpx
 
+        deadline = time.monotonic() + self.timeout_s
         try:
-            response = self._client.get(path)
+            with self._client.stream(method, path, json=dict(body) if body is not None else None) as response:
+                self._check(response, path)
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise self._deadline_passed(path)
+                return b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
         except httpx.HTTPError as error:
             raise self._fault(error) from None
-        self._check(response, path)
-        return str(response.text)
+
+    def _get_text(self, path: str) -> str:
+        return self._body_within("GET", path)
 
     def get(self, path: str) -> dict[str, Any]:
         """GET a JSON object."""
@@ -124,14 +141,7 @@ class HttpService:
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST JSON, receive a JSON object."""
-        import httpx
-
-        try:
-            response = self._client.post(path, json=dict(body))
-        except httpx.HTTPError as error:
-            raise self._fault(error) from None
-        self._check(response, path)
-        return self._decode(response.text, path)
+        return self._decode(self._body_within("POST", path, body), path)
 
     def stream_events(self, path: str, body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """POST JSON and yield the objects of a server-sent-event stream (``data: ...``).
@@ -140,16 +150,26 @@ class HttpService:
         """
         import httpx
 
+        deadline = time.monotonic() + self.timeout_s
         try:
             with self._client.stream("POST", path, json=dict(body)) as response:
                 self._check(response, path)
-                for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line.removeprefix("data:").strip()
-                    if payload == "[DONE]":
-                        return
-                    yield self._decode(payload, path)
+                pending = ""
+                for text in response.iter_text():
+                    if time.monotonic() > deadline:
+                        raise self._deadline_passed(path)
+                    pending += text
+                    *lines, pending = pending.split("\n")
+                    for line in (raw.strip() for raw in lines):
+                        payload = line.removeprefix("data:").strip()
+                        if not line.startswith("data:"):
+                            continue
+                        if payload == "[DONE]":
+                            return
+                        yield self._decode(payload, path)
+                last = pending.strip()  # a stream whose last event has no newline after it
+                if last.startswith("data:") and last.removeprefix("data:").strip() != "[DONE]":
+                    yield self._decode(last.removeprefix("data:").strip(), path)
         except httpx.HTTPError as error:
             raise self._fault(error) from None
 
