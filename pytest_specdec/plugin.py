@@ -33,7 +33,7 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key
 from pytest_specdec.hardware import environment_fitness, machine_class
 from pytest_specdec.render import report
-from pytest_specdec.render.outputs import render_outputs
+from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
 from pytest_specdec.store.ledger import default_root
 
@@ -101,6 +101,11 @@ def pytest_configure(config: pytest.Config) -> None:
         spec = backend_spec(settings.backend)
         if settings.backend_explicit:
             require_runtime(spec)
+        # Every option is checked before the first generation, not after measuring.
+        report.check_columns(settings.columns)
+        if settings.plain_runtime:
+            backend_spec(settings.plain_runtime, option="--specdec-plain-runtime")
+        check_output_folders(settings.outputs, config.invocation_params.dir)
     except SpecdecUsageError as error:
         raise pytest.UsageError(str(error)) from None
     workers = getattr(config.option, "numprocesses", None)
@@ -265,10 +270,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("=", "specdec verdicts")
     if records:
         columns = config.stash[session_key].settings.columns
-        try:
-            table = report.terminal_table(records, terminalreporter._tw.fullwidth, columns)
-        except ValueError as error:  # an unknown --specdec-columns name: the full table, and why
-            table = report.terminal_table(records, 10_000) + f"\nERROR: --specdec-columns: {error}"
+        table = report.terminal_table(records, terminalreporter._tw.fullwidth, columns)  # names checked at start
         terminalreporter.write_line(table)
     for line in report.terminal_notes(records) + config.stash[session_key].notes + finished:
         terminalreporter.write_line(line, red=line.startswith("ERROR"))

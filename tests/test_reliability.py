@@ -200,6 +200,8 @@ def test_an_interrupted_run_says_so_in_its_results_json(tmp_path: Path) -> None:
         (["report", "{tmp}/r.json", "--png", "{tmp}/out.txt"], "must name a .png file"),
         (["gate", "confirm", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
         (["gate", "summary", "--backend", "mlx", "--out", "{tmp}"], "is not valid JSON"),
+        (["calibrate", "--backend", "simulated", "--pairs", "0"], "--pairs 0 is too few"),
+        (["calibrate", "--backend", "simulated", "--pairs", "-3"], "--pairs -3 is too few"),
     ],
 )
 def test_cli_refusals_exit_2_with_one_line(
@@ -223,6 +225,7 @@ def test_a_runtime_older_than_the_code_needs_is_named_with_the_fix() -> None:
     [
         (["report", "{tmp}/empty.json"], "is not a pytest-specdec results or baseline file (it has no schema_version)"),
         (["report", "{golden}", "--md", "{tmp}"], "is a folder — name a file to write"),
+        (["report", "{golden}", "--md", "{tmp}/missing/r.md"], "missing does not exist — create it first"),
     ],
 )
 def test_files_that_are_not_what_a_command_needs_are_one_line(
@@ -275,3 +278,30 @@ def test_bad_compare_arguments_fail_before_anything_runs_and_are_never_blamed_on
     result.stdout.fnmatch_lines([f"*{message}*"])
     assert "failed while measuring" not in result.stdout.str()
     assert not (pytester.path / "run.json").exists(), "nothing was measured, nothing stored"
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("--specdec-columns=category,speed", "*--specdec-columns: unknown column 'speed' — choose from: *"),
+        (
+            "--specdec-plain-runtime=llama-ccp",
+            "*unknown backend 'llama-ccp' — choose one of: * (--specdec-plain-runtime NAME)",
+        ),
+        (
+            "--specdec-json=missing/folder/run.json",
+            "*--specdec-json missing/folder/run.json: the folder * does not exist*",
+        ),
+    ],
+)
+def test_a_bad_option_is_one_line_before_anything_is_measured(
+    pytester: pytest.Pytester, option: str, said: str
+) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.speedup(min=1.0)\ndef test_x(specdec):\n    specdec.compare(category='code')\n"
+    )
+    result = pytester.runpytest("--backend=simulated", option, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {said}"])
+    assert "specdec code: pair" not in result.stdout.str(), "nothing was measured"
+    assert not (pytester.path / "missing").exists(), "no folder is made behind the user's back"

@@ -55,12 +55,12 @@ def registered_backends() -> dict[str, BackendSpec]:
     return found
 
 
-def backend_spec(name: str) -> BackendSpec:
-    """The spec registered under ``name``, or a usage error listing the choices."""
+def backend_spec(name: str, *, option: str = "--backend") -> BackendSpec:
+    """The spec registered under ``name``, or a usage error naming ``option`` and listing the choices."""
     known = registered_backends()
     if name not in known:
         choices = ", ".join(sorted(known))
-        raise SpecdecUsageError(f"unknown backend {name!r} — choose one of: {choices} (--backend NAME)")
+        raise SpecdecUsageError(f"unknown backend {name!r} — choose one of: {choices} ({option} NAME)")
     return known[name]
 
 

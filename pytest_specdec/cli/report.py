@@ -19,6 +19,9 @@ def report(args: argparse.Namespace) -> int:
 
     if args.png and args.png.suffix.lower() != ".png":
         raise SpecdecUsageError(f"--png {args.png} must name a .png file")
+    for option, path in (("--md", args.md), ("--png", args.png)):
+        if path is not None and not path.parent.is_dir():
+            raise SpecdecUsageError(f"{option} {path}: the folder {path.parent} does not exist — create it first")
     runs = [load_run(path) for path in args.results]
     run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
     text = markdown_report(run)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.baselines import read_history
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
@@ -78,6 +79,9 @@ def evidence(args: argparse.Namespace) -> int:
     return 0
 
 
+MIN_AA_PAIRS = 4  # the fewest A/A pairs whose spread and autocorrelation mean anything
+
+
 def calibrate(args: argparse.Namespace) -> int:
     """A/A pairs on this machine's backend: its noise, and what the default design can decide with it."""
     from pytest_specdec.backends import load_backend
@@ -85,6 +89,10 @@ def calibrate(args: argparse.Namespace) -> int:
     from pytest_specdec.calibration import measure_aa
     from pytest_specdec.config import build_settings, read_pyproject
 
+    if args.pairs < MIN_AA_PAIRS:
+        raise SpecdecUsageError(
+            f"--pairs {args.pairs} is too few: A/A noise needs at least {MIN_AA_PAIRS} pairs (the default is 32)"
+        )
     cli = {"backend": args.backend, "model": args.model, "profile": args.profile, "backend_option": tuple(args.option)}
     settings = build_settings(cli.get, lambda _: None, read_pyproject(Path.cwd()))
     backend = load_backend(settings.backend, settings.pair, settings.backend_options)

@@ -7,10 +7,11 @@ line and never stops the others.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.exports import benchmark_document, results_document
 from pytest_specdec.render.plots import forest_plot
 from pytest_specdec.render.report import markdown_report
@@ -23,6 +24,16 @@ def _pytest_benchmark_version() -> str:
         return metadata.version("pytest-benchmark")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+def check_output_folders(outputs: Mapping[str, str], base: Path) -> None:
+    """Each report file goes into a folder that exists: one line, never a folder made behind the user's back."""
+    for key, value in outputs.items():
+        folder = (base / value).parent
+        if not folder.is_dir():
+            raise SpecdecUsageError(
+                f"--specdec-{key.replace('_', '-')} {value}: the folder {folder} does not exist — create it first"
+            )
 
 
 def render_outputs(run: RunRecord, wanted: dict[str, Path]) -> tuple[list[Path], list[str]]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from pytest_specdec.embedded import models
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Progress
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord, draft_label
@@ -170,6 +171,14 @@ MODEL_COLUMNS = ("target", "draft")
 SHORT_MODEL = 18
 
 
+def check_columns(columns: Sequence[str]) -> None:
+    """``--specdec-columns`` names only columns the table has: one line before anything is measured."""
+    known = HEADERS + BASELINE_HEADERS
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise SpecdecUsageError(f"--specdec-columns: unknown column {unknown[0]!r} — choose from: {', '.join(known)}")
+
+
 def column_names(records: Sequence[ComparisonRecord]) -> tuple[str, ...]:
     """Every column the table can show for these records."""
     return HEADERS + BASELINE_HEADERS if has_baselines(records) else HEADERS
@@ -195,10 +204,8 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
     headers = list(column_names(records))
     rows = verdict_rows(records, with_baseline=len(headers) > len(HEADERS))
     if columns:
-        unknown = [c for c in columns if c not in headers]
-        if unknown:
-            raise ValueError(f"unknown column {unknown[0]!r} — choose from: {', '.join(headers)}")
-        return _table(headers, rows, list(columns))
+        check_columns(columns)
+        return _table(headers, rows, [c for c in columns if c in headers])  # baseline columns only with baselines
     chosen = list(headers)
     text = _table(headers, rows, chosen)
     if max(map(len, text.splitlines())) > width:

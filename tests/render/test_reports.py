@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.exports import benchmark_document, results_document
 from pytest_specdec.render.plots import forest_plot, history_plot
 from pytest_specdec.render.report import markdown_report
@@ -133,7 +134,7 @@ def test_the_terminal_table_fits_its_width_and_keeps_the_verdict(sample_run: Run
         assert ("plain tok/s" in header) == ("SD tok/s" in header), f"never one rate without the other ({width})"
     chosen = terminal_table(records, columns=["category", "verdict"])
     assert chosen.splitlines()[0].split() == ["category", "verdict"]
-    with pytest.raises(ValueError, match="unknown column 'speed'"):
+    with pytest.raises(SpecdecUsageError, match="unknown column 'speed'"):
         terminal_table(records, columns=["speed"])
 
 
