@@ -305,3 +305,37 @@ def test_a_bad_option_is_one_line_before_anything_is_measured(
     result.stderr.fnmatch_lines([f"ERROR: {said}"])
     assert "specdec code: pair" not in result.stdout.str(), "nothing was measured"
     assert not (pytester.path / "missing").exists(), "no folder is made behind the user's back"
+
+
+HISTORY = Path(__file__).parent.parent / "baselines" / "history" / "NVIDIA-H200.jsonl"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"key": None},
+        {"machine_class": None},
+        {"time": None},
+        {"verdict": None},
+        {"speedup": {"estimate": 1.0}},
+        {"speedup": None},
+        {"bounds": [1]},
+    ],
+    ids=["no-key", "no-machine", "no-time", "no-verdict", "partial-speedup", "null-speedup", "bounds-list"],
+)
+@pytest.mark.parametrize("command", ["claims", "plot-history", "evidence"])
+def test_a_history_line_with_only_some_fields_is_one_line_for_every_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: dict[str, object], command: str
+) -> None:
+    line = json.loads(HISTORY.read_text(encoding="utf-8").splitlines()[0])
+    line.update(damage)
+    line = {k: v for k, v in line.items() if v is not None or k == "speedup"}
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "M.jsonl").write_text(json.dumps(line) + "\n")
+    argv = {"claims": ["claims", "--dir", str(tmp_path)],
+            "plot-history": ["plot-history", "--dir", str(tmp_path), "--out", str(tmp_path / "h.png")],
+            "evidence": ["evidence", "--dir", str(tmp_path), "--plot", str(tmp_path / "e.png")]}[command]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not a pytest-specdec history line" in err
+    assert len(err.splitlines()) == 1

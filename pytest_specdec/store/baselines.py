@@ -370,6 +370,28 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
     }
 
 
+HISTORY_TEXT_FIELDS = ("time", "machine_class", "backend", "release", "key", "nodeid", "category", "verdict")
+SPEEDUP_FIELDS = ("estimate", "low", "high")
+
+
+def history_line_problem(parsed: object) -> str:
+    """What makes a parsed line no history line (the fields every reader uses), or ``""``."""
+    if not isinstance(parsed, dict):
+        return "not a JSON object"
+    for name in HISTORY_TEXT_FIELDS:
+        if not isinstance(parsed.get(name), str):
+            return f"{name!r} is missing or not text"
+    speedup = parsed.get("speedup")
+    if not isinstance(speedup, dict) or not all(
+        isinstance(speedup.get(name), int | float) and not isinstance(speedup.get(name), bool)
+        for name in SPEEDUP_FIELDS
+    ):
+        return "'speedup' lacks estimate, low and high numbers"
+    if not isinstance(parsed.get("bounds", {}), dict):
+        return "'bounds' is not an object"
+    return ""
+
+
 def read_history(path: Path, torn: list[str] | None = None) -> list[dict[str, Any]]:
     """History lines; a malformed line is a one-line error naming its number.
 
@@ -395,7 +417,11 @@ def read_history(path: Path, torn: list[str] | None = None) -> list[dict[str, An
                     torn.append(f"{path}:{number}: a torn last line (an interrupted append) was skipped")
                 continue
             raise SpecdecUsageError(f"{path}:{number} is not valid JSON ({error.msg})") from None
-        if not isinstance(parsed, dict) or "speedup" not in parsed or "release" not in parsed:
-            raise SpecdecUsageError(f"{path}:{number} is not a pytest-specdec history line")
+        problem = history_line_problem(parsed)
+        if problem:
+            raise SpecdecUsageError(
+                f"{path}:{number} is not a pytest-specdec history line ({problem}) — restore the file from version "
+                "control, or remove that line"
+            )
         lines.append(parsed)
     return lines
