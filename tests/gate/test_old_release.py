@@ -78,7 +78,7 @@ def test_an_in_process_backend_runs_from_the_locked_environment(tmp_path: Path) 
 
 
 def plan(pairs: int, max_tokens: int = 8) -> ComparisonPlan:
-    return ComparisonPlan("copy", prompts_for("copy")[:2], Arm("plain"), Arm("sd", speculative=True, num_draft=4),
+    return ComparisonPlan("copy", prompts_for("copy")[:2], Arm("plain"), Arm("sd", speculative=True, num_draft=3),
                           max_tokens=max_tokens, min_trials=pairs, max_trials=pairs, confidence=0.9)  # fmt: skip
 
 
