@@ -76,6 +76,24 @@ def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
     assert len(read_history(store.history_path())) == 1
 
 
+def test_a_run_that_dies_while_writing_never_leaves_a_baseline_without_its_history(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History is appended first: a failure there (a full disk, a kill) stops before any baseline is accepted."""
+    from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+
+    def dies(self: BaselineStore, lines: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(BaselineStore, "append_history", dies)
+    book = BaselineLedger(BaselineStore(tmp_path, "M"), LedgerPolicy(update=True))
+    book.check(make_record("code", 1.0, "holds", None))
+    report = book.finish(interrupted=False, collected=None)
+    assert report.error is not None
+    assert "No space left" in report.error
+    assert not (tmp_path / "M").exists(), "no baseline was accepted without its history line"
+
+
 def test_a_torn_last_line_is_skipped_and_reported(tmp_path: Path, make_record: Callable[..., ComparisonRecord]) -> None:
     from pytest_specdec.store.baselines import history_line
 

@@ -182,6 +182,19 @@ class BaselineLedger:
             elif is_new:
                 candidates.setdefault(record.backend, {})[baseline_key(record)] = entry
         lines: list[str] = []
+        # History first: a run killed between the two writes leaves history lines, never an
+        # accepted baseline without its history.
+        history = [
+            history_line(
+                r,
+                self.store.machine_class,
+                self.policy.update and not r.judgement.conclusion.says_nothing_about_speed,
+                when,
+            )
+            for r in self.records
+        ]
+        if history:
+            lines.append(f"history: {len(history)} line(s) appended to {self.store.append_history(history)}")
         for backend, entries in sorted(accepted.items()):
             path = self.store.write(backend, entries)
             self.store.discard_candidates(backend, list(entries))
@@ -195,17 +208,6 @@ class BaselineLedger:
                 f"{len(entries)} result(s) without a baseline written as candidates to {shown} — "
                 "accept with --specdec-update-baselines"
             )
-        history = [
-            history_line(
-                r,
-                self.store.machine_class,
-                self.policy.update and not r.judgement.conclusion.says_nothing_about_speed,
-                when,
-            )
-            for r in self.records
-        ]
-        if history:
-            lines.append(f"history: {len(history)} line(s) appended to {self.store.append_history(history)}")
         if leftovers:
             lines.append(
                 f"removed {len(leftovers)} temporary file(s) left by an interrupted write under {self.store.root}"
