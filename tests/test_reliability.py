@@ -20,7 +20,7 @@ from pytest_specdec.config import build_settings
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.store.baselines import BaselineStore, read_history
 from pytest_specdec.store.files import write_atomically
-from pytest_specdec.store.records import ComparisonRecord
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 SIM = ("--backend=simulated", "--specdec-max-trials=4", "-p", "no:cacheprovider")
 TEST = (
@@ -357,3 +357,27 @@ def test_a_history_line_with_only_some_fields_is_one_line_for_every_reader(
     err = capsys.readouterr().err.strip()
     assert "is not a pytest-specdec history line" in err
     assert len(err.splitlines()) == 1
+
+
+def test_an_unbounded_interval_is_stored_as_standard_json_and_read_back(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord], sample_run: RunRecord
+) -> None:
+    """Two pairs on two prompts leave no degrees of freedom: the interval is unbounded, and no file says Infinity."""
+    from dataclasses import replace
+
+    from pytest_specdec.stats import Interval
+    from pytest_specdec.store.baselines import history_line
+    from pytest_specdec.store.files import dumps, load_run
+
+    record = make_record("code", 1.0, "inconclusive", None)
+    record = replace(record, speedup=Interval(1.0, 0.0, float("inf"), 0.98, 2))
+    store = BaselineStore(tmp_path, "M")
+    store.append_history([history_line(record, "M", False, "2026-12-01")])
+    text = store.history_path().read_text()
+    assert "Infinity" not in text
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON: {name}"))
+    assert read_history(store.history_path())[0]["speedup"]["high"] == float("inf")
+    run = replace(sample_run, comparisons=(record,))
+    (tmp_path / "run.json").write_text(dumps(run))
+    assert "Infinity" not in (tmp_path / "run.json").read_text()
+    assert load_run(tmp_path / "run.json").comparisons[0].speedup.high == float("inf")

@@ -100,7 +100,7 @@ def read_state_json(path: Path) -> dict[str, Any]:
 
 def dump_state_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON object to the state folder (sorted, atomically)."""
-    from pytest_specdec.store.files import write_atomically
+    from pytest_specdec.store.files import finite_json, write_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomically(path, json.dumps(finite_json(data), indent=2, sort_keys=True, allow_nan=False) + "\n")

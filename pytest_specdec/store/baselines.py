@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.stats import Verdict, drift_test
-from pytest_specdec.store.files import check_schema, dumps, read_json, validate, write_atomically
+from pytest_specdec.store.files import check_schema, dumps, finite_json, read_json, validate, write_atomically
 from pytest_specdec.store.records import (
     HISTORY_SCHEMA_VERSION,
     MEASUREMENT_PROTOCOL,
@@ -247,7 +247,9 @@ class BaselineStore:
     def append_history(self, lines: Sequence[Mapping[str, object]]) -> Path:
         """Append whole JSON lines to the history (never rewrites earlier lines)."""
         path = self.history_path()
-        data = "".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines).encode()
+        data = "".join(
+            json.dumps(finite_json(line), sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for line in lines
+        ).encode()
         with self.locked():
             path.parent.mkdir(parents=True, exist_ok=True)
             # Unbuffered: a buffered file flushes before it truncates, and on a full disk that flush
@@ -372,6 +374,7 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
 
 HISTORY_TEXT_FIELDS = ("time", "machine_class", "backend", "release", "key", "nodeid", "category", "verdict")
 SPEEDUP_FIELDS = ("estimate", "low", "high")
+NON_FINITE_TEXT = ("inf", "-inf", "nan")
 
 
 def history_line_problem(parsed: object) -> str:
@@ -382,6 +385,10 @@ def history_line_problem(parsed: object) -> str:
         if not isinstance(parsed.get(name), str):
             return f"{name!r} is missing or not text"
     speedup = parsed.get("speedup")
+    if isinstance(speedup, dict):  # an unbounded side is stored as text ("inf"): back to the float
+        for name in SPEEDUP_FIELDS:
+            if speedup.get(name) in NON_FINITE_TEXT:
+                speedup[name] = float(speedup[name])
     if not isinstance(speedup, dict) or not all(
         isinstance(speedup.get(name), int | float) and not isinstance(speedup.get(name), bool)
         for name in SPEEDUP_FIELDS

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -45,9 +46,28 @@ def to_jsonable(value: object) -> Any:
     return asdict(value) if hasattr(value, "__dataclass_fields__") else value  # type: ignore[call-overload]
 
 
+def finite_json(value: Any) -> Any:
+    """``value`` with every non-finite float as text (``"inf"``, ``"-inf"``, ``"nan"``): standard JSON only.
+
+    An unbounded interval side is a real result (``inf``); JSON has no number for it, and a
+    bare ``Infinity`` is not JSON. Readers turn the text back into the float (pydantic reads
+    ``"inf"`` as a float; :func:`~pytest_specdec.store.baselines.read_history` does it for history).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value
+
+
 def dumps(document: object) -> str:
-    """The house JSON style: sorted keys, indent 2, trailing newline."""
-    return json.dumps(to_jsonable(document), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=True) + "\n"
+    """The house JSON style: sorted keys, indent 2, trailing newline; never a non-finite number."""
+    return (
+        json.dumps(finite_json(to_jsonable(document)), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        + "\n"
+    )
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:
