@@ -103,12 +103,28 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
+SEED_PATH_PREFIX = "shared/seed/"
+
+
+def _is_source(value: object) -> bool:
+    """A web link someone can open, or the seed document's own path (the seed rows)."""
+    if not _is_text(value):
+        return False
+    from urllib.parse import urlparse
+
+    text = str(value)
+    parsed = urlparse(text)
+    return (parsed.scheme in ("https", "http") and bool(parsed.netloc) and " " not in text) or (
+        text.startswith(SEED_PATH_PREFIX) and text.endswith(".md")
+    )
+
+
 _FLOAT_FIELDS = ("params_b", "active_params_b", "plain_tps", "sd_tps", "speedup")
 _TEXT_FIELDS = ("chip", "backend", "backend_detail", "release", "model", "model_class", "method", "draft")
 _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "id": (_is_text, "a non-empty string"),
     "role": (lambda v: v in ROLES, f"one of {', '.join(ROLES)}"),
-    "source": (_is_text, "a link or path"),
+    "source": (_is_source, "an https:// link, or the seed document's path for seed rows"),
     "memory_gb": (
         _optional(lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0),
         "a whole number of GB or null",

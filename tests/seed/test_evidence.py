@@ -53,6 +53,9 @@ def test_a_malformed_file_is_one_line_naming_the_row() -> None:
         (json.dumps({"schema_version": 1, "rows": [good | {"stance": "maybe"}]}), "row Z1: stance"),
         (json.dumps({"schema_version": 1, "rows": [{"id": "Z2"}]}), "row Z2: missing"),
         (json.dumps({"schema_version": 1, "rows": [good, good]}), "appears twice"),
+        (json.dumps({"schema_version": 1, "rows": [good | {"source": "see the forum"}]}), "row Z1: source"),
+        (json.dumps({"schema_version": 1, "rows": [good | {"source": "javascript:alert(1)"}]}), "row Z1: source"),
+        (json.dumps({"schema_version": 1, "rows": [good | {"source": "https://"}]}), "row Z1: source"),
     ]:
         with pytest.raises(SpecdecUsageError, match=fragment) as raised:
             parse_evidence(document)
