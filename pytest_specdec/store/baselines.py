@@ -254,9 +254,15 @@ class BaselineStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Unbuffered: a buffered file flushes before it truncates, and on a full disk that flush
             # fails again and leaves the half line behind.
-            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 size = os.fstat(descriptor).st_size
+                if size and os.pread(descriptor, 1, size - 1) != b"\n":
+                    # A run killed mid-append left half a line: never a line, so it goes before this one
+                    # is appended (else the two would be glued into one unreadable line).
+                    tail = os.pread(descriptor, min(size, 1 << 20), max(0, size - (1 << 20)))
+                    size -= len(tail) - (tail.rfind(b"\n") + 1)
+                    os.ftruncate(descriptor, size)
                 try:
                     written = 0
                     while written < len(data):
