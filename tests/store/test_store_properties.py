@@ -8,6 +8,7 @@ baseline without its history line, and never a non-finite number in any file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -21,8 +22,6 @@ from unittest import mock
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-import contextlib
-
 from conftest import _record  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -81,9 +80,8 @@ class StoreLife(RuleBasedStateMachine):
             fault()
             real_replace(source, target)
 
-        with mock.patch("os.write", write), mock.patch("os.replace", replacing):
-            with contextlib.suppress(KeyboardInterrupt):
-                self._finish(category, speedup, update=True)
+        with mock.patch("os.write", write), mock.patch("os.replace", replacing), contextlib.suppress(KeyboardInterrupt):
+            self._finish(category, speedup, update=True)
 
     @rule(cut=st.integers(1, 200))
     def a_run_killed_mid_append(self, cut: int) -> None:
