@@ -185,6 +185,37 @@ class HttpService:
         self._client.close()
 
 
+def deadline_transport(total_s: float) -> Any:
+    """An httpx transport whose every response must arrive whole within ``total_s`` (httpx's timeout is per read).
+
+    For clients built on httpx that this module does not drive (the ``ollama`` client): a
+    server that drips a byte at a time is cut off with ``httpx.ReadTimeout`` at the deadline.
+    """
+    import httpx
+
+    class DeadlineStream(httpx.SyncByteStream):
+        def __init__(self, inner: Any, deadline: float, request: httpx.Request) -> None:
+            self._inner, self._deadline, self._request = inner, deadline, request
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._inner:
+                if time.monotonic() > self._deadline:
+                    raise httpx.ReadTimeout(f"no whole answer within {total_s:g} s in all", request=self._request)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class DeadlineTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            deadline = time.monotonic() + total_s
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream, deadline, request)
+            return response
+
+    return DeadlineTransport()
+
+
 # The options every server reached through :func:`connect` takes.
 HTTP_OPTIONS = (
     OptionSpec("url", "str", "the server's URL"),

@@ -57,3 +57,14 @@ def test_a_dripping_server_is_cut_off_at_the_total_deadline(dripping: str, strea
     finally:
         service.close()
     assert time.monotonic() - started < DRIP_BYTES * DRIP_S / 2, "cut off long before the server gave up"
+
+
+def test_ollama_through_its_own_client_is_cut_off_at_the_total_deadline(dripping: str) -> None:
+    from pytest_specdec.backends.base import ModelPair
+    from pytest_specdec.backends.ollama.adapter import OllamaBackend
+    from pytest_specdec.errors import ModelLoadError
+
+    started = time.monotonic()
+    with pytest.raises(ModelLoadError, match=r"did not answer within 1 s in all"):
+        OllamaBackend(ModelPair("some-model:latest"), {"host": dripping, "timeout": "1"})
+    assert time.monotonic() - started < DRIP_BYTES * DRIP_S / 2, "cut off long before the server gave up"

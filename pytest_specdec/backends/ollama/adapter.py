@@ -35,7 +35,7 @@ from pytest_specdec.backends.base import (
     SpeculationEvidence,
     TokenBurst,
 )
-from pytest_specdec.backends.http_client import checked_url, text_units
+from pytest_specdec.backends.http_client import checked_url, deadline_transport, text_units
 from pytest_specdec.backends.ollama.model import (
     OllamaModel,
     describe_model,
@@ -83,7 +83,10 @@ class OllamaBackend:
         )
         import ollama
 
-        self._client = ollama.Client(host=self._host, timeout=self._timeout)
+        # A total deadline per request: the client's own timeout is per read, which a dripping server defeats.
+        self._client = ollama.Client(
+            host=self._host, timeout=self._timeout, transport=deadline_transport(self._timeout)
+        )
         self._tag = full_tag(pair.target)
         try:
             self._version = str(self._http_get("/api/version").get("version", "unknown"))
@@ -148,7 +151,8 @@ class OllamaBackend:
             return BackendRuntimeError(f"Ollama at {self._host} answered HTTP {error.status_code}: {error.error}")
         if isinstance(error, httpx.TimeoutException):
             return BackendRuntimeError(
-                f"Ollama at {self._host} did not answer within {self._timeout:g} s — raise --specdec-backend-option timeout=SECONDS"
+                f"Ollama at {self._host} did not answer within {self._timeout:g} s in all — raise "
+                "--specdec-backend-option timeout=SECONDS"
             )
         if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError):
             return BackendRuntimeError(
