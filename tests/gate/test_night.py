@@ -85,7 +85,8 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
     tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord
 ) -> None:
     lines = [
-        {"time": f"2026-11-0{day}", "backend": "mlx", "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
+        {"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
+         "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
          "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "bounds": {"speedup max=1": "holds"},
          "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}, "verdict": "holds"}
         for day, value in enumerate((0.80, 0.90, 0.98), start=1)

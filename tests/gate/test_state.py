@@ -41,7 +41,8 @@ def test_a_torn_runner_history_is_set_aside_and_the_repository_history_still_rea
     (runner_state / "history" / "M.jsonl").write_text('{"backend": "mlx"}\nnot json at all\n{"backend": "mlx"}\n')
     (tmp_path / "baselines" / "history").mkdir(parents=True)
     (tmp_path / "baselines" / "history" / "M.jsonl").write_text(
-        '{"backend": "mlx", "key": "k", "release": "1", "speedup": {"estimate": 1.0}}\n'
+        '{"time": "t", "machine_class": "M", "backend": "mlx", "key": "k", "nodeid": "n", "category": "code", '
+        '"verdict": "holds", "release": "1", "speedup": {"estimate": 1.0, "low": 0.9, "high": 1.1}}\n'
     )
     lines = leg_history("mlx", tmp_path / "baselines", "M")
     assert [line["key"] for line in lines] == ["k"]

@@ -11,8 +11,9 @@ from pytest_specdec.store.baselines import BaselineStore
 
 def history(estimates: list[float]) -> list[dict[str, object]]:
     return [
-        {"time": f"2026-11-{day:02d}", "backend": "mlx", "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
-         "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "bounds": {"speedup max=1": "holds"},
+        {"time": f"2026-11-{day:02d}", "machine_class": "M", "backend": "mlx", "release": f"mlx-lm 0.3{day}",
+         "key": "k [copy]", "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "verdict": "holds",
+         "bounds": {"speedup max=1": "holds"},
          "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}}
         for day, value in enumerate(estimates, start=1)
     ]  # fmt: skip
