@@ -7,8 +7,10 @@ between pytest and :class:`~pytest_specdec.session.SpecdecSession`.
 from __future__ import annotations
 
 import importlib
+import os
 import types
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +32,7 @@ from pytest_specdec.claims import (
 )
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.fixture import SpecdecFixture, expectations_key
+from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
 from pytest_specdec.hardware import environment_fitness, machine_class
 from pytest_specdec.render import report
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
@@ -215,12 +217,12 @@ def _whole_suite(session: pytest.Session) -> tuple[set[str] | None, tuple[str, .
         path = config.invocation_params.dir / arg
         if "::" in arg or not path.is_dir():
             return None, ()
-        try:
-            relative = path.resolve().relative_to(config.rootpath.resolve()).as_posix()
+        try:  # not resolved: benchmarks/ is a link to the package's claims, and node ids keep its name
+            relative = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(config.rootpath))).as_posix()
             scopes.append("" if relative == "." else relative)
         except ValueError:
             return None, ()
-    return {item.nodeid for item in session.items}, tuple(scopes)
+    return {stored_nodeid(item) for item in session.items}, tuple(scopes)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -110,8 +110,12 @@ def test_claims_command_lists_every_claim_with_its_latest_verdict(
         "verdict": "reference: refuted",
         "profile": "embedded",
         "machine_class": "Linux-x86_64-cpu",
-        "speedup": {},
+        "speedup": {"estimate": 2.18, "low": 1.85, "high": 2.56},
         "release": "mlx-lm 0.32.2",
+        "backend": "mlx",
+        "key": "benchmarks/test_claim_d_mlx_draft.py::test_mlx_draft_model_gives_at_most_1_3x[code] [code, γ=3, t + d @x]",
+        "nodeid": "benchmarks/test_claim_d_mlx_draft.py::test_mlx_draft_model_gives_at_most_1_3x[code]",
+        "category": "code",
     }
     (history / "Linux-x86_64-cpu.jsonl").write_text(json.dumps(line) + "\n")
     assert main(["claims", "--dir", str(tmp_path)]) == 0

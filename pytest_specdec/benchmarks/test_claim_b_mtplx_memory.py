@@ -8,8 +8,9 @@ same pair against this machine; and, against a running ``mtplx serve``, what dra
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
 
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.roofline import memory_fit
 from pytest_specdec.seed.document import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
 
@@ -17,7 +18,7 @@ CONTEXT = 8192
 
 
 @pytest.mark.claim(**claim_marker_kwargs("b"))
-def test_document_pair_does_not_fit_an_m1_max(specdec):
+def test_document_pair_does_not_fit_an_m1_max(specdec: SpecdecFixture) -> None:
     fit = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, SEED_USABLE_BYTES)
     specdec.note(f"M1 Max 64 GB (Metal's reported working set): {fit.describe()}")
     here = memory_fit(MTPLX_TARGET_BF16, MTPLX_DRAFT_BF16, CONTEXT, specdec.machine.usable_bytes)
@@ -26,7 +27,7 @@ def test_document_pair_does_not_fit_an_m1_max(specdec):
 
 
 @pytest.mark.claim(**claim_marker_kwargs("b"))
-def test_mtplx_drafts_with_a_separate_model(specdec):
+def test_mtplx_drafts_with_a_separate_model(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["mtplx"])
     drafter = specdec.backend.fingerprint().details.get("drafter", "unknown")
     specdec.note(f"MTPLX reports its drafter: {drafter}")
@@ -37,7 +38,7 @@ def test_mtplx_drafts_with_a_separate_model(specdec):
 @pytest.mark.claim(**claim_marker_kwargs("b"))
 @pytest.mark.speedup(max=1.3)
 @pytest.mark.parametrize("category", ["code", "prose"])
-def test_mtplx_gives_at_most_1_3x(specdec, category):
+def test_mtplx_gives_at_most_1_3x(specdec: SpecdecFixture, category: str) -> None:
     """The document's summary: MTPLX, like every approach it tried, gave at most 1.3x."""
     only_for(specdec, ["mtplx"])
     specdec.compare(category=category)

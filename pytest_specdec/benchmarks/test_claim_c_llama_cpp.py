@@ -10,7 +10,9 @@ setting. On other profiles than ``seed`` the verdict is for reference.
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
+
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 
 LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 
@@ -18,6 +20,6 @@ LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 @pytest.mark.claim(**claim_marker_kwargs("c"))
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("category", ["code", "copy", "prose", "unpredictable"])
-def test_llama_cpp_sd_overhead_exceeds_benefit(specdec, category):
+def test_llama_cpp_sd_overhead_exceeds_benefit(specdec: SpecdecFixture, category: str) -> None:
     only_for(specdec, LLAMA_BACKENDS)
     specdec.compare(category=category)

@@ -8,9 +8,10 @@ profile — the two models measured against each other through the paired protoc
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec import Arm
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.roofline import check_plausibility
 from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
 
@@ -21,7 +22,7 @@ SEED_MODELS = {
 
 
 @pytest.mark.claim(**claim_marker_kwargs("f"))
-def test_published_figures_against_the_roofline(specdec):
+def test_published_figures_against_the_roofline(specdec: SpecdecFixture) -> None:
     checks = [check_plausibility(f.label, f.tps, f.model, SEED_BANDWIDTH_GBS) for f in CLAIMS["f"].figures]
     for check in checks:
         specdec.note(f"M1 Max roofline: {check.describe()}")
@@ -30,9 +31,9 @@ def test_published_figures_against_the_roofline(specdec):
 
 @pytest.mark.claim(**claim_marker_kwargs("f"))
 @pytest.mark.speedup(min=1.0)
-def test_7b_decodes_faster_than_30b(specdec):
-    models = SEED_MODELS.get(specdec.backend_name)
+def test_7b_decodes_faster_than_30b(specdec: SpecdecFixture) -> None:
     only_for(specdec, SEED_MODELS, profiles=["seed"])
+    models = SEED_MODELS[specdec.backend_name]
     small, large = models
     specdec.compare(
         category="prose", baseline=Arm("30b", options={"model": large}), treatment=Arm("7b", options={"model": small})

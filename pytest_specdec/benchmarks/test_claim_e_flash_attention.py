@@ -12,9 +12,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
 
 from pytest_specdec import Arm
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 
 ARMS = {
     "llama-cpp": (Arm("fa-off", options={"flash_attn": False}), Arm("fa-on", options={"flash_attn": True})),
@@ -28,9 +29,9 @@ ARMS = {
 @pytest.mark.claim(**claim_marker_kwargs("e"))
 @pytest.mark.speedup(min=1.4)
 @pytest.mark.parametrize("category", ["prose", "copy"])
-def test_flash_attention_gives_1_4x(specdec, category):
-    arms = ARMS.get(specdec.backend_name)
+def test_flash_attention_gives_1_4x(specdec: SpecdecFixture, category: str) -> None:
     only_for(specdec, ARMS)
+    arms = ARMS[specdec.backend_name]
     if specdec.backend_name == "ollama" and shutil.which("ollama") is None:
         pytest.skip("could not run here: switching OLLAMA_FLASH_ATTENTION needs the 'ollama' binary on PATH")
     baseline, treatment = arms

@@ -1,7 +1,7 @@
-"""Benchmarks are the seed document's claims; see each file's docstring.
+"""What every claim file shares: its ``claim`` marker's arguments, and the skip for a claim that does not apply.
 
 ``CLAIMS`` holds each claim's quote and section (``pytest_specdec.seed.document``), so the
-markers below and ``specdec claims`` say the same thing.
+markers and ``specdec claims`` say the same thing.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ plain-decode figures are also checked against the M1 Max roofline, which flags t
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
 
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.roofline import check_plausibility
 from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
 
@@ -21,7 +22,7 @@ SEED_TAGS = ["qwen3-coder:30b", "gemma4:26b-nvfp4", "deepseek-r1:14b"]
 @pytest.mark.claim(**claim_marker_kwargs("a"))
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("tag", SEED_TAGS)
-def test_ollama_auto_mtp_is_net_zero_or_negative(specdec, tag):
+def test_ollama_auto_mtp_is_net_zero_or_negative(specdec: SpecdecFixture, tag: str) -> None:
     only_for(specdec, ["ollama"])
     if specdec.profile != "seed" and tag != SEED_TAGS[0]:
         pytest.skip(f"does not apply: {tag} runs with --specdec-profile seed (this run measures the configured model)")
@@ -29,7 +30,7 @@ def test_ollama_auto_mtp_is_net_zero_or_negative(specdec, tag):
 
 
 @pytest.mark.claim(**claim_marker_kwargs("a"))
-def test_published_plain_decode_figures_against_the_roofline(specdec):
+def test_published_plain_decode_figures_against_the_roofline(specdec: SpecdecFixture) -> None:
     flagged = []
     for figure in CLAIMS["a"].figures:
         check = check_plausibility(figure.label, figure.tps, figure.model, SEED_BANDWIDTH_GBS, figure.context)

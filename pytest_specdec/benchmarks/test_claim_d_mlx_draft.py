@@ -7,12 +7,14 @@ verdict is for reference: that pair is built to give SD its best chance.
 from __future__ import annotations
 
 import pytest
-from conftest import claim_marker_kwargs, only_for
+
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.fixture import SpecdecFixture
 
 
 @pytest.mark.claim(**claim_marker_kwargs("d"))
 @pytest.mark.speedup(max=1.3)
 @pytest.mark.parametrize("category", ["code", "copy", "unpredictable"])
-def test_mlx_draft_model_gives_at_most_1_3x(specdec, category):
+def test_mlx_draft_model_gives_at_most_1_3x(specdec: SpecdecFixture, category: str) -> None:
     only_for(specdec, ["mlx"])
     specdec.compare(category=category)

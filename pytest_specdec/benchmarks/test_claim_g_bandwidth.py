@@ -10,16 +10,17 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import claim_marker_kwargs
 
 from pytest_specdec.backends.base import KnowsWeightBytes
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs
+from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.hardware import PEAK_BANDWIDTH_GBS
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.stats import speedup_interval
 
 
 @pytest.mark.claim(**claim_marker_kwargs("g"))
-def test_apple_bandwidth_range(specdec):
+def test_apple_bandwidth_range(specdec: SpecdecFixture) -> None:
     apple = {name: gbs for name, gbs in PEAK_BANDWIDTH_GBS.items() if name.startswith("Apple")}
     outside = sorted(name for name, gbs in apple.items() if not 200 <= gbs <= 400)
     specdec.note(
@@ -29,7 +30,7 @@ def test_apple_bandwidth_range(specdec):
 
 
 @pytest.mark.claim(**claim_marker_kwargs("g"))
-def test_plain_decode_is_bandwidth_bound(specdec):
+def test_plain_decode_is_bandwidth_bound(specdec: SpecdecFixture) -> None:
     backend = specdec.backend
     bandwidth = specdec.machine.bandwidth_gbs
     if not isinstance(backend, KnowsWeightBytes) or not bandwidth:

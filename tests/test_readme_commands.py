@@ -1,0 +1,119 @@
+"""The README's commands, as a Mac owner copies them, against a wheel built from this checkout.
+
+The wheel is built here and installed into a fresh virtual environment. That environment
+reaches no package index: the dependencies come from the environment running this test
+(one path line), never ``pytest_specdec`` itself, which comes only from the wheel. The
+commands are read from the README's marked blocks and run as written; the only stand-ins
+are the ones this machine forces: ``pip install "pytest-specdec[…]"`` installs the built
+wheel, and the Ollama lines run against the Ollama stand-in (``OLLAMA_HOST``), with the
+README's tag replaced by one the stand-in serves (no ``ollama pull`` here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.backends.ollama.standin import OllamaHandler
+from pytest_specdec.backends.standin.engine import GenerationEngine
+from pytest_specdec.backends.standin.http import StandinServer
+
+REPO = Path(__file__).resolve().parent.parent
+# The "in words" column's phrases (render/report.py in_words).
+PLAIN_WORDS = re.compile(
+    r"SD pays off here|SD does not pay off here|can't tell yet|SD breaks even here|SD never engaged|SD changed the output"
+)
+
+
+def readme_block(marker: str) -> list[str]:
+    """The commands of the fenced block after ``<!-- marker``, continuation lines joined, comments dropped."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    after = text[text.index(f"<!-- {marker}") :]
+    block = after.split("```", 2)[1]
+    joined = block.replace("\\\n", " ")
+    return [line.split("  #")[0].strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel built from this checkout; returns its bin folder."""
+    root = tmp_path_factory.mktemp("readme")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist"),
+         str(REPO)], check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = (root / "dist").glob("pytest_specdec-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    bin_dir = root / "venv" / "bin"
+    site = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    # Dependencies from this environment; its own pytest_specdec (an editable install) is not on this path.
+    Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                   check=True, capture_output=True)  # fmt: skip
+    # The console script pip writes for the pytest dependency (its install was skipped above): this
+    # environment's own, pointed at the new interpreter.
+    script = bin_dir / "pytest"
+    own = Path(sys.executable).parent / "pytest"
+    script.write_text(f"#!{bin_dir / 'python'}\n" + own.read_text(encoding="utf-8").split("\n", 1)[1])
+    script.chmod(0o755)
+    return bin_dir
+
+
+def run_line(line: str, bin_dir: Path, cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **environment}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(shlex.split(line), cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_the_package_is_the_wheels(installed: Path, tmp_path: Path) -> None:
+    found = run_line("python -c 'import pytest_specdec.benchmarks as b; print(b.__file__)'", installed, tmp_path)
+    assert str(installed.parent) in found.stdout, "pytest_specdec comes from the wheel, not the checkout"
+
+
+def test_the_install_block_gives_a_verdict_in_plain_words(installed: Path, tmp_path: Path) -> None:
+    lines = readme_block("readme-try")
+    assert lines[1].startswith('pip install "pytest-specdec[mlx]"'), "the README installs the package first"
+    ran = 0
+    for line in lines[2:]:  # the venv and the pip line are what the fixture did with the wheel
+        done = run_line(line, installed, tmp_path)
+        assert done.returncode in (0, 1), f"{line}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        if line.startswith("specdec doctor"):
+            assert done.stdout.startswith("python 3.")
+        if line.startswith("pytest"):
+            assert PLAIN_WORDS.search(done.stdout), done.stdout[-3000:]
+            assert "benchmarks/test_claim_d_mlx_draft.py::" in done.stdout, "results keyed as from a clone"
+        ran += 1
+    assert ran == 2
+
+
+@pytest.fixture
+def ollama_standin() -> Iterator[StandinServer]:
+    engine = GenerationEngine()
+    server = StandinServer(OllamaHandler, engine).start()
+    yield server
+    server.stop()
+    engine.close()
+
+
+def test_the_ollama_lines_give_a_verdict_in_plain_words(
+    installed: Path, tmp_path: Path, ollama_standin: StandinServer
+) -> None:
+    lines = readme_block("readme-per-backend")
+    (pull,) = [line for line in lines if line.startswith("ollama ")]
+    (measure,) = [line for line in lines if "--backend=ollama" in line]
+    tag = pull.split()[-1]
+    assert pull == f"ollama pull {tag}"
+    done = run_line(measure.replace(tag, "specdec-synthetic:mtp"), installed, tmp_path, OLLAMA_HOST=ollama_standin.url)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
+    assert PLAIN_WORDS.search(done.stdout), done.stdout[-3000:]
