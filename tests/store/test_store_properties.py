@@ -22,10 +22,9 @@ from unittest import mock
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from conftest import _record  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test  # noqa: E402
 
 from pytest_specdec.stats import Interval  # noqa: E402
 from pytest_specdec.store.baselines import (  # noqa: E402
@@ -43,6 +42,8 @@ CATEGORIES = st.sampled_from(["code", "prose", "copy"])
 
 
 class StoreLife(RuleBasedStateMachine):
+    make_record: Any = None  # the make_record fixture, set by the test
+
     def __init__(self) -> None:
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="specdec-store-"))
@@ -51,7 +52,7 @@ class StoreLife(RuleBasedStateMachine):
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _finish(self, category: str, speedup: float, update: bool) -> None:
-        record = _record(category, 1.0 if math.isinf(speedup) else speedup, "inconclusive", None)
+        record = self.make_record(category, 1.0 if math.isinf(speedup) else speedup, "inconclusive", None)
         if math.isinf(speedup):  # too few pairs for a bound: an unbounded side
             record = replace(record, speedup=Interval(1.0, 0.0, math.inf, 0.98, 2))
         book = BaselineLedger(BaselineStore(self.root, "M"), LedgerPolicy(update=update))
@@ -86,7 +87,7 @@ class StoreLife(RuleBasedStateMachine):
     @rule(cut=st.integers(1, 200))
     def a_run_killed_mid_append(self, cut: int) -> None:
         path = BaselineStore(self.root, "M").history_path()
-        line = history_line(_record("code", 1.5, "holds", None), "M", True, "2026-12-01")
+        line = history_line(self.make_record("code", 1.5, "holds", None), "M", True, "2026-12-01")
         import json
 
         text = json.dumps(line)
@@ -114,5 +115,9 @@ class StoreLife(RuleBasedStateMachine):
             assert all(row.startswith("{") and row.endswith("}") for row in rows[:-1])
 
 
-TestStoreLife = StoreLife.TestCase
-TestStoreLife.settings = settings(max_examples=40, stateful_step_count=12, deadline=None)
+def test_the_store_survives_any_sequence_of_runs_faults_and_kills(make_record: Any) -> None:
+    class Life(StoreLife):
+        pass
+
+    Life.make_record = staticmethod(make_record)
+    run_state_machine_as_test(Life, settings=settings(max_examples=40, stateful_step_count=12, deadline=None))
