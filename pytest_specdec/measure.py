@@ -349,9 +349,17 @@ def run_comparison(
     progress: Callable[[Progress], None] = lambda _: None,
     clock: Clock = time.perf_counter,
 ) -> Comparison:
-    """Warm up, run paired trials until decided, futile or out of budget, and summarise."""
-    for arm in (plan.baseline, plan.treatment):
-        run_trial(backend, plan.prompts[0], arm, plan, clock)
+    """Warm up, run paired trials until decided, futile or out of budget, and summarise.
+
+    Each arm is warmed on every prompt of the plan, at the plan's full token budget: a
+    runtime that compiles its kernels per shape slows every new (prompt, length) the
+    first time it meets it. On an H200 with mlx's CUDA build, a warm-up of 8 tokens per
+    prompt still left each prompt's first SD generation 5–20× slower than the later ones
+    (docs/measurements.md); a full warm-up per prompt does not.
+    """
+    for prompt in plan.prompts:
+        for arm in (plan.baseline, plan.treatment):
+            run_trial(backend, prompt, arm, plan, clock)
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
     pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
     final = look_at(plan, pairs, looks)

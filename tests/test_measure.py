@@ -131,8 +131,11 @@ def test_every_pair_runs_both_arms_on_one_prompt_and_the_order_is_balanced() -> 
     clock = FakeClock()
     backend = ScriptedBackend(clock)
     comparison = run_comparison(backend, plan(min_trials=16, max_trials=16, stop_when=lambda *_: False), clock=clock)
-    assert backend.calls[:2] == [("plain", PROMPTS[0].text), ("sd", PROMPTS[0].text)], "warm-up: one per arm"
-    measured = backend.calls[2:]
+    warm = 2 * len(PROMPTS)
+    assert backend.calls[:warm] == [(arm, p.text) for p in PROMPTS for arm in ("plain", "sd")], (
+        "warm-up: each arm on every prompt, so no prompt's first generation is measured"
+    )
+    measured = backend.calls[warm:]
     assert len(measured) == 2 * len(comparison.pairs) == 32
     for first, second in zip(measured[::2], measured[1::2], strict=True):
         assert first[1] == second[1]

@@ -1,7 +1,7 @@
 """Fair arms: the plugin's plain and SD arms against bare loops of the library (README: "Fair arms").
 
 Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile gemma [--rounds 12]``
-(backends ``mlx`` and ``llama-cpp``; profiles ``embedded`` and ``gemma``). Not collected
+(backends ``mlx`` and ``llama-cpp``; profiles ``embedded``, ``embedded-1b`` and ``gemma``). Not collected
 by pytest.
 
 Each round runs, on the same prompt and token budget, the plugin's plain arm, a bare
@@ -40,7 +40,6 @@ from scipy import stats
 
 from pytest_specdec.backends import profile_pairs
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
-from pytest_specdec.embedded import models
 from pytest_specdec.embedded.packaged import GEMMA_GGUF
 from pytest_specdec.embedded.prompts import Prompt, prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_trial
@@ -117,14 +116,17 @@ def interval(ratios: list[float]) -> tuple[float, float, float]:
     return statistics.median(ratios), math.exp(mean - half), math.exp(mean + half)
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("mlx", "llama-cpp"), default="llama-cpp")
-    parser.add_argument("--profile", choices=("embedded", "gemma"), default="embedded")
+    parser.add_argument("--profile", choices=("embedded", "embedded-1b", "gemma"), default="embedded")
     parser.add_argument("--category", default="copy")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--model", default="", help="the Gemma GGUF's path (default: the PyPI package's copy)")
+    parser.add_argument(
+        "--draft", default="", help="mlx: the draft (default: the profile's; Gemma: PATH#early-exit=15)"
+    )
     parser.add_argument(
         "--plain-instance",
         choices=("own", "shared"),
@@ -132,14 +134,18 @@ def main() -> None:
         help="llama-cpp: the plugin's plain arm on a Llama of its own (default) or on the SD arm's (the cost of "
         "one instance where two do not fit)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> None:
+    args = _arguments()
     from pytest_specdec.backends import load_backend
 
-    target = (args.model or GEMMA_GGUF) if args.profile == "gemma" else models.DEFAULT_TARGET
+    pair = profile_pairs(args.profile)[args.backend]
+    target = (args.model or GEMMA_GGUF) if args.profile == "gemma" else pair.target
     draft = None  # llama-cpp drafts by prompt lookup; mlx uses the profile's draft model
     if args.backend == "mlx":
-        draft = profile_pairs(args.profile)["mlx"].draft
+        draft = args.draft or profile_pairs(args.profile)["mlx"].draft
     options = (
         {"spec": "prompt-lookup", "ngram": str(NGRAM), "plain_instance": args.plain_instance}
         if args.backend == "llama-cpp"
@@ -158,7 +164,7 @@ def main() -> None:
     def plugin(arm: Arm, prompt: Prompt) -> float:
         return run_trial(backend, prompt, arm, plan, time.perf_counter).decode_tps
 
-    for prompt in prompts[:1]:  # warm-up of every harness
+    for prompt in prompts:  # warm-up of every harness on every prompt (the plugin warms each arm on each)
         plugin(PLAIN, prompt), plugin(SD, prompt), loops["plain"](prompt), loops["sd"](prompt)
     rows: dict[str, list[float]] = {"plain tok/s": [], "SD tok/s": [], "speedup": [], "P2": []}
     started = time.monotonic()

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
-from pytest_specdec.backends.base import Arm, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, TokenBurst
 from pytest_specdec.backends.mlx.adapter import MlxBackend, drafted_tokens
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import prompts_for
@@ -142,3 +142,55 @@ def test_plugin_run_on_real_mlx(pytester: pytest.Pytester) -> None:
     # Three pairs of real timings: the aligned pair is far above 0.1x, but with so few
     # pairs the interval may still straddle the bound; it must never be refuted.
     assert re.search(r"^mlx .*embedded:target \(synthetic\).* code .*(holds|inconclusive)\s", result.stdout.str(), re.M)
+
+
+class Lossy(MlxBackend):
+    """An SD arm that swaps its fourth token for the plain arm's least likely one: lossy well above any near-tie."""
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        import mlx.core as mx
+
+        stream = super().generate(request)
+        position = 0
+        while True:
+            try:
+                burst = next(stream)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if request.arm.speculative and position == 3:
+                prefix = self._prompt_ids(request.prompt)  # the prompt; the tokens so far are not needed for argmin
+                worst = int(mx.argmin(self._target.model(mx.array([prefix]))[0, -1]).item())
+                burst = TokenBurst((worst,), burst.from_draft)
+            position += len(burst.token_ids)
+            yield burst
+
+
+def test_the_plain_arms_margin_is_read_from_the_target(aligned: MlxBackend) -> None:
+    prompt = prompts_for("code")[0].text
+    tokens = [
+        t for burst in aligned.generate(GenerationRequest(prompt, Arm("plain"), 4, seed=0)) for t in burst.token_ids
+    ]
+    other = (tokens[1] + 1) % 256
+    margin = aligned.logit_margin(prompt, tokens[:1], tokens[1], other)
+    assert margin is not None
+    assert margin > 0, "greedy decoding chose the token with the larger logit"
+    assert aligned.logit_margin(prompt, tokens[:1], other, tokens[1]) == pytest.approx(-margin)
+
+
+@pytest.mark.parametrize(("near_tie", "fails"), [(0.1, True), (1e9, False)])
+def test_a_lossy_sd_arm_fails_unless_the_divergence_is_within_the_near_tie_limit(near_tie: float, fails: bool) -> None:
+    from dataclasses import replace
+
+    lossy = Lossy(ALIGNED, {})
+    try:
+        comparison = run_comparison(lossy, replace(plan("code", trials=2), near_tie_logits=near_tie))
+    finally:
+        lossy.close()
+    output = comparison.output
+    assert output.identical is not fails
+    if fails:
+        assert output.position == 3
+        assert output.margin is not None
+        assert output.margin > near_tie, "the margin is read, and it is far above the limit"
+    else:
+        assert output.near_ties, "within the limit: a note, not a failure"

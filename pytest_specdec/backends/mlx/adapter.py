@@ -176,6 +176,19 @@ class MlxBackend:
         draft = _forward_seconds(self._draft.model, tokens, filler[:1], repeats) if self._draft else 0.0
         return draft, one, wide, "mlx forward passes on a prompt cache, median of 9"
 
+    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
+        """The plain arm's ``logit(first) - logit(second)`` after ``prompt`` + ``prefix`` (in float32).
+
+        One forward pass of the target over the whole prefix: where the arms part on a
+        token whose two best logits differ by less than the near-tie limit (fp16 on a GPU
+        batches verify steps differently from single steps), that is arithmetic, not SD.
+        """
+        import mlx.core as mx
+
+        tokens = [*self._prompt_ids(prompt), *prefix]
+        logits = self._target.model(mx.array([tokens]))[0, -1].astype(mx.float32)
+        return float(logits[first].item() - logits[second].item())
+
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Stream one greedy generation; speculative arms pass the draft model."""
         import mlx.core as mx
