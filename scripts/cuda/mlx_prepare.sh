@@ -14,7 +14,8 @@ get /tmp/specdec-mlxw "mlx-cuda-13==0.32.4"  # libmlx.so built for CUDA 13 (~90 
 get .mlxw/callA "mlx==0.32.4"  # mlx's Python bindings: mlx[cuda13] is these two
 # Two calls of under 64 MiB each, the working tree included: half the wheel and some dependencies each.
 get .mlxw/callA/always "tokenizers==0.23.3" hf-xet
-get .mlxw/callB/always "mlx-lm==0.32.2" "transformers==5.24.0" "huggingface-hub==2.4.0" safetensors
+get .mlxw/callB/always "mlx-lm==0.32.2" "transformers==5.24.0" "huggingface-hub==2.4.0" safetensors gguf \
+    httpx2 httpcore2 h11 anyio idna truststore  # huggingface-hub 2 imports httpcore2
 get .mlxw/callA/if-missing sentencepiece protobuf regex typer click fsspec tqdm httpx2 shellingham rich \
     markdown-it-py mdurl pygments pydantic pydantic-core annotated-types typing-extensions typing-inspection \
     filelock packaging pyyaml jinja2 markupsafe tabulate
