@@ -201,50 +201,11 @@ def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch:
     )
 
 
-def test_live_progress_reaches_a_terminal_without_dash_s(pytester: pytest.Pytester) -> None:
-    """In a pty with pytest's default capture, the per-pair line still shows while the test runs."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    pytester.makepyfile(claim_test("speedup(min=1.1)"))
-    primary, secondary = pty.openpty()
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *SIM,
-        "--specdec-backend-option",
-        "speedup=1.3",
-        "-p",
-        "no:cacheprovider",
-    ]
-    process = subprocess.Popen(command, cwd=pytester.path, stdin=secondary, stdout=secondary, stderr=secondary)
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    process.wait(timeout=60)
-    os.close(primary)
-    shown = b"".join(chunks).decode(errors="replace")
-    assert "specdec code: pair 1/72" in shown
-    assert "left" in shown, "the line estimates the time left"
-
-
-@pytest.mark.parametrize("columns", [80, 120])
-def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pytester, columns: int) -> None:
-    """The live line stays one row and is erased; pytest's [100%] lands on the test's row; the table fits."""
+def in_a_terminal(pytester: pytest.Pytester, columns: int | None = None) -> str:
+    """What a pty of ``columns`` shows while a simulated claim runs with pytest's default capture."""
     import fcntl
     import os
     import pty
-    import re
     import struct
     import subprocess
     import sys
@@ -252,9 +213,11 @@ def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pyt
 
     pytester.makepyfile(claim_test("speedup(min=1.1)"))
     primary, secondary = pty.openpty()
-    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    environment = dict(os.environ)
+    if columns:
+        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+        environment["COLUMNS"] = str(columns)
     command = [sys.executable, "-m", "pytest", *SIM, "--specdec-backend-option", "speedup=1.3"]
-    environment = {**os.environ, "COLUMNS": str(columns)}
     process = subprocess.Popen(
         command, cwd=pytester.path, stdin=secondary, stdout=secondary, stderr=secondary, env=environment
     )
@@ -270,7 +233,22 @@ def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pyt
         chunks.append(chunk)
     process.wait(timeout=120)
     os.close(primary)
-    shown = b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_live_progress_reaches_a_terminal_without_dash_s(pytester: pytest.Pytester) -> None:
+    """In a pty with pytest's default capture, the per-pair line still shows while the test runs."""
+    shown = in_a_terminal(pytester)
+    assert "specdec code: pair 1/72" in shown
+    assert "left" in shown, "the line estimates the time left"
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pytester, columns: int) -> None:
+    """The live line stays one row and is erased; pytest's [100%] lands on the test's row; the table fits."""
+    import re
+
+    shown = in_a_terminal(pytester, columns)
     live = re.findall(r"\r(    specdec code: pair [^\r\n\x1b]*)\x1b\[K", shown)
     assert len(live) >= 2, "the live line is rewritten after every pair"
     assert all(len(line) < columns for line in live), "one row each, never wrapped"

@@ -85,14 +85,18 @@ class HttpService:
                 f"{self.service} answered HTTP {response.status_code} on {path}: {server_message(response.text)}"
             )
 
-    def _decode(self, text: str, path: str) -> dict[str, Any]:
+    def _parsed(self, text: str, path: str, kind: type, what: str) -> Any:
         try:
             parsed = json.loads(text)
         except ValueError as error:
             raise BackendRuntimeError(f"{self.service} sent malformed JSON on {path} ({error})") from None
-        if not isinstance(parsed, dict):
-            raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected a JSON object")
+        if not isinstance(parsed, kind):
+            raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected {what}")
         return parsed
+
+    def _decode(self, text: str, path: str) -> dict[str, Any]:
+        found: dict[str, Any] = self._parsed(text, path, dict, "a JSON object")
+        return found
 
     def get_text(self, path: str) -> str:
         """GET a text body (llama-server's Prometheus ``/metrics``)."""
@@ -130,14 +134,8 @@ class HttpService:
 
     def get_list(self, path: str) -> list[Any]:
         """GET a JSON array (llama-server's ``/slots``)."""
-        text = self._get_text(path)
-        try:
-            parsed = json.loads(text)
-        except ValueError as error:
-            raise BackendRuntimeError(f"{self.service} sent malformed JSON on {path} ({error})") from None
-        if not isinstance(parsed, list):
-            raise BackendRuntimeError(f"{self.service} sent {type(parsed).__name__} on {path}, expected a JSON array")
-        return parsed
+        found: list[Any] = self._parsed(self._get_text(path), path, list, "a JSON array")
+        return found
 
     def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST JSON, receive a JSON object."""
