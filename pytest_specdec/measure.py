@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pytest_specdec.backends.base import Arm, Backend, GenerationRequest
+from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
 from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.sequential import (
     Estimate,
@@ -351,13 +351,15 @@ def run_comparison(
 ) -> Comparison:
     """Warm up, run paired trials until decided, futile or out of budget, and summarise.
 
-    Each arm is warmed on every prompt of the plan, at the plan's full token budget: a
-    runtime that compiles its kernels per shape slows every new (prompt, length) the
-    first time it meets it. On an H200 with mlx's CUDA build, a warm-up of 8 tokens per
-    prompt still left each prompt's first SD generation 5–20× slower than the later ones
-    (docs/measurements.md); a full warm-up per prompt does not.
+    Each arm is warmed on the first prompt; on a runtime that compiles its kernels per
+    shape (:class:`~pytest_specdec.backends.base.CompilesPerShape`: mlx on a GPU) on every
+    prompt of the plan, at the full token budget, since every new (prompt, length) is slow
+    the first time. On an H200 with mlx's CUDA build, a warm-up of the first prompt (or of
+    8 tokens per prompt) left each prompt's first SD generation 5–20× slower than its
+    later ones (docs/measurements.md); a full warm-up per prompt does not.
     """
-    for prompt in plan.prompts:
+    every = isinstance(backend, CompilesPerShape) and backend.compiles_per_shape()
+    for prompt in plan.prompts if every else plan.prompts[:1]:
         for arm in (plan.baseline, plan.treatment):
             run_trial(backend, prompt, arm, plan, clock)
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)

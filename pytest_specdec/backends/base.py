@@ -160,6 +160,15 @@ class KnowsSpeculation(Protocol):
 
 
 @runtime_checkable
+class CompilesPerShape(Protocol):
+    """A backend whose runtime compiles kernels for each new shape (mlx on a GPU): slow the first time."""
+
+    def compiles_per_shape(self) -> bool:
+        """True where each prompt's first full-length generation is slow until its kernels exist."""
+        ...
+
+
+@runtime_checkable
 class AdaptsDraftLength(Protocol):
     """A backend whose engine picks the draft length itself, each round: γ is not a knob there."""
 

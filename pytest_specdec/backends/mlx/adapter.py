@@ -176,6 +176,12 @@ class MlxBackend:
         draft = _forward_seconds(self._draft.model, tokens, filler[:1], repeats) if self._draft else 0.0
         return draft, one, wide, "mlx forward passes on a prompt cache, median of 9"
 
+    def compiles_per_shape(self) -> bool:
+        """On a GPU (Metal or CUDA) mlx builds kernels per shape as it first meets them; on the CPU it does not."""
+        import mlx.core as mx
+
+        return bool(mx.default_device() == mx.gpu)
+
     def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
         """The plain arm's ``logit(first) - logit(second)`` after ``prompt`` + ``prefix`` (in float32).
 
