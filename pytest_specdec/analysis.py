@@ -34,6 +34,7 @@ from pytest_specdec.errors import BackendRuntimeError
 from pytest_specdec.hardware import machine_profile
 from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, Progress, baseline_drafted, run_trial
 from pytest_specdec.roofline import roofline_tps
+from pytest_specdec.sequential import MAX_PROMPTS_TO_SUGGEST, boundaries, prompts_to_decide
 from pytest_specdec.stats import Interval, speedup_interval
 from pytest_specdec.store.records import TheoryRecord
 from pytest_specdec.theory import Costs, alpha_from_rate, explain
@@ -143,6 +144,45 @@ def roofline_note(size: int | None, plain_tps: float) -> str | None:
     )
 
 
+def _prompts_needed(comparison: Comparison) -> str:
+    """``; about 23 prompts like these would decide min=1.2``, from the spread between the prompts measured."""
+    plan, estimate = comparison.plan, comparison.estimate
+    if estimate is None or not plan.bounds or not comparison.looks:
+        return ""
+    z = boundaries(tuple(n / comparison.looks[-1] for n in comparison.looks), plan.alpha)[-1]
+    said = []
+    like = comparison.other_reading if plan.reading == "these-prompts" else comparison.speedup
+    for bound in plan.bounds:
+        if like is not None and not like.low <= bound <= like.high:
+            continue  # that reading decides this bound already
+        needed = prompts_to_decide(estimate, math.log(bound), z)
+        if needed is not None:
+            said.append(f"about {needed} prompts like these would decide {bound:g}x")
+        else:
+            said.append(f"no prompt count up to {MAX_PROMPTS_TO_SUGGEST} would decide {bound:g}x")
+    return "; " + "; ".join(said) if said else ""
+
+
+def _stalls(comparison: Comparison) -> list[str]:
+    """One line on the pairs left out because one arm stalled (hiccups), with the arm and how slow."""
+    estimate = comparison.estimate
+    if estimate is None or not estimate.left_out:
+        return []
+    keys = sorted({p.prompt_id for p in comparison.pairs})
+    locations = estimate.locations
+    shown = []
+    for position in estimate.left_out:
+        pair = comparison.pairs[position]
+        typical = locations[keys.index(pair.prompt_id)] if len(locations) == len(keys) else estimate.value
+        slower = typical - pair.log_ratio  # log_ratio is log(plain seconds / SD seconds): low when SD stalled
+        arm = pair.treatment.arm if slower > 0 else pair.baseline.arm
+        shown.append(f"pair {position + 1} ({pair.prompt_id}): the {arm} arm {math.exp(abs(slower)):.1f}x slow")
+    return [
+        f"left out {len(shown)} of {len(comparison.pairs)} pairs in which one arm stalled (the speedup is "
+        f"for generations without stalls): " + ", ".join(shown)
+    ]
+
+
 SAMPLE_CHARACTERS = 60
 
 
@@ -192,8 +232,9 @@ class Analysis:
             reading = "these prompts" if plan.reading == "prompts-like-these" else "prompts like these"
             notes.append(
                 f"{reading}: {other.estimate:.2f}x [{other.low:.2f}, {other.high:.2f}] "
-                f"(the verdict reads {plan.reading.replace('-', ' ')})"
+                f"(the verdict reads {plan.statement}{_prompts_needed(comparison)})"
             )
+        notes += _stalls(comparison)
         sample = _sample(backend, comparison)
         notes += [sample] if sample else []
         reloads = [t.load_s for p in comparison.pairs for t in (p.baseline, p.treatment) if t.load_s]

@@ -184,14 +184,18 @@ def overall(verdicts: Sequence[BoundVerdict]) -> Verdict | None:
     return combine([v.verdict for v in verdicts]) if verdicts else None
 
 
-def refutation_message(bound: BoundVerdict, speedup: Interval, acceptance: Interval | None, release: str) -> str:
-    """The one line a refuted bound fails with."""
+def refutation_message(
+    bound: BoundVerdict, speedup: Interval, acceptance: Interval | None, release: str, about: str = ""
+) -> str:
+    """The one line a refuted bound fails with; ``about`` says which prompts the speedup is a statement on."""
     if bound.metric == "acceptance" and acceptance is not None:
         return (
             f"acceptance {acceptance.estimate:.2f} [{acceptance.low:.2f}, {acceptance.high:.2f}] "
             f"< claimed min {bound.bound:g} ({release})"
         )
-    shown = f"speedup {speedup.estimate:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]"
+    shown = f"speedup {speedup.estimate:.2f}x [{speedup.low:.2f}, {speedup.high:.2f}]" + (
+        f" on {about}" if about else ""
+    )
     if bound.kind == "max":
         return f"{shown} > claimed max {bound.bound:g}x — SD now pays off ({release})"
     return f"{shown} < claimed min {bound.bound:g}x — SD does not pay off ({release})"
@@ -289,12 +293,13 @@ def _judgement(
         return judged
     if verdict is Verdict.REFUTED:
         first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)
-        return replace(judged, failure=refutation_message(first, speedup, acceptance, release))
+        about = comparison.plan.statement
+        return replace(judged, failure=refutation_message(first, speedup, acceptance, release, about))
     if verdict is Verdict.INCONCLUSIVE:
         futile = comparison.stopped.startswith("futile")
         message = (
             f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
-            f"[{speedup.low:.2f}, {speedup.high:.2f}] vs {expect.speedup.describe()} — "
+            f"[{speedup.low:.2f}, {speedup.high:.2f}] on {comparison.plan.statement} vs {expect.speedup.describe()} — "
             + (
                 "the bound cannot be decided within the budget at this noise (see specdec calibrate)"
                 if futile

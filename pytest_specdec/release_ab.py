@@ -9,10 +9,12 @@ the old one's. Where servers time themselves, the ratio of their own decode rate
 process's clock is compared between releases too: a release that changes what its
 counters cover moves that ratio, not the speed.
 
-Intervals are Student-t intervals of a stratified Huber location per pair (the same
-estimator as every comparison): each release's speedup at one-sided error ``plan.alpha``,
-the change (what blames a release) at a tenth of it, so that a machine that moved
-both releases is blamed on a release well under 1 % of nights.
+Intervals are Student-t intervals of the total-time ratio every comparison reports
+(:func:`~pytest_specdec.sequential.total_time_ratio`): each release's speedup at
+one-sided error ``plan.alpha``; the change (what blames a release) from the pairs'
+paired influence values (:func:`~pytest_specdec.sequential.ratio_change`) at a tenth
+of it, so that a machine that moved both releases is blamed on a release well under
+1 % of nights.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from dataclasses import dataclass, replace
 
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.measure import ComparisonPlan, Trial, run_trial
-from pytest_specdec.sequential import block_schedule, stratified_huber, t_critical
-from pytest_specdec.stats import Interval
+from pytest_specdec.sequential import Estimate, pair_schedule, ratio_change, t_critical, total_time_ratio
+from pytest_specdec.stats import Interval, mean_interval
 
 Clock = Callable[[], float]
 
@@ -45,16 +47,22 @@ def _arm(base: Arm, release: str) -> Arm:
     return replace(base, label=f"{release} {base.label}", options={**base.options, "release": release})
 
 
-def interval(values: Sequence[float], prompts: Sequence[str], alpha: float) -> Interval:
-    """exp of a location's two-sided interval, at one-sided error ``alpha`` per side."""
+def interval(estimate: Estimate, n: int, alpha: float) -> Interval:
+    """exp of an estimate's two-sided interval, at one-sided error ``alpha`` per side."""
     from scipy import stats as scipy_stats
 
-    estimate = stratified_huber(values, prompts)
     if not math.isfinite(estimate.se) or estimate.df <= 0:
-        return Interval(math.exp(estimate.value), 0.0, math.inf, 1.0 - 2.0 * alpha, len(values))
+        return Interval(math.exp(estimate.value), 0.0, math.inf, 1.0 - 2.0 * alpha, n)
     half = t_critical(float(scipy_stats.norm.isf(alpha)), estimate.df) * estimate.se
     value = estimate.value
-    return Interval(math.exp(value), math.exp(value - half), math.exp(value + half), 1.0 - 2.0 * alpha, len(values))
+    return Interval(math.exp(value), math.exp(value - half), math.exp(value + half), 1.0 - 2.0 * alpha, n)
+
+
+def _log_interval(values: Sequence[float], alpha: float) -> Interval:
+    mean, low, high = mean_interval(values, 1.0 - 2.0 * alpha)
+    return Interval(
+        math.exp(mean), math.exp(low), math.exp(high) if high < 700 else math.inf, 1.0 - 2.0 * alpha, len(values)
+    )
 
 
 def _metric(plain: Trial, sd: Trial) -> float | None:
@@ -69,28 +77,30 @@ def run_release_ab(backend: Backend, plan: ComparisonPlan, clock: Clock = time.p
             for kind, base in (("plain", plan.baseline), ("sd", plan.treatment))}  # fmt: skip
     for arm in arms.values():
         run_trial(backend, plan.prompts[0], arm, plan, clock)
-    schedule = block_schedule(len(plan.prompts))
-    count = max(len(schedule), plan.max_trials - plan.max_trials % len(schedule))
-    old: list[float] = []
-    new: list[float] = []
+    block = 2 * len(plan.prompts)
+    count = max(block, plan.max_trials - plan.max_trials % block)
+    schedule = pair_schedule(len(plan.prompts), count, plan.schedule_seed)
+    seconds: dict[tuple[str, str], list[float]] = {key: [] for key in arms}
     metric: list[float | None] = []
     prompts: list[str] = []
     for index in range(count):
-        prompt_index, sd_first = schedule[index % len(schedule)]
+        prompt_index, sd_first = schedule[index]
         prompt = plan.prompts[prompt_index]
         kinds = ("sd", "plain") if sd_first else ("plain", "sd")
         releases = ("new", "old") if index % 2 else ("old", "new")
         trials = {(r, k): run_trial(backend, prompt, arms[(r, k)], plan, clock) for r in releases for k in kinds}
-        old.append(math.log(trials[("old", "sd")].decode_tps / trials[("old", "plain")].decode_tps))
-        new.append(math.log(trials[("new", "sd")].decode_tps / trials[("new", "plain")].decode_tps))
+        tokens = trials[("old", "plain")].decode_tokens  # every arm's seconds for the same tokens
+        for key, trial in trials.items():
+            seconds[key].append(tokens / trial.decode_tps)
         before, after = (_metric(trials[(r, "plain")], trials[(r, "sd")]) for r in ("old", "new"))
         metric.append(None if before is None or after is None else after - before)
         prompts.append(prompt.id)
     timed = [m for m in metric if m is not None]
+    old, new = ((seconds[(r, "plain")], seconds[(r, "sd")]) for r in ("old", "new"))
     return ReleaseAB(
-        old=interval(old, prompts, plan.alpha),
-        new=interval(new, prompts, plan.alpha),
-        change=interval([b - a for a, b in zip(old, new, strict=True)], prompts, plan.alpha / 10),
-        metric_change=interval(timed, prompts, plan.alpha / 10) if len(timed) == len(metric) else None,
+        old=interval(total_time_ratio(*old, prompts), count, plan.alpha),
+        new=interval(total_time_ratio(*new, prompts), count, plan.alpha),
+        change=interval(ratio_change(old, new, prompts), count, plan.alpha / 10),
+        metric_change=_log_interval(timed, plan.alpha / 10) if len(timed) == len(metric) else None,
         pairs=count,
     )

@@ -1,12 +1,19 @@
-"""The group-sequential design: when to look, how much error each look may spend, and the estimate.
+"""The group-sequential design: the pair order, when to look, how much error each look may spend, and the estimate.
 
-A comparison is a series of paired trials, each giving ``y = log(tok/s SD ÷ tok/s
-plain)`` on one prompt. The design (simulated under realistic conditions in
-``benchmarks/error_rates.py``; figures in the README):
+A comparison is a series of paired trials, each running both arms back to back on
+one prompt. The design (simulated under realistic noise in
+``benchmarks/error_rates.py``; figures in docs/measurements.md):
 
-* **Blocks.** One block runs every prompt twice: in order, then in reverse order, with
-  the arm that goes first alternating and flipped on the way back — every prompt
-  equally often and its arm order balanced, for any prompt count (:func:`block_schedule`).
+* **The speedup it reports** is what a user who runs these prompts feels: total
+  plain decode time ÷ total SD decode time, one generation of each prompt
+  (:func:`total_time_ratio`). A generation in which one arm stalled 2–3x (a
+  *hiccup*) is left out and listed, not averaged in (:func:`hiccups`).
+* **Blocks.** One block runs every prompt twice: in order, then in reverse order
+  (the last prompt moved to the end, so no prompt runs twice in a row); of each
+  prompt's two pairs one runs SD first, the other plain first, which one by a seeded
+  coin (:func:`pair_schedule`). Balanced per prompt and block, so steady drift
+  cancels; coin-flipped, so a machine's carried-over slowness (AR(1) noise) does not
+  line up with the arm order and correlate the pairs.
 * **Looks** only after whole blocks: the first at the first block with at least 16
   pairs and 12 residual degrees of freedom, then after every block, up to
   ``max_trials`` rounded down to whole blocks (:func:`look_schedule`).
@@ -15,13 +22,12 @@ plain)`` on one prompt. The design (simulated under realistic conditions in
   with γ = −4 (an O'Brien–Fleming-like member of the Lan–DeMets family: little early,
   most kept for late looks). The one-sided critical values come from the exact
   recursive integration of the Brownian motion the looks sample (:func:`boundaries`).
-* **Estimate.** A stratified Huber location (prompt = stratum, one pooled MAD scale,
-  sandwich standard error): one generation in fifty running 2–3x slow does not move it.
-  Its degrees of freedom are halved (``(n − P)·min(½, 2/P)``), which keeps the t
-  interval at its level from 16 pairs on.
-* **Two readings.** "These prompts" is the stratified interval (the default);
-  "prompts like these" is a random-effects t interval on the per-prompt locations
-  (P − 1 degrees of freedom), which widens with the spread between prompts.
+* **Error of the estimate.** The delta method on per-pair influence values, prompts
+  as strata, Student-t with half the ``n − P`` residual degrees of freedom.
+* **Two readings.** "These prompts" (the default) is a statement about the prompts
+  measured; "prompts like these" is one about the prompts they were drawn from: the
+  same ratio, its error from the spread between prompts (P − 1 degrees of freedom),
+  so it needs many prompts (:func:`prompts_to_decide` says how many).
 * **Futility** (non-binding, so it cannot raise an error rate): from a third of the
   budget on, a bound whose chance of being decided by ``max_trials`` — if the current
   estimate were the truth — is under 5 % stops being waited for.
@@ -33,21 +39,41 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 HSD_GAMMA = -4.0
 MIN_FIRST_LOOK_PAIRS = 16
 MIN_FIRST_LOOK_DF = 12
 FUTILITY_POWER = 0.05
 FUTILITY_FROM = 1 / 3
-HUBER_K = 1.345
+HICCUP_RATIO = 1.8
+HICCUP_SDS = 3.0
+DF_SHARE = 0.5
+MAX_PROMPTS_TO_SUGGEST = 500
 _GRID = 401
 
 
-def block_schedule(prompts: int) -> tuple[tuple[int, bool], ...]:
-    """One block: ``(prompt index, SD arm first)`` for 2·P pairs, balanced for any P."""
-    forward = [(index, index % 2 == 1) for index in range(prompts)]
-    back = [(index, not first) for index, first in reversed(forward)]
-    return tuple(forward + back)
+def pair_schedule(prompts: int, pairs: int, seed: str) -> tuple[tuple[int, bool], ...]:
+    """``(prompt index, SD arm first)`` for ``pairs`` pairs, in blocks of 2·P.
+
+    A block runs every prompt twice, in order and then in reverse order with the last
+    prompt moved to the end (so no prompt runs twice in a row); of a prompt's two
+    pairs in a block one runs SD first and one plain first, which of the two is a coin
+    flip (seeded by ``seed``, so a run can be repeated). The balance cancels a
+    machine's steady drift within each prompt and block; the coin breaks the lockstep
+    with which a fixed alternation would turn a machine's carried-over slowness (one
+    slow generation making the next slow too) into correlated pairs.
+    """
+    import random
+
+    coin = random.Random(seed)
+    schedule: list[tuple[int, bool]] = []
+    while len(schedule) < pairs:
+        sd_first = [coin.random() < 0.5 for _ in range(prompts)]
+        back = [*reversed(range(prompts - 1)), prompts - 1]  # no prompt twice in a row
+        schedule += [(index, sd_first[index]) for index in range(prompts)]
+        schedule += [(index, not sd_first[index]) for index in back]
+    return tuple(schedule[:pairs])
 
 
 def look_schedule(prompts: int, min_trials: int, max_trials: int) -> tuple[int, ...]:
@@ -116,6 +142,7 @@ def _trapezoid(x: object) -> object:
     return weights
 
 
+@cache
 def t_critical(z: float, df: float) -> float:
     """The Student-t value with the same one-sided tail as ``z``."""
     from scipy import stats as scipy_stats
@@ -125,62 +152,158 @@ def t_critical(z: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A location on the log scale with its standard error and degrees of freedom."""
+    """A log speedup with its standard error and degrees of freedom.
+
+    ``totals`` holds, per prompt, the plain and the SD arm's mean decode seconds of one
+    generation: what the "prompts like these" reading is built from.
+    """
 
     value: float
     se: float
     df: float
-    locations: tuple[float, ...] = ()  # per prompt, for the random-effects reading
+    totals: tuple[tuple[float, float], ...] = ()
+    left_out: tuple[int, ...] = ()  # positions of the pairs left out as hiccups
+
+    @property
+    def locations(self) -> tuple[float, ...]:
+        """Each prompt's own log speedup (its plain seconds over its SD seconds)."""
+        return tuple(math.log(plain / sd) for plain, sd in self.totals)
 
 
-def stratified_huber(values: Sequence[float], strata: Sequence[str]) -> Estimate:
-    """The equal-weight mean of per-prompt Huber locations (one pooled MAD scale, sandwich SE).
+def _strata(strata: Sequence[str], keys: Sequence[str]) -> tuple[list[int], int]:
+    """Each pair's prompt index among ``keys``, and the prompt count.
 
-    Needs at least two pairs per prompt and equal counts; otherwise it falls back to
-    the plain mean with ``n − 1`` degrees of freedom.
+    All pairs form one stratum when a prompt has no pair or too few pairs remain
+    beyond one per prompt for an error estimate.
+    """
+    index = [list(keys).index(key) for key in strata]
+    if len(set(index)) < len(keys) or len(strata) - len(keys) < 2:
+        return [0] * len(strata), 1
+    return index, len(keys)
+
+
+def hiccups(plain_s: Sequence[float], sd_s: Sequence[float], strata: Sequence[str]) -> tuple[int, ...]:
+    """Pairs in which one arm stalled: a log ratio far off its prompt's typical one.
+
+    A prompt's typical ratio is the median of its pairs' and of the median over all
+    pairs (the extra value makes a median of two pairs pick the one that agrees with
+    the rest). Far means beyond both ``log`` :data:`HICCUP_RATIO` and
+    :data:`HICCUP_SDS` robust standard deviations (1.4826 × the median absolute
+    deviation from those medians): a 2–3x stall of one arm, rarely ordinary noise.
     """
     import numpy as np
 
-    groups: dict[str, list[float]] = {}
-    for value, stratum in zip(values, strata, strict=True):
-        groups.setdefault(stratum, []).append(value)
-    sizes = {len(v) for v in groups.values()}
-    n, prompts = len(values), len(groups)
-    if len(sizes) != 1 or min(sizes) < 2:
-        return _plain_mean(values)
-    ys = np.array([groups[key] for key in sorted(groups)], dtype=float)
-    location = np.median(ys, axis=1)
-    scale = 1.4826 * float(np.median(np.abs(ys - location[:, None]))) * math.sqrt(n / (n - prompts))
-    scale = max(scale, 1e-12)
-    for _ in range(20):
-        residual = ys - location[:, None]
-        weight = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(residual), 1e-300))
-        location = np.sum(weight * ys, axis=1) / np.sum(weight, axis=1)
-    scaled = (ys - location[:, None]) / scale
-    psi = np.clip(scaled, -HUBER_K, HUBER_K)
-    slope = max(float(np.mean(np.abs(scaled) < HUBER_K)), 1.0 / n)
-    se = scale * math.sqrt(float(np.sum(psi**2)) / (n - prompts)) / slope / math.sqrt(n)
-    df = min(0.5, 2.0 / prompts) * (n - prompts)
-    return Estimate(float(np.mean(location)), se, df, tuple(float(v) for v in location))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero time makes no ratio, and no stall
+        ratios = np.log(np.asarray(plain_s, dtype=float) / np.asarray(sd_s, dtype=float))
+    if len(ratios) < 4 or not np.all(np.isfinite(ratios)):
+        return ()
+    keys = sorted(set(strata))
+    index = np.array([keys.index(key) for key in strata])
+    overall = float(np.median(ratios))
+    typical = np.array([np.median([*ratios[index == k], overall]) for k in range(len(keys))])
+    residual = np.abs(ratios - typical[index])
+    scale = 1.4826 * float(np.median(residual)) * math.sqrt(len(ratios) / max(len(ratios) - len(keys), 1))
+    limit = max(math.log(HICCUP_RATIO), HICCUP_SDS * scale)
+    return tuple(int(i) for i in np.flatnonzero(residual > limit))
 
 
-def _plain_mean(values: Sequence[float]) -> Estimate:
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n < 2:
-        return Estimate(mean, math.inf, 1.0)
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return Estimate(mean, math.sqrt(variance / n), float(n - 1))
+def total_time_ratio(plain_s: Sequence[float], sd_s: Sequence[float], strata: Sequence[str]) -> Estimate:
+    """log(total plain decode time ÷ total SD decode time) over one generation of each prompt.
+
+    ``plain_s`` and ``sd_s`` are each pair's decode seconds, in run order; prompts are
+    weighted equally (each prompt's mean generation counts once), as a user who runs
+    these prompts would feel it. Pairs in which one arm stalled (:func:`hiccups`) are
+    left out and listed. The standard error is the delta method's on per-pair
+    influence values (the coin-flipped arm order of :func:`pair_schedule` keeps a
+    machine's carried-over slowness from correlating them), with
+    :data:`DF_SHARE` of the ``n − P`` degrees of freedom: the screening and the
+    estimated prompt weights cost some. When a prompt has no pair left, all pairs
+    form one stratum.
+    """
+    left_out = hiccups(plain_s, sd_s, strata)
+    parts = _RatioParts.of(plain_s, sd_s, strata, left_out)
+    return parts.estimate(parts.influence)
+
+
+def ratio_change(old: tuple[Sequence[float], Sequence[float]], new: tuple[Sequence[float], Sequence[float]],
+                 strata: Sequence[str]) -> Estimate:  # fmt: skip
+    """log(new total-time ratio ÷ old one), both measured in the same pairs (a pair either stalled in is left out)."""
+    left_out = tuple(sorted(set(hiccups(*old, strata)) | set(hiccups(*new, strata))))
+    before = _RatioParts.of(*old, strata, left_out)
+    after = _RatioParts.of(*new, strata, left_out)
+    change = after.estimate(after.influence - before.influence)
+    return Estimate(after.value - before.value, change.se, change.df, (), left_out)
+
+
+@dataclass(frozen=True)
+class _RatioParts:
+    """A total-time ratio's value and per-pair influence values, pairs left out already."""
+
+    value: float
+    influence: Any  # numpy array, one value per kept pair in run order
+    prompts: int
+    totals: tuple[tuple[float, float], ...]
+    left_out: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls, plain_s: Sequence[float], sd_s: Sequence[float], strata: Sequence[str], left_out: tuple[int, ...]
+    ) -> _RatioParts:
+        import numpy as np
+
+        kept = [i for i in range(len(plain_s)) if i not in left_out]
+        plain = np.asarray([plain_s[i] for i in kept], dtype=float)
+        sd = np.asarray([sd_s[i] for i in kept], dtype=float)
+        keys = sorted(set(strata))
+        stratum, prompts = _strata([strata[i] for i in kept], keys)
+        index = np.asarray(stratum, dtype=int)
+        counts = np.bincount(index, minlength=prompts)
+        plain_mean = np.bincount(index, plain, minlength=prompts) / counts
+        sd_mean = np.bincount(index, sd, minlength=prompts) / counts
+        plain_total, sd_total = float(plain_mean.sum()), float(sd_mean.sum())
+        if not (0.0 < plain_total < math.inf and 0.0 < sd_total < math.inf):  # no time measured: no ratio
+            return cls(math.nan, np.zeros(len(plain)), prompts, (), left_out)
+        influence = ((plain - plain_mean[index]) / plain_total - (sd - sd_mean[index]) / sd_total) / counts[index]
+        totals = tuple(zip(plain_mean.tolist(), sd_mean.tolist(), strict=True)) if prompts == len(keys) > 1 else ()
+        return cls(math.log(plain_total / sd_total), influence, prompts, totals, left_out)
+
+    def estimate(self, influence: Any) -> Estimate:
+        """The value with the standard error of these influence values."""
+        n = len(influence)
+        if n - self.prompts < 1 or not math.isfinite(self.value):
+            return Estimate(self.value, math.inf, 1.0, self.totals, self.left_out)
+        variance = float(influence @ influence) * n / (n - self.prompts)  # each prompt's mean used one df
+        return Estimate(self.value, math.sqrt(variance), DF_SHARE * (n - self.prompts), self.totals, self.left_out)
 
 
 def random_effects(estimate: Estimate) -> Estimate | None:
-    """ "Prompts like these": a t interval's ingredients on the per-prompt locations (P − 1 df)."""
-    locations = estimate.locations
-    if len(locations) < 2:
+    """ "Prompts like these": the same ratio, its error from the spread between prompts (P − 1 df)."""
+    totals = estimate.totals
+    if len(totals) < 2:
         return None
-    mean = math.fsum(locations) / len(locations)
-    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in locations) / (len(locations) - 1))
-    return Estimate(mean, spread / math.sqrt(len(locations)), float(len(locations) - 1), locations)
+    plain_total = math.fsum(p for p, _ in totals)
+    sd_total = math.fsum(s for _, s in totals)
+    influence = [p / plain_total - s / sd_total for p, s in totals]
+    prompts = len(totals)
+    variance = prompts / (prompts - 1) * math.fsum(v * v for v in influence)
+    return Estimate(estimate.value, math.sqrt(variance), float(prompts - 1), totals, estimate.left_out)
+
+
+def prompts_to_decide(estimate: Estimate, bound: float, z: float) -> int | None:
+    """How many prompts like these would decide ``bound`` (log scale) at critical value ``z``, if nothing else moved.
+
+    The spread between prompts stays what it is now; ``None`` when the estimate sits on
+    the bound or more than :data:`MAX_PROMPTS_TO_SUGGEST` prompts would be needed.
+    """
+    population = random_effects(estimate)
+    if population is None or population.value == bound:
+        return None
+    spread = population.se * math.sqrt(len(population.totals))  # per prompt
+    distance = abs(population.value - bound)
+    for prompts in range(2, MAX_PROMPTS_TO_SUGGEST + 1):
+        if t_critical(z, prompts - 1) * spread / math.sqrt(prompts) < distance:
+            return prompts
+    return None
 
 
 def futile(estimate: Estimate, n: int, n_max: int, bound: float, final_critical: float) -> bool:

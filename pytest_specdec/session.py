@@ -248,6 +248,8 @@ def _scope(profile: str, plan: ComparisonPlan, *, base_model: bool) -> dict[str,
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,
         "max_tokens": str(plan.max_tokens),
+        "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
+        "prompt_count": str(len(plan.prompts)),
     }
 
 

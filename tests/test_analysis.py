@@ -145,3 +145,30 @@ def test_the_probe_shows_progress_after_each_pair() -> None:
     assert [u.done for u in seen] == list(range(1, len(seen) + 1))
     assert seen[-1].done == seen[-1].planned_max == 4
     assert progress_line(seen[1], 12.0) == "specdec sd: engagement probe 2/4"
+
+
+def test_a_stalled_generation_is_named_with_its_arm_and_the_speedup_is_said_without_it() -> None:
+    from pytest_specdec.backends.simulated.adapter import SimulatedBackend
+
+    backend = SimulatedBackend(
+        ModelPair("t", "d"), {"speedup": "1.5", "noise": "0.02", "outliers": "0.1", "outlier_arm": "sd", "seed": "1"}
+    )
+    plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 32, 32, 0.95)
+    comparison = run_comparison(backend, plan)
+    assert comparison.estimate is not None
+    assert comparison.estimate.left_out, "a tenth of the SD generations ran 2-3x slow"
+    (stalls,) = [n for n in Analysis().notes(backend, comparison) if n.startswith("left out")]
+    assert "the sd arm" in stalls
+    assert "the plain arm" not in stalls
+    assert comparison.speedup.low <= 1.5 <= comparison.speedup.high, "the speedup of generations without stalls"
+
+
+def test_the_other_reading_says_how_many_prompts_like_these_would_decide() -> None:
+    from pytest_specdec.backends.simulated.adapter import SimulatedBackend
+
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.25", "noise": "0.02", "prompt_spread": "0.1"})
+    plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 32, 32, 0.98, bounds=(1.1,))
+    comparison = run_comparison(backend, plan)
+    (other,) = [n for n in Analysis().notes(backend, comparison) if n.startswith("prompts like these")]
+    assert "the verdict reads these 4 code prompts" in other
+    assert "prompts like these would decide 1.1x" in other

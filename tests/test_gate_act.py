@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -252,7 +253,11 @@ def release_flips(workspace: Path) -> None:
     assert night.returncode != 0
     assert "specdec gate: specdec-testbackend 1.0 → 1.1" in night.stdout
     assert "budget: 1 test(s), expected " in night.stdout, "the expected duration is said before the night"
-    assert "the release changed the conclusion (max=1 now refuted) — old release 0.8" in night.stdout
+    blamed = re.search(
+        r"the release changed the conclusion \(max=1 now refuted\) — old release (\d\.\d\d)x", night.stdout
+    )
+    assert blamed is not None, night.stdout[-3000:]
+    assert float(blamed.group(1)) == pytest.approx(0.8, abs=0.03), "last night's release measured beside tonight's"
     assert "1 flipped conclusion(s) confirmed" in night.stdout
     assert titles(calls) == [title("conclusion changed")]
     body = issue_body(calls[-1])

@@ -2,12 +2,12 @@
 
 A backend only *translates*: it turns a :class:`GenerationRequest` into calls of its
 library or server and yields the tokens as they arrive. Timing, pairing, the
-lossless and engaged checks and the statistics all live in ``measure.py``.
+lossless and engaged checks and the statistics all live in ``measure/``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -348,6 +348,13 @@ class BackendOptions:
             raise self._error(key, "a whole number") from None
         if (low is not None and value < low) or (high is not None and value > high):
             raise self._error(key, f"a whole number in [{low}, {high}]")
+        return value
+
+    def choice(self, key: str, default: str, allowed: Sequence[str]) -> str:
+        """A string option from a fixed set."""
+        value = self.text(key, default)
+        if value not in allowed:
+            raise self._error(key, "one of " + ", ".join(allowed))
         return value
 
     def flag(self, key: str, default: bool) -> bool:

@@ -4,7 +4,7 @@ Run: ``python benchmarks/real_aa.py [--runs 20] [--backend mlx]`` (README: "Stat
 Not collected by pytest.
 
 Each run is one full comparison with the default design (blocks of the ``code``
-prompts, looks after whole blocks, HSD spending, the stratified Huber estimate,
+prompts, looks after whole blocks, HSD spending, the total-time ratio estimate,
 ``max_trials`` 72) where both arms are the *plain* arm of the embedded pair: the true
 speedup is exactly 1, so a decisive verdict against ``max=1.0`` is a false decision and
 an interval that misses 1.0 is a coverage failure. Wilson 95 % intervals.

@@ -98,6 +98,27 @@ def more_pairs(record: ComparisonRecord) -> int | None:
     return max(1, math.ceil(s.n * (half / distance) ** 2 - s.n))
 
 
+def _about(record: ComparisonRecord) -> str:
+    """``, prompts like these`` when the verdict reads the general statement (the line under the table says the default)."""
+    return ", prompts like these" if record.scope.get("reading") == "prompts-like-these" else ""
+
+
+def reading_line(records: Sequence[ComparisonRecord]) -> str | None:
+    """Which statement the verdicts make: about the prompts measured, or the prompts they stand for."""
+    readings = {r.scope.get("reading") for r in records if r.scope.get("reading")}
+    if not readings:
+        return None
+    counts = ", ".join(
+        sorted({f"{r.category}: {r.scope['prompt_count']} prompts" for r in records if "prompt_count" in r.scope})
+    )
+    if readings == {"these-prompts"}:
+        return (
+            f"verdicts are about these prompts, the ones measured ({counts}), not prompts like them: "
+            "the line under a comparison gives that reading and how many prompts it would need"
+        )
+    return f"verdicts marked 'prompts like these' are about the prompts those measured stand for ({counts})"
+
+
 def in_words(record: ComparisonRecord) -> str:
     """The outcome in plain words, beside the statistical word: does SD pay off here?"""
     conclusion, s = record.judgement.conclusion, record.speedup
@@ -108,14 +129,15 @@ def in_words(record: ComparisonRecord) -> str:
         if "the machine swapped" in said:
             return "the machine swapped: not a measurement"
         return "both arms speculate" if "both arms speculate" in said else "SD never engaged"
+    about = _about(record)
     if s.low > 1.0:
-        return f"SD pays off here ({s.estimate:.2f}x)"
+        return f"SD pays off here ({s.estimate:.2f}x{about})"
     if s.high < 1.0:
-        return f"SD does not pay off here ({s.estimate:.2f}x)"
+        return f"SD does not pay off here ({s.estimate:.2f}x{about})"
     if conclusion is Conclusion.INCONCLUSIVE:
         more = more_pairs(record)
         return "can't tell yet" + (f": about {more} more pairs would decide" if more else "")
-    return f"SD breaks even here ({s.estimate:.2f}x)"
+    return f"SD breaks even here ({s.estimate:.2f}x{about})"
 
 
 def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
@@ -242,6 +264,8 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
         f"intervals: {first.speedup.confidence:.0%} repeated confidence over each comparison's looks "
         "(group-sequential; the error is split across a test's bounds)",
     ]
+    reading = reading_line(records)
+    lines += [reading] if reading else []
     if any(models.is_embedded(r.target) for r in records):
         lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
     new = [r for r in records if r.check is not None and r.check.change is Change.NEW]

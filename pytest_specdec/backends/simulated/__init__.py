@@ -8,6 +8,9 @@ _NUMBERS = (
     ("speedup", "the true speedup"),
     ("plain_tps", "the plain arm's tok/s"),
     ("noise", "coefficient of variation of each generation's time"),
+    ("ar", "lag-1 autocorrelation of the noise from generation to generation (AR(1))"),
+    ("throttle", "share of speed lost by exponential throttling over the run (e.g. 0.15)"),
+    ("throttle_time", "generations over which throttling sets in (its time constant)"),
     ("drift", "relative slowdown over the run"),
     ("wander", "random-walk step of the machine's speed"),
     ("prompt_spread", "spread of per-prompt speedup effects"),
@@ -28,6 +31,11 @@ SPEC = BackendSpec(
         OptionSpec("crash_after", "int", "raise after this many generations (0: never)"),
         OptionSpec("interrupt_after", "int", "cut the run short (KeyboardInterrupt) after this many generations"),
         OptionSpec("step_at", "int", "the generation from which the machine's speed changes by step (0: never)"),
+        OptionSpec("noise_df", "int", "Student-t degrees of freedom of the noise (0: normal)"),
+        OptionSpec("outlier_arm", "str", "which arm the slow generations hit: both or sd"),
+        OptionSpec(
+            "prompt_shape", "str", "per-prompt effects: normal (log-normal) or skewed (a few prompts gain much)"
+        ),
         OptionSpec("lossless", "bool", "SD reproduces plain output"),
         OptionSpec("realtime", "bool", "sleep through the simulated decode time, so a client's clock sees it"),
         OptionSpec("engaged", "bool", "SD engages at all"),

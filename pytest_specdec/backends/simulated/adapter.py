@@ -9,14 +9,18 @@ and how much interleaving saves over a block protocol (P3). Nothing sleeps: the
 timings are reported, not waited for.
 
 Options (``--specdec-backend-option KEY=VALUE``): ``speedup``, ``plain_tps``,
-``noise``, ``drift``, ``wander``, ``prompt_spread`` (log-sd of per-prompt speedups
-around ``speedup``), ``outliers`` (the share of generations that run 2–3x slow),
-``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``, and
+``noise`` (its CV; ``noise_df`` makes it Student-t, ``ar`` carries it over from one
+generation to the next as an AR(1)), ``drift``, ``throttle`` / ``throttle_time``
+(exponential throttling), ``wander``, ``step`` / ``step_at``, ``prompt_spread`` (log-sd
+of per-prompt speedups around ``speedup``; ``prompt_shape=skewed`` draws them from a
+right-skewed law), ``outliers`` (the share of generations that run 2–3x slow;
+``outlier_arm=sd``: only the SD arm's), ``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``, and
 ``crash_after`` (a library that raises after that many generations, for fault tests).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -34,8 +38,16 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.errors import SpecdecUsageError
 
 _VOCAB = 1000
+
+
+@functools.cache
+def _prompt_tokens(prompt: str, count: int) -> tuple[int, ...]:
+    """The prompt's deterministic continuation (the same for every arm and run)."""
+    seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "little")
+    return tuple(int(t) for t in np.random.default_rng(seed).integers(0, _VOCAB, count))
 
 
 class SimulatedBackend:
@@ -48,10 +60,20 @@ class SimulatedBackend:
         self.true_speedup = reader.number("speedup", 1.0, low=0.01, high=100.0)
         self.plain_tps = reader.number("plain_tps", 50.0, low=0.001)
         self.noise = reader.number("noise", 0.03, low=0.0, high=2.0)
+        self.noise_df = reader.integer("noise_df", 0, low=0)
+        if self.noise_df in (1, 2):
+            raise SpecdecUsageError(
+                "backend option noise_df must be 0 (normal) or above 2 (a finite variance) — fix --specdec-backend-option noise_df=..."
+            )
+        self.ar = reader.number("ar", 0.0, low=0.0, high=0.99)
         self.drift = reader.number("drift", 0.0, low=-0.5, high=0.5)
+        self.throttle = reader.number("throttle", 0.0, low=0.0, high=0.9)
+        self.throttle_time = reader.number("throttle_time", 50.0, low=1.0)
         self.wander = reader.number("wander", 0.0, low=0.0, high=1.0)
         self.prompt_spread = reader.number("prompt_spread", 0.0, low=0.0, high=1.0)
+        self.prompt_shape = reader.choice("prompt_shape", "normal", ("normal", "skewed"))
         self.outliers = reader.number("outliers", 0.0, low=0.0, high=0.5)
+        self.outlier_arm = reader.choice("outlier_arm", "both", ("both", "sd"))
         self.crash_after = reader.integer("crash_after", 0, low=0)
         self.interrupt_after = reader.integer("interrupt_after", 0, low=0)
         self.step_at = reader.integer("step_at", 0, low=0)
@@ -72,6 +94,8 @@ class SimulatedBackend:
         self._pair = pair
         self.generations = 0
         self._walk = 0.0  # log-rate random walk: the machine's state wanders
+        self._effects: dict[str, float] = {}
+        self._carried = 0.0  # the last generation's standardised noise, for AR(1)
 
     @property
     def pair(self) -> ModelPair:
@@ -92,15 +116,37 @@ class SimulatedBackend:
         return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
 
     def _prompt_effect(self, prompt: str) -> float:
-        """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``."""
+        """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``.
+
+        ``skewed``: the log-effect is a centred exponential (most prompts a little below
+        the centre, a few far above it: the prompts drafting guesses well).
+        """
         if not self.prompt_spread:
             return 1.0
+        if prompt in self._effects:
+            return self._effects[prompt]
         seed = int.from_bytes(hashlib.sha256(f"effect {self._prompt_seed} {prompt}".encode()).digest()[:8], "little")
-        return math.exp(self.prompt_spread * float(np.random.default_rng(seed).standard_normal()))
+        rng = np.random.default_rng(seed)
+        draw = float(rng.exponential()) - 1.0 if self.prompt_shape == "skewed" else float(rng.standard_normal())
+        self._effects[prompt] = math.exp(self.prompt_spread * draw)
+        return self._effects[prompt]
+
+    def mean_inverse_prompt_effect(self) -> float:
+        """``E[1 / effect]`` over the law the prompts' effects are drawn from (for a total-time truth)."""
+        s = self.prompt_spread
+        return math.exp(s) / (1.0 + s) if self.prompt_shape == "skewed" else math.exp(s * s / 2.0)
+
+    def _noise(self) -> float:
+        """This generation's standardised noise: normal or Student-t, carried over as an AR(1)."""
+        if self.noise_df:
+            fresh = float(self._rng.standard_t(self.noise_df)) / math.sqrt(self.noise_df / (self.noise_df - 2))
+        else:
+            fresh = float(self._rng.standard_normal())
+        self._carried = self.ar * self._carried + math.sqrt(1.0 - self.ar**2) * fresh
+        return self._carried
 
     def _tokens(self, prompt: str, count: int) -> list[int]:
-        seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "little")
-        return [int(t) for t in np.random.default_rng(seed).integers(0, _VOCAB, count)]
+        return list(_prompt_tokens(prompt, count))
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Yield the prompt's deterministic tokens and report simulated timings."""
@@ -116,11 +162,13 @@ class SimulatedBackend:
         # Drift: the machine slows (or speeds up) with every generation, whatever the arm.
         self._walk += self.wander * float(self._rng.standard_normal())
         rate = self.plain_tps * math.exp(-self.drift * self.generations + self._walk)
+        rate *= 1.0 - self.throttle * (1.0 - math.exp(-self.generations / self.throttle_time))
         if self.step_at and self.generations >= self.step_at:
             rate *= 1.0 + self.step  # the machine moved mid-run (a thermal limit, a background job)
         rate *= self.true_speedup * self._prompt_effect(request.prompt) if speculative else 1.0
-        rate *= math.exp(self.noise * float(self._rng.standard_normal()))
-        if self.outliers and self._rng.random() < self.outliers:
+        rate *= math.exp(self.noise * self._noise())
+        hit = speculative or self.outlier_arm == "both"
+        if self.outliers and self._rng.random() < self.outliers and hit:
             rate /= 2.0 + float(self._rng.random())  # a background job, a page fault storm
         self.generations += 1
         drafted = accepted = None

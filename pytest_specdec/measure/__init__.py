@@ -3,7 +3,7 @@
 1. **Warm-up**: one generation per arm, discarded (kernels compile, caches fill).
 2. **Interleaved pairs in blocks**: pair *i* runs both arms back to back on the same
    prompt; a block runs every prompt twice with the arm order balanced
-   (:func:`~pytest_specdec.sequential.block_schedule`). Slow drift of the machine (heat,
+   (:func:`~pytest_specdec.sequential.pair_schedule`). Slow drift of the machine (heat,
    background load) hits both arms of a pair alike and cancels in the pair's log-ratio.
 3. **Greedy decoding, fixed budget**: every generation decodes ``max_tokens`` tokens
    with the same seed.
@@ -28,16 +28,8 @@ from typing import Protocol, runtime_checkable
 
 from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
 from pytest_specdec.embedded.prompts import Prompt
-from pytest_specdec.sequential import (
-    Estimate,
-    block_schedule,
-    boundaries,
-    futile,
-    look_schedule,
-    random_effects,
-    stratified_huber,
-    t_critical,
-)
+from pytest_specdec.measure.looks import decided, futile_at, look_at
+from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
 from pytest_specdec.stats import Interval
 
 Clock = Callable[[], float]
@@ -84,6 +76,12 @@ class Pair:
         """``log(treatment tok/s ÷ baseline tok/s)``."""
         return math.log(self.treatment.decode_tps / self.baseline.decode_tps)
 
+    @property
+    def seconds(self) -> tuple[float, float]:
+        """Each arm's decode seconds for the baseline arm's tokens (SD's by its own rate, should counts differ)."""
+        tokens = self.baseline.decode_tokens
+        return tokens / self.baseline.decode_tps, tokens / self.treatment.decode_tps
+
 
 @dataclass(frozen=True)
 class ComparisonPlan:
@@ -107,6 +105,19 @@ class ComparisonPlan:
     # The speedup bounds the test states (ratio scale), for futility; their error shares are in ``confidence``.
     bounds: tuple[float, ...] = ()
     reading: str = "these-prompts"  # or "prompts-like-these": which interval the verdicts use
+
+    @property
+    def statement(self) -> str:
+        """What the verdict is about: ``these 4 code prompts`` or ``code prompts like these (4 measured)``."""
+        kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
+        if self.reading == "prompts-like-these":
+            return f"{kind} like these ({len(self.prompts)} measured)"
+        return f"these {len(self.prompts)} {kind}"
+
+    @property
+    def schedule_seed(self) -> str:
+        """What seeds the arm order's coin flips: the same plan runs in the same order."""
+        return f"{self.seed} {self.category} {self.baseline.label} {self.treatment.label}"
 
     @property
     def alpha(self) -> float:
@@ -150,6 +161,7 @@ class Comparison:
     engaged: bool | None  # None: the backend cannot tell
     stopped: str = ""
     other_reading: Interval | None = None  # the interval of the reading the verdicts do not use
+    estimate: Estimate | None = None  # the final look's, on the log scale (per-prompt totals, pairs left out)
 
     @property
     def log_ratios(self) -> tuple[float, ...]:
@@ -157,9 +169,9 @@ class Comparison:
         return tuple(p.log_ratio for p in self.pairs)
 
     def arm_tps(self, arm: str) -> float:
-        """Geometric mean decode tok/s of one arm (``baseline`` or ``treatment``)."""
-        trials = [p.baseline if arm == "baseline" else p.treatment for p in self.pairs]
-        return math.exp(math.fsum(math.log(t.decode_tps) for t in trials) / len(trials))
+        """Decode tok/s of one arm (``baseline`` or ``treatment``) over all its pairs: tokens ÷ seconds, summed."""
+        seconds = math.fsum(p.seconds[0 if arm == "baseline" else 1] for p in self.pairs)
+        return sum(p.baseline.decode_tokens for p in self.pairs) / seconds
 
     @property
     def generated_tokens(self) -> int:
@@ -261,59 +273,6 @@ def check_output(pairs: Sequence[Pair], backend: object = None, plan: Comparison
     return OutputCheck(True, near_ties=tuple(near_ties))
 
 
-def _acceptance(pairs: Sequence[Pair], critical: float) -> Interval | None:
-    rates = [
-        p.treatment.accepted / p.treatment.drafted
-        for p in pairs
-        if p.treatment.drafted and p.treatment.accepted is not None
-    ]
-    if len(rates) < 2:
-        return None
-    n = len(rates)
-    mean = math.fsum(rates) / n
-    sd = math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / (n - 1))
-    half = t_critical(critical, n - 1) * sd / math.sqrt(n)
-    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), 1.0 - 2.0 * _tail(critical), n)  # per look
-
-
-def _tail(z: float) -> float:
-    from scipy import stats as scipy_stats
-
-    return float(scipy_stats.norm.sf(z))
-
-
-@dataclass(frozen=True)
-class Look:
-    """The intervals at one look."""
-
-    speedup: Interval
-    other: Interval | None
-    acceptance: Interval | None
-    estimate: Estimate
-
-
-def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...]) -> Look:
-    """The repeated confidence intervals after ``pairs`` (at the current or next planned look)."""
-    index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
-    z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
-    estimate = stratified_huber([p.log_ratio for p in pairs], [p.prompt_id for p in pairs])
-    confidence = plan.confidence  # the level over all looks; each look's own critical value is z
-    these = _interval(estimate, z, confidence, len(pairs))
-    population = random_effects(estimate)
-    like = _interval(population, z, confidence, len(pairs)) if population is not None else None
-    if plan.reading == "prompts-like-these" and like is not None:
-        these, like = like, these
-    return Look(these, like, _acceptance(pairs, z), estimate)
-
-
-def _interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:
-    if not math.isfinite(estimate.se):
-        return Interval(math.exp(estimate.value), 0.0, math.inf, confidence, n)
-    half = t_critical(z, estimate.df) * estimate.se
-    high = math.exp(estimate.value + half) if estimate.value + half < 700 else math.inf  # few pairs: unbounded
-    return Interval(math.exp(estimate.value), math.exp(estimate.value - half), high, confidence, n)
-
-
 def _engaged(pairs: Sequence[Pair]) -> bool | None:
     drafted = [p.treatment.drafted for p in pairs if p.treatment.drafted is not None]
     return sum(drafted) > 0 if drafted else None
@@ -325,28 +284,10 @@ def baseline_drafted(pairs: Sequence[Pair]) -> int | None:
     return sum(drafted) if drafted else None
 
 
-def _decided(plan: ComparisonPlan, look: Look) -> bool:
-    if plan.stop_when is None:
-        return look.speedup.half_width_ratio <= plan.precision
-    return plan.stop_when(look.speedup, look.acceptance)
-
-
-def futile_at(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
-    """Every speedup bound the interval still straddles can no longer be decided in the budget."""
-    open_bounds = [b for b in plan.bounds if look.speedup.low <= b <= look.speedup.high]
-    if not open_bounds or len(looks) < 2:
-        return False
-    final = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[-1]
-    prompts = max(1, len(look.estimate.locations))
-    final_df = look.estimate.df * (looks[-1] - prompts) / max(1, look.speedup.n - prompts)
-    final_critical = t_critical(final, final_df)
-    return all(futile(look.estimate, look.speedup.n, looks[-1], math.log(b), final_critical) for b in open_bounds)
-
-
 def run_comparison(
     backend: Backend,
     plan: ComparisonPlan,
-    progress: Callable[[Progress], None] = lambda _: None,
+    progress: Callable[[Progress], None] | None = None,
     clock: Clock = time.perf_counter,
 ) -> Comparison:
     """Warm up, run paired trials until decided, futile or out of budget, and summarise.
@@ -375,6 +316,7 @@ def run_comparison(
         engaged=_engaged(pairs) if plan.treatment.speculative else None,
         stopped=stopped,
         other_reading=final.other,
+        estimate=final.estimate,
     )
 
 
@@ -382,20 +324,22 @@ def _interleaved_pairs(
     backend: Backend,
     plan: ComparisonPlan,
     looks: tuple[int, ...],
-    progress: Callable[[Progress], None],
+    progress: Callable[[Progress], None] | None,
     clock: Clock,
 ) -> tuple[list[Pair], str]:
     pairs: list[Pair] = []
-    schedule = block_schedule(len(plan.prompts))
+    schedule = pair_schedule(len(plan.prompts), looks[-1], plan.schedule_seed)
     for index in range(looks[-1]):
-        prompt_index, sd_first = schedule[index % len(schedule)]
+        prompt_index, sd_first = schedule[index]
         prompt = plan.prompts[prompt_index]
         arms = (plan.treatment, plan.baseline) if sd_first else (plan.baseline, plan.treatment)
         first, second = (run_trial(backend, prompt, arm, plan, clock) for arm in arms)
         baseline, treatment = (second, first) if sd_first else (first, second)
         pairs.append(Pair(index, prompt.id, arms[0].label, baseline, treatment))
-        look = look_at(plan, pairs, looks) if len(pairs) >= 2 else None
-        progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None))
+        shown = progress is not None or len(pairs) in looks  # the interval is computed only to be shown or used
+        look = look_at(plan, pairs, looks) if len(pairs) >= 2 and shown else None
+        if progress is not None:
+            progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None))
         if plan.require_identical_output and not check_output(pairs[-1:], backend, plan).identical:
             return pairs, "stopped: the arms produced different tokens"
         if len(pairs) in looks and look is not None:
@@ -403,7 +347,7 @@ def _interleaved_pairs(
                 return pairs, "stopped: the SD arm never drafted"
             if not plan.baseline.speculative and baseline_drafted(pairs):
                 return pairs, "stopped: the plain arm drafted"
-            if _decided(plan, look):
+            if decided(plan, look):
                 return pairs, f"decided at look {looks.index(len(pairs)) + 1} of {len(looks)}"
             if futile_at(plan, look, looks):
                 return (

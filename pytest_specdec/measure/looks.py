@@ -1,0 +1,92 @@
+"""The intervals at one look of a comparison: the speedup in both readings and the acceptance rate.
+
+At a look after ``pairs`` the repeated confidence interval uses that look's critical
+value of the group-sequential design (:func:`~pytest_specdec.sequential.boundaries`);
+a run stops when its stop rule is met (:func:`decided`) or when every bound it still
+straddles can no longer be decided within the budget (:func:`futile_at`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_specdec.sequential import Estimate, boundaries, futile, random_effects, t_critical, total_time_ratio
+from pytest_specdec.stats import Interval
+
+if TYPE_CHECKING:
+    from pytest_specdec.measure import ComparisonPlan, Pair
+
+
+def _acceptance(pairs: Sequence[Pair], critical: float) -> Interval | None:
+    rates = [
+        p.treatment.accepted / p.treatment.drafted
+        for p in pairs
+        if p.treatment.drafted and p.treatment.accepted is not None
+    ]
+    if len(rates) < 2:
+        return None
+    n = len(rates)
+    mean = math.fsum(rates) / n
+    sd = math.sqrt(math.fsum((r - mean) ** 2 for r in rates) / (n - 1))
+    half = t_critical(critical, n - 1) * sd / math.sqrt(n)
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half), 1.0 - 2.0 * _tail(critical), n)  # per look
+
+
+def _tail(z: float) -> float:
+    from scipy import stats as scipy_stats
+
+    return float(scipy_stats.norm.sf(z))
+
+
+@dataclass(frozen=True)
+class Look:
+    """The intervals at one look."""
+
+    speedup: Interval
+    other: Interval | None
+    acceptance: Interval | None
+    estimate: Estimate
+
+
+def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...]) -> Look:
+    """The repeated confidence intervals after ``pairs`` (at the current or next planned look)."""
+    index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
+    z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
+    plain_s, sd_s = zip(*(p.seconds for p in pairs), strict=True)
+    estimate = total_time_ratio(plain_s, sd_s, [p.prompt_id for p in pairs])
+    confidence = plan.confidence  # the level over all looks; each look's own critical value is z
+    these = _interval(estimate, z, confidence, len(pairs))
+    population = random_effects(estimate)
+    like = _interval(population, z, confidence, len(pairs)) if population is not None else None
+    if plan.reading == "prompts-like-these" and like is not None:
+        these, like = like, these
+    return Look(these, like, _acceptance(pairs, z), estimate)
+
+
+def _interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:
+    if not math.isfinite(estimate.se):
+        return Interval(math.exp(estimate.value), 0.0, math.inf, confidence, n)
+    half = t_critical(z, estimate.df) * estimate.se
+    high = math.exp(estimate.value + half) if estimate.value + half < 700 else math.inf  # few pairs: unbounded
+    return Interval(math.exp(estimate.value), math.exp(estimate.value - half), high, confidence, n)
+
+
+def decided(plan: ComparisonPlan, look: Look) -> bool:
+    if plan.stop_when is None:
+        return look.speedup.half_width_ratio <= plan.precision
+    return plan.stop_when(look.speedup, look.acceptance)
+
+
+def futile_at(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
+    """Every speedup bound the interval still straddles can no longer be decided in the budget."""
+    open_bounds = [b for b in plan.bounds if look.speedup.low <= b <= look.speedup.high]
+    if not open_bounds or len(looks) < 2:
+        return False
+    final = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[-1]
+    prompts = max(1, len(look.estimate.locations))
+    final_df = look.estimate.df * (looks[-1] - prompts) / max(1, look.speedup.n - prompts)
+    final_critical = t_critical(final, final_df)
+    return all(futile(look.estimate, look.speedup.n, looks[-1], math.log(b), final_critical) for b in open_bounds)
