@@ -29,7 +29,9 @@ def test_refuted_max_fails_with_one_line_naming_the_release(pytester: pytest.Pyt
         pytester, "max=1.1", "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "release=2.0"
     )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*speedup 1.5?x [[]*] on these 4 code prompts > claimed max 1.1x — SD now pays off (simulated 2.0)*"])
+    result.stdout.fnmatch_lines(
+        ["*speedup 1.5?x [[]*] on these 4 code prompts > claimed max 1.1x — SD now pays off (simulated 2.0)*"]
+    )
     result.stdout.no_fnmatch_line("*Traceback*")
 
 

@@ -45,7 +45,10 @@ HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchang
 #      field existed carry no "protocol" and are read as 1)
 #   2  each arm as its users run it (llama-cpp's plain arm on its own Llama); continuation
 #      prompts for base models; group-sequential design at 98 % (HSD spending, blocks)
-MEASUREMENT_PROTOCOL = 2
+#   3  the speedup is total plain ÷ SD decode time (stalls left out), pairs in coin-flipped
+#      balanced order, a t interval on half the residual df (it was a stratified Huber
+#      location of per-pair log ratios, with the arm order alternating)
+MEASUREMENT_PROTOCOL = 3
 # num_draft of a backend whose engine picks the draft length each round (no γ was sent).
 ADAPTIVE = 0
 

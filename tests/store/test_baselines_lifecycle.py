@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.hardware import machine_class
+from pytest_specdec.store.records import MEASUREMENT_PROTOCOL
 
 SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 MACHINE = "Test-Machine-A"
@@ -120,7 +121,9 @@ def test_a_baseline_written_before_the_protocol_field_is_re_baselined(pytester: 
     newer.assert_outcomes(failed=1)  # the claim is refuted; the baseline comparison adds nothing
     newer.stdout.no_fnmatch_line("*CONCLUSION CHANGED*")
     newer.stdout.fnmatch_lines(
-        ["*re-baseline: the baseline * was measured under measurement protocol 1, this result under 2*"]
+        [
+            f"*re-baseline: the baseline * was measured under measurement protocol 1, this result under {MEASUREMENT_PROTOCOL}*"
+        ]
     )
     assert baseline_path(pytester).read_bytes() == before, "a re-baseline candidate never rewrites the baseline"
     assert (pytester.path / "baselines" / "candidates" / MACHINE / "simulated.json").is_file()
