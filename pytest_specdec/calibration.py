@@ -77,10 +77,10 @@ def measure_aa(backend: Backend, category: str, pairs: int, max_tokens: int, pro
     """``pairs`` A/A pairs (the plain arm twice) in the protocol's pair order: prompt, and each one's seconds."""
     prompts = prompts_for(category)
     first, second = Arm("plain"), Arm("plain-again")
-    plan = ComparisonPlan(category, prompts, first, second, max_tokens, 2, pairs, 0.98)
+    plan = ComparisonPlan(category, prompts, first, second, max_tokens, 2, pairs, 0.98).with_order()
     run_trial(backend, prompts[0], first, plan, time.perf_counter)  # warm-up
     noise = []
-    for index, (prompt_index, swap) in enumerate(pair_schedule(len(prompts), pairs, plan.schedule_seed)):
+    for index, (prompt_index, swap) in enumerate(pair_schedule(len(prompts), pairs, plan.order)):
         arms = (second, first) if swap else (first, second)
         a, b = (run_trial(backend, prompts[prompt_index], arm, plan, time.perf_counter) for arm in arms)
         plain, again = (b, a) if swap else (a, b)

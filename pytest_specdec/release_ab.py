@@ -79,7 +79,7 @@ def run_release_ab(backend: Backend, plan: ComparisonPlan, clock: Clock = time.p
         run_trial(backend, plan.prompts[0], arm, plan, clock)
     block = 2 * len(plan.prompts)
     count = max(block, plan.max_trials - plan.max_trials % block)
-    schedule = pair_schedule(len(plan.prompts), count, plan.schedule_seed)
+    schedule = pair_schedule(len(plan.prompts), count, plan.with_order().order)
     seconds: dict[tuple[str, str], list[float]] = {key: [] for key in arms}
     metric: list[float | None] = []
     prompts: list[str] = []

@@ -11,7 +11,7 @@ one prompt. The design (simulated under realistic noise in
 * **Blocks.** One block runs every prompt twice: in order, then in reverse order
   (the last prompt moved to the end, so no prompt runs twice in a row); of each
   prompt's two pairs one runs SD first, the other plain first, which one by a seeded
-  coin (:func:`pair_schedule`). Balanced per prompt and block, so steady drift
+  coin drawn for each comparison (:func:`pair_schedule`). Balanced per prompt and block, so steady drift
   cancels; coin-flipped, so a machine's carried-over slowness (AR(1) noise) does not
   line up with the arm order and correlate the pairs.
 * **Looks** only after whole blocks: the first at the first block with at least 16
@@ -59,7 +59,8 @@ def pair_schedule(prompts: int, pairs: int, seed: str) -> tuple[tuple[int, bool]
     A block runs every prompt twice, in order and then in reverse order with the last
     prompt moved to the end (so no prompt runs twice in a row); of a prompt's two
     pairs in a block one runs SD first and one plain first, which of the two is a coin
-    flip (seeded by ``seed``, so a run can be repeated). The balance cancels a
+    flip (seeded by ``seed``: each comparison draws its own, recorded with its result,
+    so no pattern of the machine meets the same order run after run). The balance cancels a
     machine's steady drift within each prompt and block; the coin breaks the lockstep
     with which a fixed alternation would turn a machine's carried-over slowness (one
     slow generation making the next slow too) into correlated pairs.

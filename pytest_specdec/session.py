@@ -203,7 +203,7 @@ class SpecdecSession:
             record_outcome(
                 outcome, self.pool.digest(backend), notes,
                 theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, plan, base_model=self.pool.is_base_model(backend)),
+                scope=_scope(self.settings.profile, comparison.plan, base_model=self.pool.is_base_model(backend)),
             )
         )  # fmt: skip
         result = Result(outcome, record, self.ledger.decide(record))
@@ -250,6 +250,7 @@ def _scope(profile: str, plan: ComparisonPlan, *, base_model: bool) -> dict[str,
         "max_tokens": str(plan.max_tokens),
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
         "prompt_count": str(len(plan.prompts)),
+        "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,6 +47,16 @@ def test_which_pair_runs_sd_first_is_a_seeded_coin_not_an_alternation() -> None:
     signs = np.array([1.0 if first else -1.0 for _, first in schedule])
     # A fixed alternation has lag-1 correlation -1; the coin's is near 0 (|r| < 4/sqrt(n) here).
     assert abs(float(np.mean(signs[1:] * signs[:-1]))) < 4 / math.sqrt(len(signs))
+
+
+def test_each_comparison_draws_its_own_arm_order_and_records_it() -> None:
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.2"})
+    plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 16, 16, 0.98)
+    first, second = run_comparison(backend, plan), run_comparison(backend, plan)
+    assert first.plan.order != second.plan.order
+    assert [p.first for p in first.pairs] != [p.first for p in second.pairs]
+    again = run_comparison(backend, replace(plan, order=first.plan.order))
+    assert [p.first for p in again.pairs] == [p.first for p in first.pairs], "a recorded order can be run again"
 
 
 def test_looks_come_after_whole_blocks_from_sixteen_pairs_on() -> None:

@@ -142,6 +142,7 @@ def one_run(scenario: Scenario, seed: int, settings: Settings) -> tuple[Verdict,
         stop_when=stop_rule(expect),
         bounds=(bound,),
         reading=scenario.reading,
+        order=f"{scenario.name} {seed}",  # each run its own coin flips, repeatable
     )
     comparison = run_comparison(backend, plan)
     (judged,) = judge(expect, comparison.speedup, comparison.acceptance)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
@@ -105,6 +105,9 @@ class ComparisonPlan:
     # The speedup bounds the test states (ratio scale), for futility; their error shares are in ``confidence``.
     bounds: tuple[float, ...] = ()
     reading: str = "these-prompts"  # or "prompts-like-these": which interval the verdicts use
+    # Seeds the coin flips of the arm order (:func:`~pytest_specdec.sequential.pair_schedule`); empty: drawn
+    # fresh for each comparison, so no pattern of the machine lines up with the same order run after run.
+    order: str = ""
 
     @property
     def statement(self) -> str:
@@ -114,10 +117,11 @@ class ComparisonPlan:
             return f"{kind} like these ({len(self.prompts)} measured)"
         return f"these {len(self.prompts)} {kind}"
 
-    @property
-    def schedule_seed(self) -> str:
-        """What seeds the arm order's coin flips: the same plan runs in the same order."""
-        return f"{self.seed} {self.category} {self.baseline.label} {self.treatment.label}"
+    def with_order(self) -> ComparisonPlan:
+        """This plan with its arm order's seed: the given one, or a fresh one (recorded with the result)."""
+        import secrets
+
+        return self if self.order else replace(self, order=secrets.token_hex(6))
 
     @property
     def alpha(self) -> float:
@@ -299,6 +303,7 @@ def run_comparison(
     8 tokens per prompt) left each prompt's first SD generation 5–20× slower than its
     later ones (docs/measurements.md); a full warm-up per prompt does not.
     """
+    plan = plan.with_order()
     every = isinstance(backend, CompilesPerShape) and backend.compiles_per_shape()
     for prompt in plan.prompts if every else plan.prompts[:1]:
         for arm in (plan.baseline, plan.treatment):
@@ -328,7 +333,7 @@ def _interleaved_pairs(
     clock: Clock,
 ) -> tuple[list[Pair], str]:
     pairs: list[Pair] = []
-    schedule = pair_schedule(len(plan.prompts), looks[-1], plan.schedule_seed)
+    schedule = pair_schedule(len(plan.prompts), looks[-1], plan.order)
     for index in range(looks[-1]):
         prompt_index, sd_first = schedule[index]
         prompt = plan.prompts[prompt_index]
