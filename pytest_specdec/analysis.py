@@ -149,7 +149,9 @@ def _prompts_needed(comparison: Comparison) -> str:
     plan, estimate = comparison.plan, comparison.estimate
     if estimate is None or not plan.bounds or not comparison.looks:
         return ""
-    z = boundaries(tuple(n / comparison.looks[-1] for n in comparison.looks), plan.alpha)[-1]
+    looks = comparison.looks  # the critical value of the look the run stopped at, as its intervals use
+    at = next((k for k, n in enumerate(looks) if n >= len(comparison.pairs)), len(looks) - 1)
+    z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[at]
     said = []
     like = comparison.other_reading if plan.reading == "these-prompts" else comparison.speedup
     for bound in plan.bounds:

@@ -291,7 +291,7 @@ def random_effects(estimate: Estimate) -> Estimate | None:
 
 
 def prompts_to_decide(estimate: Estimate, bound: float, z: float) -> int | None:
-    """How many prompts like these would decide ``bound`` (log scale) at critical value ``z``, if nothing else moved.
+    """How many prompts like these (more than measured) would decide ``bound`` (log scale) at critical value ``z``.
 
     The spread between prompts stays what it is now; ``None`` when the estimate sits on
     the bound or more than :data:`MAX_PROMPTS_TO_SUGGEST` prompts would be needed.
@@ -301,7 +301,7 @@ def prompts_to_decide(estimate: Estimate, bound: float, z: float) -> int | None:
         return None
     spread = population.se * math.sqrt(len(population.totals))  # per prompt
     distance = abs(population.value - bound)
-    for prompts in range(2, MAX_PROMPTS_TO_SUGGEST + 1):
+    for prompts in range(len(population.totals) + 1, MAX_PROMPTS_TO_SUGGEST + 1):  # more than were measured
         if t_critical(z, prompts - 1) * spread / math.sqrt(prompts) < distance:
             return prompts
     return None
