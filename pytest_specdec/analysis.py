@@ -234,7 +234,7 @@ class Analysis:
             reading = "these prompts" if plan.reading == "prompts-like-these" else "prompts like these"
             notes.append(
                 f"{reading}: {other.estimate:.2f}x [{other.low:.2f}, {other.high:.2f}] "
-                f"(the verdict reads {plan.statement}{_prompts_needed(comparison)})"
+                f"(the verdict reads {comparison.statement}{_prompts_needed(comparison)})"
             )
         notes += _stalls(comparison)
         sample = _sample(backend, comparison)

@@ -293,13 +293,13 @@ def _judgement(
         return judged
     if verdict is Verdict.REFUTED:
         first = next(v for v in verdicts if v.verdict is Verdict.REFUTED)
-        about = comparison.plan.statement
+        about = comparison.statement
         return replace(judged, failure=refutation_message(first, speedup, acceptance, release, about))
     if verdict is Verdict.INCONCLUSIVE:
         futile = comparison.stopped.startswith("futile")
         message = (
             f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
-            f"[{speedup.low:.2f}, {speedup.high:.2f}] on {comparison.plan.statement} vs {expect.speedup.describe()} — "
+            f"[{speedup.low:.2f}, {speedup.high:.2f}] on {comparison.statement} vs {expect.speedup.describe()} — "
             + (
                 "the bound cannot be decided within the budget at this noise (see specdec calibrate)"
                 if futile

@@ -274,7 +274,10 @@ class _RatioParts:
         if n - self.prompts < 1 or not math.isfinite(self.value):
             return Estimate(self.value, math.inf, 1.0, self.totals, self.left_out)
         variance = float(influence @ influence) * n / (n - self.prompts)  # each prompt's mean used one df
-        return Estimate(self.value, math.sqrt(variance), DF_SHARE * (n - self.prompts), self.totals, self.left_out)
+        # Half the residual df where prompts are strata (the screening and the per-prompt means cost some,
+        # benchmarks/error_rates.py); a pooled handful of pairs keeps its n - 1.
+        df = DF_SHARE * (n - self.prompts) if self.prompts > 1 else float(n - 1)
+        return Estimate(self.value, math.sqrt(variance), df, self.totals, self.left_out)
 
 
 def random_effects(estimate: Estimate) -> Estimate | None:

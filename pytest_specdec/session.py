@@ -22,7 +22,7 @@ from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import swap_ins
-from pytest_specdec.measure import ComparisonPlan, Progress, run_comparison
+from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
@@ -203,7 +203,7 @@ class SpecdecSession:
             record_outcome(
                 outcome, self.pool.digest(backend), notes,
                 theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, comparison.plan, base_model=self.pool.is_base_model(backend)),
+                scope=_scope(self.settings.profile, comparison, base_model=self.pool.is_base_model(backend)),
             )
         )  # fmt: skip
         result = Result(outcome, record, self.ledger.decide(record))
@@ -241,7 +241,8 @@ class SpecdecSession:
         self.pool.close()
 
 
-def _scope(profile: str, plan: ComparisonPlan, *, base_model: bool) -> dict[str, str]:
+def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[str, str]:
+    plan = comparison.plan
     return {
         "prompts": "continuation" if base_model else "instruction",
         "profile": profile,
@@ -249,7 +250,7 @@ def _scope(profile: str, plan: ComparisonPlan, *, base_model: bool) -> dict[str,
         "treatment": plan.treatment.label,
         "max_tokens": str(plan.max_tokens),
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
-        "prompt_count": str(len(plan.prompts)),
+        "prompt_count": str(len({p.prompt_id for p in comparison.pairs}) or len(plan.prompts)),
         "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
     }
 

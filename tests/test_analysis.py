@@ -167,8 +167,10 @@ def test_the_other_reading_says_how_many_prompts_like_these_would_decide() -> No
     from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 
     backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.25", "noise": "0.02", "prompt_spread": "0.1"})
-    plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 32, 32, 0.98, bounds=(1.1,))
+    plan = ComparisonPlan(
+        "code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 32, 32, 0.98, bounds=(1.2,), order="1"
+    )
     comparison = run_comparison(backend, plan)
     (other,) = [n for n in Analysis().notes(backend, comparison) if n.startswith("prompts like these")]
     assert "the verdict reads these 4 code prompts" in other
-    assert "prompts like these would decide 1.1x" in other
+    assert "prompts like these would decide 1.2x" in other

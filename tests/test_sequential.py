@@ -185,7 +185,7 @@ def test_a_true_speedup_at_the_bound_is_rarely_called_wrong_under_realistic_nois
         )
         plan = ComparisonPlan(
             "code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 16, 72, 0.98,
-            stop_when=stop_rule(expect), bounds=(1.0,),
+            stop_when=stop_rule(expect), bounds=(1.0,), order=str(seed),
         )  # fmt: skip
         (bound,) = judge(expect, run_comparison(backend, plan).speedup, None)
         wrong += bound.verdict is Verdict.REFUTED

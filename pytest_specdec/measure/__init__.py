@@ -109,13 +109,13 @@ class ComparisonPlan:
     # fresh for each comparison, so no pattern of the machine lines up with the same order run after run.
     order: str = ""
 
-    @property
-    def statement(self) -> str:
+    def statement(self, measured: int | None = None) -> str:
         """What the verdict is about: ``these 4 code prompts`` or ``code prompts like these (4 measured)``."""
+        count = len(self.prompts) if measured is None else measured
         kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
         if self.reading == "prompts-like-these":
-            return f"{kind} like these ({len(self.prompts)} measured)"
-        return f"these {len(self.prompts)} {kind}"
+            return f"{kind} like these ({count} measured)"
+        return f"these {count} {kind}"
 
     def with_order(self) -> ComparisonPlan:
         """This plan with its arm order's seed: the given one, or a fresh one (recorded with the result)."""
@@ -166,6 +166,11 @@ class Comparison:
     stopped: str = ""
     other_reading: Interval | None = None  # the interval of the reading the verdicts do not use
     estimate: Estimate | None = None  # the final look's, on the log scale (per-prompt totals, pairs left out)
+
+    @property
+    def statement(self) -> str:
+        """What its verdict is about, counting the prompts its pairs measured (a short budget measures fewer)."""
+        return self.plan.statement(len({p.prompt_id for p in self.pairs}) or None)
 
     @property
     def log_ratios(self) -> tuple[float, ...]:
