@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.measure import ComparisonPlan, Trial, run_trial
-from pytest_specdec.sequential import Estimate, pair_schedule, ratio_change, t_critical, total_time_ratio
+from pytest_specdec.measure.looks import ratio_interval
+from pytest_specdec.sequential import Estimate, pair_schedule, ratio_change, total_time_ratio
 from pytest_specdec.stats import Interval, mean_interval
 
 Clock = Callable[[], float]
@@ -51,11 +52,7 @@ def interval(estimate: Estimate, n: int, alpha: float) -> Interval:
     """exp of an estimate's two-sided interval, at one-sided error ``alpha`` per side."""
     from scipy import stats as scipy_stats
 
-    if not math.isfinite(estimate.se) or estimate.df <= 0:
-        return Interval(math.exp(estimate.value), 0.0, math.inf, 1.0 - 2.0 * alpha, n)
-    half = t_critical(float(scipy_stats.norm.isf(alpha)), estimate.df) * estimate.se
-    value = estimate.value
-    return Interval(math.exp(value), math.exp(value - half), math.exp(value + half), 1.0 - 2.0 * alpha, n)
+    return ratio_interval(estimate, float(scipy_stats.norm.isf(alpha)), 1.0 - 2.0 * alpha, n)
 
 
 def _log_interval(values: Sequence[float], alpha: float) -> Interval:

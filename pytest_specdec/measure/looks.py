@@ -58,16 +58,17 @@ def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...])
     plain_s, sd_s = zip(*(p.seconds for p in pairs), strict=True)
     estimate = total_time_ratio(plain_s, sd_s, [p.prompt_id for p in pairs])
     confidence = plan.confidence  # the level over all looks; each look's own critical value is z
-    these = _interval(estimate, z, confidence, len(pairs))
+    these = ratio_interval(estimate, z, confidence, len(pairs))
     population = random_effects(estimate)
-    like = _interval(population, z, confidence, len(pairs)) if population is not None else None
+    like = ratio_interval(population, z, confidence, len(pairs)) if population is not None else None
     if plan.reading == "prompts-like-these" and like is not None:
         these, like = like, these
     return Look(these, like, _acceptance(pairs, z), estimate)
 
 
-def _interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:
-    if not math.isfinite(estimate.se):
+def ratio_interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:
+    """exp of a log estimate's two-sided Student-t interval with one-sided critical value ``z`` (unbounded if unknown)."""
+    if not math.isfinite(estimate.se) or estimate.df <= 0:
         return Interval(math.exp(estimate.value), 0.0, math.inf, confidence, n)
     half = t_critical(z, estimate.df) * estimate.se
     high = math.exp(estimate.value + half) if estimate.value + half < 700 else math.inf  # few pairs: unbounded
