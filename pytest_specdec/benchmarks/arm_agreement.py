@@ -1,6 +1,7 @@
 """Fair arms: the plugin's plain and SD arms against bare loops of the library (README: "Fair arms").
 
-Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile gemma [--rounds 12]``
+Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile gemma [--rounds 12] [--raw rounds.json]``
+(``--summarize rounds.json`` prints a saved run's table again)
 (backends ``mlx`` and ``llama-cpp``; profiles ``embedded``, ``embedded-1b`` and ``gemma``). Not collected
 by pytest.
 
@@ -21,8 +22,9 @@ on this CPU alone moved the speedup ratio by about 2 %). The bare loops are the 
 
 Every rate is decode tok/s from the first token to the last, (n-1) tokens over that
 time. Per round: plugin ÷ bare for plain tok/s, SD tok/s and the speedup; reported as
-the median and a 95 % t interval of the mean log ratio. Targets: median within 2 %,
-interval inside ±3 %. For mlx also P2: the plugin's plain tok/s against mlx-lm's own
+the median with its distribution-free 95 % interval (binomial order statistics), and the
+geometric mean with a 95 % t interval. Targets: median within 2 %, the median's interval
+inside ±3 %. For mlx also P2: the plugin's plain tok/s against mlx-lm's own
 ``generation_tps`` on the same definition (``generation_tps`` counts n tokens over n-1
 intervals, so it is scaled by (n-1)/n).
 """
@@ -30,10 +32,12 @@ intervals, so it is scaled by (n-1)/n).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from scipy import stats
@@ -108,12 +112,20 @@ def mlx_loops(backend: Any, max_tokens: int, generation_tps: list[float]) -> dic
     return {"plain": run, "sd": lambda p: run(p, draft_model=draft, num_draft_tokens=SD.num_draft)}
 
 
-def interval(ratios: list[float]) -> tuple[float, float, float]:
-    """Median ratio and a 95 % t interval of the geometric mean."""
+def median_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """Median ratio and its distribution-free 95 % interval (the binomial order statistics)."""
+    ordered, n = sorted(ratios), len(ratios)
+    low = max(int(stats.binom.ppf(0.025, n, 0.5)) - 1, 0)
+    high = min(int(stats.binom.isf(0.025, n, 0.5)), n - 1)
+    return statistics.median(ordered), ordered[low], ordered[high]
+
+
+def geometric_mean_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """Geometric mean ratio and a 95 % t interval of the mean log ratio."""
     logs = [math.log(r) for r in ratios]
     mean, sem = statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
     half = stats.t.ppf(0.975, len(logs) - 1) * sem
-    return statistics.median(ratios), math.exp(mean - half), math.exp(mean + half)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def _arguments() -> argparse.Namespace:
@@ -123,6 +135,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--category", default="copy")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--summarize", default="", help="print the table of a --raw file and stop")
+    parser.add_argument("--raw", default="", help="write every round's four tok/s (and its order) to this JSON file")
     parser.add_argument("--model", default="", help="the Gemma GGUF's path (default: the PyPI package's copy)")
     parser.add_argument(
         "--draft", default="", help="mlx: the draft (default: the profile's; Gemma: PATH#early-exit=15)"
@@ -139,6 +153,10 @@ def _arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = _arguments()
+    if args.summarize:  # the table again from a --raw file (no measurement)
+        saved = json.loads(Path(args.summarize).read_text())
+        print_table(f"{args.summarize}: {len(saved)} rounds", ratio_rows(saved))
+        return
     from pytest_specdec.backends import load_backend
 
     pair = profile_pairs(args.profile)[args.backend]
@@ -166,7 +184,7 @@ def main() -> None:
 
     for prompt in prompts:  # warm-up of every harness on every prompt (the plugin warms each arm on each)
         plugin(PLAIN, prompt), plugin(SD, prompt), loops["plain"](prompt), loops["sd"](prompt)
-    rows: dict[str, list[float]] = {"plain tok/s": [], "SD tok/s": [], "speedup": [], "P2": []}
+    raw: list[dict[str, Any]] = []
     started = time.monotonic()
     for index in range(args.rounds):
         prompt = prompts[index % len(prompts)]
@@ -176,29 +194,49 @@ def main() -> None:
         base = [("plugin", PLAIN), ("bare", PLAIN), ("plugin", SD), ("bare", SD)]
         shift = index % len(base)
         order = base[shift:] + base[:shift]
-        runs: dict[tuple[str, str], float] = {}
-        for who, arm in order if (index // len(base)) % 2 == 0 else reversed(order):
-            runs[who, arm.label] = plugin(arm, prompt) if who == "plugin" else loops[arm.label](prompt)
+        sequence = order if (index // len(base)) % 2 == 0 else order[::-1]
+        tps = {}
+        for who, arm in sequence:
+            tps[f"{who} {arm.label}"] = plugin(arm, prompt) if who == "plugin" else loops[arm.label](prompt)
+        round_: dict[str, Any] = {"prompt": prompt.id, "order": [f"{w} {a.label}" for w, a in sequence], "tps": tps}
         if generation_tps:
-            rows["P2"].append(runs["plugin", "plain"] / generation_tps[-1])
-        rows["plain tok/s"].append(runs["plugin", "plain"] / runs["bare", "plain"])
-        rows["SD tok/s"].append(runs["plugin", "sd"] / runs["bare", "sd"])
-        rows["speedup"].append(
-            (runs["plugin", "sd"] / runs["plugin", "plain"]) / (runs["bare", "sd"] / runs["bare", "plain"])
-        )
+            round_["generation_tps"] = generation_tps[-1]
+        raw.append(round_)
         print(f"  round {index + 1}/{args.rounds} ({time.monotonic() - started:.0f} s)", flush=True)
     backend.close()
-    print(
-        f"{args.backend} {args.profile} [{args.category}], {args.rounds} rounds, {args.max_tokens} tokens, γ={SD.num_draft}"
-    )
-    print("| plugin ÷ bare | median | 95 % interval | target met |")
+    if args.raw:
+        Path(args.raw).write_text(json.dumps(raw, indent=1))
+    title = f"{args.backend} {args.profile} [{args.category}], {args.rounds} rounds, {args.max_tokens} tokens, γ={SD.num_draft}"
+    print_table(title, ratio_rows(raw))
+
+
+def ratio_rows(raw: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per round plugin ÷ bare: plain tok/s, SD tok/s, the speedup and (mlx) P2."""
+    rows: dict[str, list[float]] = {"plain tok/s": [], "SD tok/s": [], "speedup": [], "P2": []}
+    for round_ in raw:
+        tps = round_["tps"]
+        rows["plain tok/s"].append(tps["plugin plain"] / tps["bare plain"])
+        rows["SD tok/s"].append(tps["plugin sd"] / tps["bare sd"])
+        rows["speedup"].append((tps["plugin sd"] / tps["plugin plain"]) / (tps["bare sd"] / tps["bare plain"]))
+        if "generation_tps" in round_:
+            rows["P2"].append(tps["plugin plain"] / round_["generation_tps"])
+    return rows
+
+
+def print_table(title: str, rows: dict[str, list[float]]) -> None:
+    print(title)
+    print("| plugin ÷ bare | median [95 % interval] | geometric mean [95 % t] | target met |")
     print("|---|---|---|---|")
     for name, ratios in rows.items():
         if len(ratios) < 2:
             continue
-        median, low, high = interval(ratios)
+        median, low, high = median_interval(ratios)
+        mean, mean_low, mean_high = geometric_mean_interval(ratios)
         met = abs(median - 1) <= 0.02 and low >= 0.97 and high <= 1.03
-        print(f"| {name} | {median:.3f} | [{low:.3f}, {high:.3f}] | {'yes' if met else 'no'} |")
+        print(
+            f"| {name} | {median:.3f} [{low:.3f}, {high:.3f}] | {mean:.3f} [{mean_low:.3f}, {mean_high:.3f}] "
+            f"| {'yes' if met else 'no'} |"
+        )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 # mlx on the CUDA machine, step 2: the mlx claim on each profile named (embedded,
 # embedded-1b; gemma needs /tmp/gemma/gemma-3-270m-q4_k_m.gguf joined as run.sh joins it), accepted as NVIDIA-H200
 # baselines, then the plugin's arms against bare mlx-lm loops (benchmarks/arm_agreement.py).
+# ROUNDS (default 128) sets the agreement's rounds; AGREE_ONLY=1 skips the claim and its baselines.
 set -uo pipefail
+rounds=${ROUNDS:-128}
 export PYTHONPATH=/tmp/repo:/tmp/site SPECDEC_CACHE_DIR=/tmp/specdec-cache PYTHONUNBUFFERED=1
 rm -rf /tmp/repo && cp -r . /tmp/repo && cd /tmp/repo
 for profile in "$@"; do
@@ -13,12 +15,12 @@ for profile in "$@"; do
 t = Path('$target'); convert(Path('/tmp/gemma/gemma-3-270m-q4_k_m.gguf'), t); early_exit(t, 15, Path('$draft'))"
     extra=(--specdec-model="$target" --specdec-draft="$draft")
   fi
-  python3 -m pytest -p pytest_specdec.plugin -p no:cacheprovider -q benchmarks/test_claim_d_mlx_draft.py --backend=mlx \
+  [ "${AGREE_ONLY:-0}" = 1 ] || python3 -m pytest -p pytest_specdec.plugin -p no:cacheprovider -q benchmarks/test_claim_d_mlx_draft.py --backend=mlx \
     --specdec-profile="$profile" "${extra[@]}" --specdec-update-baselines \
     --specdec-json="$OUT/mlx-$profile.json" 2>&1 | tail -n 40 | tee "$OUT/mlx-$profile.log"
-  agree=(--backend mlx --profile "$profile" --category copy --rounds 32 --max-tokens 64)
+  agree=(--backend mlx --profile "$profile" --category copy --rounds "$rounds" --max-tokens 64)
   [ "$profile" = gemma ] && agree+=(--model "$target" --draft "$draft")
-  python3 benchmarks/arm_agreement.py "${agree[@]}" 2>&1 | tail -n 8 | tee "$OUT/agree-mlx-$profile.log"
+  python3 benchmarks/arm_agreement.py "${agree[@]}" --raw "$OUT/agree-mlx-$profile-rounds.json" 2>&1 | tail -n 8 | tee "$OUT/agree-mlx-$profile.log"
 done
 cp baselines/NVIDIA-H200/mlx.json "$OUT/" 2>/dev/null || true
 cp baselines/history/NVIDIA-H200.jsonl "$OUT/history-NVIDIA-H200.jsonl" 2>/dev/null || true
