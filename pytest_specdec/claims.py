@@ -1,7 +1,8 @@
 """Markers as data: what a test claims, and how a measurement answers it.
 
-``@pytest.mark.speedup(min=, max=)``, ``@pytest.mark.acceptance(min=)`` and
-``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` are parsed here into frozen
+``@pytest.mark.speedup(min=, max=)``, ``@pytest.mark.acceptance(min=)``,
+``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` and the condition
+``@pytest.mark.sampling(temperature=, top_p=)`` are parsed here into frozen
 dataclasses. Unknown or malformed arguments are usage errors with one line. A
 measured comparison is judged against them (:func:`judge_outcome`) and flattened into
 the stored record (:func:`record_outcome`).
@@ -13,10 +14,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pytest_specdec.backends.base import Fingerprint, ModelPair
+from pytest_specdec.backends.base import GREEDY, Fingerprint, ModelPair, Sampling
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Comparison, StopRule
+from pytest_specdec.measure.sampled import lossless_failure
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
 from pytest_specdec.store.records import (
     MEASUREMENT_PROTOCOL,
@@ -72,6 +74,7 @@ class Expectations:
     speedup: SpeedupBounds = SpeedupBounds()
     acceptance: AcceptanceBound = AcceptanceBound()
     claim: ClaimInfo | None = None
+    sampling: Sampling = GREEDY  # a condition, not a claim: how both arms decode
 
     @property
     def bound_count(self) -> int:
@@ -123,6 +126,20 @@ def parse_acceptance(args: Sequence[object], kwargs: Mapping[str, object]) -> Ac
     _keywords("acceptance", args, kwargs, ("min",))
     low = kwargs.get("min")
     return AcceptanceBound(min=None if low is None else _number("acceptance", "min", low, high=1.000001))
+
+
+def parse_sampling(args: Sequence[object], kwargs: Mapping[str, object]) -> Sampling:
+    """``sampling(temperature=0.7, top_p=1.0)`` → how both arms decode (temperature 0: greedy)."""
+    _keywords("sampling", args, kwargs, ("temperature", "top_p"))
+    values = {key: kwargs.get(key, default) for key, default in (("temperature", 0.0), ("top_p", 1.0))}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecdecUsageError(f"@pytest.mark.sampling({key}={value!r}): {key} must be a number")
+    try:
+        return Sampling(float(values["temperature"]), float(values["top_p"]))  # type: ignore[arg-type]
+    except SpecdecUsageError as error:
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise SpecdecUsageError(f"@pytest.mark.sampling({given}): {error}") from None
 
 
 def parse_claim(args: Sequence[object], kwargs: Mapping[str, object]) -> ClaimInfo:
@@ -266,20 +283,7 @@ def _judgement(
 ) -> Judgement:
     output = comparison.output
     if comparison.plan.require_identical_output and not output.identical:
-        margin = (
-            f"; plain logit margin {output.margin:.3f} > near-tie limit "
-            f"{comparison.plan.near_tie_logits:g}, see --specdec-near-tie)"
-            if output.margin is not None
-            else ")"
-        )
-        return Judgement(
-            Conclusion.FAILED,
-            role,
-            failure=(
-                f"SD changed the output: prompt {output.prompt_id} differs from plain decoding at {output.unit} "
-                f"{output.position} (greedy speculative decoding must be lossless{margin}"
-            ),
-        )
+        return Judgement(Conclusion.FAILED, role, failure=lossless_failure(output, comparison.plan))
     if unmeasurable is not None:
         return Judgement(Conclusion.NOT_MEASURABLE, role, failure=unmeasurable)
     speedup, acceptance = comparison.speedup, comparison.acceptance

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec.backends.base import Arm, Backend
+from pytest_specdec.backends.base import Arm, Backend, Sampling
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
@@ -66,14 +66,26 @@ class SpecdecFixture:
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
     ) -> Result:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
 
         ``baseline`` / ``treatment`` pair any two arms instead, e.g. flash attention off
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
-        (``Arm("7b", options={"model": "qwen2.5:7b"})``).
+        (``Arm("7b", options={"model": "qwen2.5:7b"})``). ``temperature`` / ``top_p`` sample both
+        arms (over a ``sampling`` marker); SD is then checked lossless by its seeds or its distribution.
         """
-        spec = ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment)
+        sampling = None
+        if temperature is not None or top_p is not None:  # over the test's sampling marker, where it has one
+            marked = self._request.node.stash.get(expectations_key, Expectations()).sampling
+            try:
+                sampling = Sampling(
+                    marked.temperature if temperature is None else temperature, marked.top_p if top_p is None else top_p
+                )
+            except SpecdecUsageError as error:
+                raise pytest.UsageError(f"compare(): {error}") from None
+        spec = ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment, sampling=sampling)
         other_plain = self._session.plain_runtime_arm(spec) if baseline is None and treatment is None else None
         if other_plain is not None:
             # The user's question is SD against the fastest plain way: the verdict is against the other

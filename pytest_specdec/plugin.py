@@ -28,6 +28,7 @@ from pytest_specdec.claims import (
     Expectations,
     parse_acceptance,
     parse_claim,
+    parse_sampling,
     parse_speedup,
 )
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
@@ -47,6 +48,7 @@ MARKERS = (
     "speedup(min=None, max=None): the claimed range of the SD speedup (SD tok/s / plain tok/s)",
     "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
     "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
+    "sampling(temperature=0.0, top_p=1.0): both arms sample at this temperature and top-p (0: greedy)",
 )
 
 
@@ -137,7 +139,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _expectations(item: pytest.Item) -> Expectations:
-    parsers = {"speedup": parse_speedup, "acceptance": parse_acceptance, "claim": parse_claim}
+    parsers = {
+        "speedup": parse_speedup,
+        "acceptance": parse_acceptance,
+        "claim": parse_claim,
+        "sampling": parse_sampling,
+    }
     parsed: dict[str, Any] = {}
     for name, parse in parsers.items():
         marker = item.get_closest_marker(name)

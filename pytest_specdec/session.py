@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair
+from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair, Sampling
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
@@ -47,6 +47,7 @@ class ComparisonSpec:
     treatment: Arm | None = None
     max_trials: int | None = None
     reference: bool = False  # judged and shown, never gating
+    sampling: Sampling | None = None  # None: the test's sampling marker, else greedy
 
     def check(self) -> None:
         """The same limits as the command line's, one line naming the argument (before anything runs)."""
@@ -161,6 +162,7 @@ class SpecdecSession:
             require_identical_output=not needs_router(baseline, treatment),
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
+            sampling=spec.sampling or expect.sampling,
         )
 
     def compare(
@@ -252,6 +254,8 @@ def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[st
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
         "prompt_count": str(len({p.prompt_id for p in comparison.pairs}) or len(plan.prompts)),
         "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
+        "sampling": plan.sampling.label(),  # greedy, or the temperature and top-p both arms sampled at
+        "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
     }
 
 

@@ -5,12 +5,14 @@
    prompt; a block runs every prompt twice with the arm order balanced
    (:func:`~pytest_specdec.sequential.pair_schedule`). Slow drift of the machine (heat,
    background load) hits both arms of a pair alike and cancels in the pair's log-ratio.
-3. **Greedy decoding, fixed budget**: every generation decodes ``max_tokens`` tokens
-   with the same seed.
+3. **Fixed budget**: every generation decodes ``max_tokens`` tokens, greedy by default;
+   sampled (``temperature`` > 0) with one seed for both arms of a pair.
 4. **Decode-only timing**: the wall clock from the first token to the last, by the
    burst; time to first token is kept apart. Servers that time themselves report
    their own decode seconds, which win.
-5. **Lossless check**: greedy SD must reproduce the plain tokens exactly.
+5. **Lossless check**: greedy SD must reproduce the plain tokens exactly; sampled SD too
+   where the backend draws the same tokens per seed, elsewhere the plain arm's token
+   distribution (:mod:`~pytest_specdec.measure.sampled`).
 6. **Engaged check**: the SD arm must have drafted at least one token.
 7. **Group-sequential stopping** after whole blocks
    (:mod:`~pytest_specdec.sequential`): the interval at each look is a repeated
@@ -24,11 +26,12 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
 
-from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
+from pytest_specdec.backends.base import GREEDY, Arm, Backend, CompilesPerShape, GenerationRequest, Sampling
 from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.measure.looks import decided, futile_at, look_at
+from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless
+from pytest_specdec.measure.sampled import check_method, pair_seed
 from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
 from pytest_specdec.stats import Interval
 
@@ -108,14 +111,20 @@ class ComparisonPlan:
     # Seeds the coin flips of the arm order (:func:`~pytest_specdec.sequential.pair_schedule`); empty: drawn
     # fresh for each comparison, so no pattern of the machine lines up with the same order run after run.
     order: str = ""
+    sampling: Sampling = GREEDY
+    # The distribution check (sampled SD on a backend whose draws differ per seed): continuations per arm and
+    # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
+    distribution_generations: int = 96
+    distribution_tokens: int = 16
 
     def statement(self, measured: int | None = None) -> str:
         """What the verdict is about: ``these 4 code prompts`` or ``code prompts like these (4 measured)``."""
         count = len(self.prompts) if measured is None else measured
         kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
+        condition = "" if self.sampling.greedy else f" at {self.sampling.label()}"
         if self.reading == "prompts-like-these":
-            return f"{kind} like these ({count} measured)"
-        return f"these {count} {kind}"
+            return f"{kind} like these ({count} measured){condition}"
+        return f"these {count} {kind}{condition}"
 
     def with_order(self) -> ComparisonPlan:
         """This plan with its arm order's seed: the given one, or a fresh one (recorded with the result)."""
@@ -127,18 +136,6 @@ class ComparisonPlan:
     def alpha(self) -> float:
         """The one-sided error this comparison's interval may spend over all its looks."""
         return (1.0 - self.confidence) / 2.0
-
-
-@dataclass(frozen=True)
-class OutputCheck:
-    """Result of the lossless comparison of both arms' tokens."""
-
-    identical: bool
-    prompt_id: str | None = None
-    position: int | None = None
-    near_ties: tuple[str, ...] = ()  # tolerated divergences, one note each
-    margin: float | None = None  # the plain arm's logit margin at the failing divergence, when known
-    unit: str = "token"  # what ``position`` counts: tokens, or characters of text
 
 
 @dataclass(frozen=True)
@@ -188,9 +185,11 @@ class Comparison:
         return sum(len(p.baseline.token_ids) + len(p.treatment.token_ids) for p in self.pairs)
 
 
-def run_trial(backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, clock: Clock) -> Trial:
+def run_trial(
+    backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, clock: Clock, *, seed: int | None = None
+) -> Trial:
     """Run one generation and time it by the burst."""
-    request = GenerationRequest(prompt.text, arm, plan.max_tokens, plan.seed)
+    request = GenerationRequest(prompt.text, arm, plan.max_tokens, plan.seed if seed is None else seed, plan.sampling)
     tokens: list[int] = []
     first_burst = 0
     start = clock()
@@ -232,56 +231,6 @@ def run_trial(backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, 
     )
 
 
-def _first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
-    for position, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return position
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
-@runtime_checkable
-class ExplainsDivergence(Protocol):
-    """A backend that can show the plain arm's logits where the arms diverged."""
-
-    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
-        """``logit(first) - logit(second)`` after ``prompt`` + ``prefix``, plain decoding."""
-        ...
-
-
-def _margin(backend: object, plan: ComparisonPlan, pair: Pair, position: int) -> float | None:
-    if not isinstance(backend, ExplainsDivergence):
-        return None
-    plain, sd = pair.baseline.token_ids, pair.treatment.token_ids
-    if position >= min(len(plain), len(sd)):
-        return None
-    prompt = next(p for p in plan.prompts if p.id == pair.prompt_id)
-    margin = backend.logit_margin(prompt.text, plain[:position], plain[position], sd[position])
-    return None if margin is None else abs(margin)
-
-
-def _near_tie_note(plan: ComparisonPlan, pair: Pair, position: int, margin: float) -> str:
-    return (
-        f"prompt {pair.prompt_id}: the arms diverged at {pair.baseline.units} {position} on a near-tie "
-        f"(plain logit margin {margin:.3f} ≤ {plan.near_tie_logits:g}) — batch-size-dependent arithmetic, not an SD error"
-    )
-
-
-def check_output(pairs: Sequence[Pair], backend: object = None, plan: ComparisonPlan | None = None) -> OutputCheck:
-    """The first pair whose arms disagree on a token that is not a numerical near-tie."""
-    near_ties: list[str] = []
-    for pair in pairs:
-        position = _first_difference(pair.baseline.token_ids, pair.treatment.token_ids)
-        if position is None:
-            continue
-        margin = _margin(backend, plan, pair, position) if plan is not None else None
-        if plan is None or margin is None or margin > plan.near_tie_logits:
-            return OutputCheck(False, pair.prompt_id, position, tuple(near_ties), margin, pair.baseline.units)
-        note = _near_tie_note(plan, pair, position, margin)
-        if note not in near_ties:  # the same prompt diverges the same way every time it comes round
-            near_ties.append(note)
-    return OutputCheck(True, near_ties=tuple(near_ties))
-
-
 def _engaged(pairs: Sequence[Pair]) -> bool | None:
     drafted = [p.treatment.drafted for p in pairs if p.treatment.drafted is not None]
     return sum(drafted) > 0 if drafted else None
@@ -309,6 +258,7 @@ def run_comparison(
     later ones (docs/measurements.md); a full warm-up per prompt does not.
     """
     plan = plan.with_order()
+    method = check_method(backend, plan.sampling.greedy)  # a backend that cannot sample is refused first
     every = isinstance(backend, CompilesPerShape) and backend.compiles_per_shape()
     for prompt in plan.prompts if every else plan.prompts[:1]:
         for arm in (plan.baseline, plan.treatment):
@@ -316,13 +266,19 @@ def run_comparison(
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
     pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
     final = look_at(plan, pairs, looks)
+
+    def shown(done: int, total: int) -> None:
+        if progress is not None:
+            progress(Progress(plan.category, done, total, None, stage="distribution check"))
+
+    output = lossless(backend, plan, pairs, method, shown)
     return Comparison(
         plan=plan,
         pairs=tuple(pairs),
         speedup=final.speedup,
         acceptance=final.acceptance,
         looks=looks,
-        output=check_output(pairs, backend, plan),
+        output=output,
         engaged=_engaged(pairs) if plan.treatment.speculative else None,
         stopped=stopped,
         other_reading=final.other,
@@ -343,14 +299,20 @@ def _interleaved_pairs(
         prompt_index, sd_first = schedule[index]
         prompt = plan.prompts[prompt_index]
         arms = (plan.treatment, plan.baseline) if sd_first else (plan.baseline, plan.treatment)
-        first, second = (run_trial(backend, prompt, arm, plan, clock) for arm in arms)
+        seed = None if plan.sampling.greedy else pair_seed(plan.order, index)
+        first, second = (run_trial(backend, prompt, arm, plan, clock, seed=seed) for arm in arms)
         baseline, treatment = (second, first) if sd_first else (first, second)
         pairs.append(Pair(index, prompt.id, arms[0].label, baseline, treatment))
         shown = progress is not None or len(pairs) in looks  # the interval is computed only to be shown or used
         look = look_at(plan, pairs, looks) if len(pairs) >= 2 and shown else None
         if progress is not None:
             progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None))
-        if plan.require_identical_output and not check_output(pairs[-1:], backend, plan).identical:
+        # Sampled pairs that part are not yet a failure: the distribution check decides (measure.sampled).
+        if (
+            plan.require_identical_output
+            and plan.sampling.greedy
+            and not check_output(pairs[-1:], backend, plan).identical
+        ):
             return pairs, "stopped: the arms produced different tokens"
         if len(pairs) in looks and look is not None:
             if plan.treatment.speculative and _engaged(pairs) is False:
@@ -365,3 +327,18 @@ def _interleaved_pairs(
                     f"futile at look {looks.index(len(pairs)) + 1} of {len(looks)}: the bound cannot be decided within the budget",
                 )
     return pairs, "trial budget used up"
+
+
+__all__ = [
+    "Comparison",
+    "ComparisonPlan",
+    "ExplainsDivergence",
+    "OutputCheck",
+    "Pair",
+    "Progress",
+    "Trial",
+    "baseline_drafted",
+    "check_output",
+    "run_comparison",
+    "run_trial",
+]

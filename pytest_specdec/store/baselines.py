@@ -65,7 +65,13 @@ class BaselineFile:
 def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
     """``nodeid [category, γ=3, target + draft @digest]``: what makes results comparable."""
     models = record.target + (f" + {record.draft}" if record.draft else "")
-    return f"{record.nodeid} [{record.category}, γ={record.num_draft}, {models} @{digest or record.model_digest}]"
+    return f"{record.nodeid} [{record.category}, γ={record.num_draft}{_condition(record)}, {models} @{digest or record.model_digest}]"
+
+
+def _condition(record: ComparisonRecord) -> str:
+    """``, T=0.7`` for a sampled result; nothing for greedy ones, which keep the keys they always had."""
+    sampling = record.scope.get("sampling", "greedy")
+    return "" if sampling == "greedy" else f", {sampling}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def compare_with_baseline(
         # A published figure is evidence, shown beside a result, never a baseline to flip against.
         return BaselineCheck(
             Change.NEW,
-            f"not yet gated: no accepted baseline for {new.nodeid} [{new.category}, γ={new.num_draft}] on "
+            f"not yet gated: no accepted baseline for {new.nodeid} [{new.category}, γ={new.num_draft}{_condition(new)}] on "
             f"{machine_class} — accept with --specdec-update-baselines",
         )
     old = entry.result

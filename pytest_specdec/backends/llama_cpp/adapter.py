@@ -253,8 +253,14 @@ class LlamaCppBackend:
             inner = LlamaPromptLookupDecoding(max_ngram_size=self._ngram, num_pred_tokens=num_draft)
         return make_counting_drafter(inner)
 
+    def sampled_draws_per_seed(self) -> str:
+        """``same``: llama-cpp-python draws once per emitted token from one seeded sampler chain, and its
+        speculative loop keeps a draft token only where it equals the target's own draw (llama_cpp/llama.py:
+        Llama.generate, the ``token != self._input_ids[sample_idx]`` check); the n-gram drafter draws nothing."""
+        return "same"
+
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        """Stream one greedy generation of exactly ``max_tokens`` tokens."""
+        """Stream one generation of exactly ``max_tokens`` tokens (greedy, or sampled with the request's seed)."""
         prompt = self.prompt_tokens(request.prompt)
         needed = len(prompt) + request.max_tokens + request.arm.num_draft + 1
         capacity = min(self._llm.n_ctx(), len(self._llm.input_ids))  # llama.cpp may pad n_ctx; the buffers do not
@@ -270,7 +276,13 @@ class LlamaCppBackend:
         llm.draft_model = drafter
         llm.reset()  # no prefix reuse across arms: each generation evaluates its prompt
         emitted: list[int] = []
-        stream = llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0, reset=True)
+        sampling = request.sampling
+        if sampling.greedy:
+            knobs: dict[str, Any] = {"temp": 0.0, "top_k": 1, "top_p": 1.0}
+        else:  # only the stated knobs act: no top-k cut, no min-p (llama_cpp/llama.py: Llama._init_sampler)
+            llm.set_seed(request.seed)  # read when generate() builds its sampler chain (add_dist(seed))
+            knobs = {"temp": sampling.temperature, "top_k": 0, "top_p": sampling.top_p}
+        stream = llm.generate(prompt, **knobs, min_p=0.0, repeat_penalty=1.0, reset=True)
         try:
             for token in stream:
                 emitted.append(int(token))

@@ -59,7 +59,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
-from pytest_specdec.backends.llama_server.knobs import draft_length
+from pytest_specdec.backends.llama_server.knobs import draft_length, sampling_fields
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slots_speculate
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
@@ -281,8 +281,7 @@ class LlamaServerBackend:
         return {
             "prompt": request.prompt,
             "n_predict": request.max_tokens,
-            "temperature": 0.0,
-            "top_k": 1,
+            **sampling_fields(request.sampling),
             "seed": request.seed,
             "ignore_eos": True,
             "cache_prompt": False,
@@ -290,8 +289,15 @@ class LlamaServerBackend:
             "stream": self._stream,
         }
 
+    def sampled_draws_per_seed(self) -> str:
+        """``same`` on servers this backend starts: their drafters draft greedily (no ``--spec-draft-sampling``),
+        the slot's seeded ``dist`` sampler draws once per emitted token and a draft token stands only where it
+        equals that draw (server-context.cpp → common_sampler_sample_and_accept_n in common/sampling.cpp); a
+        server the user started may sample its drafts (rejection sampling), so there only the distribution holds."""
+        return "distribution" if self._connected else "same"
+
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        """One greedy completion on the arm's own server; ``timings`` give decode time and drafts."""
+        """One completion on the arm's own server; ``timings`` give decode time and drafts."""
         arm = self._arm_server(request.arm, self._spec_type)
         restarts = self._restarted
         service = self._service(arm)

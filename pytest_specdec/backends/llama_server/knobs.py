@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_specdec.backends.base import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
 DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
@@ -95,3 +96,11 @@ def mtp_heads(model: Path) -> int | None:
         if name.endswith(".nextn_predict_layers") and field.data:
             return int(field.parts[field.data[0]][0])
     return None
+
+
+def sampling_fields(sampling: Sampling) -> dict[str, float | int]:
+    """The /completion fields for greedy or sampled decoding; only the stated knobs act (the server's
+    own defaults would add top_k 40 and min_p 0.05: common/common.h, common_params_sampling)."""
+    if sampling.greedy:
+        return {"temperature": 0.0, "top_k": 1}
+    return {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0, "min_p": 0.0}

@@ -195,8 +195,15 @@ class MlxBackend:
         logits = self._target.model(mx.array([tokens]))[0, -1].astype(mx.float32)
         return float(logits[first].item() - logits[second].item())
 
+    def sampled_draws_per_seed(self) -> str:
+        """``distribution``: mlx-lm's draft samples with the same sampler from the global ``mx.random`` state
+        and the target samples a whole round in one call (mlx_lm/generate.py: speculative_generate_step), so one
+        seed gives other tokens than plain decoding; a draft token stands where it equals the target's draw, so
+        each emitted token is still the target's sample and only the distribution can be checked."""
+        return "distribution"
+
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        """Stream one greedy generation; speculative arms pass the draft model."""
+        """Stream one generation (greedy, or sampled from the request's seed); speculative arms pass the draft."""
         import mlx.core as mx
         from mlx_lm import stream_generate
 
@@ -206,6 +213,10 @@ class MlxBackend:
         mx.reset_peak_memory()
         prompt = self._prompt_ids(request.prompt)
         kwargs: dict[str, Any] = {"max_tokens": request.max_tokens}
+        if not request.sampling.greedy:  # mlx_lm/sample_utils.py: make_sampler (categorical on mx.random's state)
+            from mlx_lm.sample_utils import make_sampler
+
+            kwargs["sampler"] = make_sampler(temp=request.sampling.temperature, top_p=request.sampling.top_p)
         if request.arm.speculative and self._draft is not None:
             kwargs.update(draft_model=self._draft.model, num_draft_tokens=request.arm.num_draft)
         flags: list[bool] = []

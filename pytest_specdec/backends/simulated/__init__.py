@@ -18,6 +18,7 @@ _NUMBERS = (
     ("acceptance", "the drafts' acceptance rate"),
     ("tie_margin", "logit margin reported at a divergence (-1: none)"),
     ("step", "relative change of the machine's speed from step_at on (e.g. -0.25)"),
+    ("sd_temperature", "a lossy sampled SD arm: the temperature it samples at instead of the request's (0: off)"),
     ("counter_scale", "what the SD arm's reported decode seconds cover, as a factor (a release's counters)"),
 )
 
@@ -37,6 +38,7 @@ SPEC = BackendSpec(
             "prompt_shape", "str", "per-prompt effects: normal (log-normal) or skewed (a few prompts gain much)"
         ),
         OptionSpec("lossless", "bool", "SD reproduces plain output"),
+        OptionSpec("draws", "str", "sampled SD: same (one text per seed) or distribution (other draws, same law)"),
         OptionSpec("realtime", "bool", "sleep through the simulated decode time, so a client's clock sees it"),
         OptionSpec("engaged", "bool", "SD engages at all"),
         OptionSpec("release", "str", "the release the fingerprint reports"),

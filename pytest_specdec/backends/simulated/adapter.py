@@ -16,6 +16,9 @@ of per-prompt speedups around ``speedup``; ``prompt_shape=skewed`` draws them fr
 right-skewed law), ``outliers`` (the share of generations that run 2–3x slow;
 ``outlier_arm=sd``: only the SD arm's), ``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``, and
 ``crash_after`` (a library that raises after that many generations, for fault tests).
+Sampled requests draw from a Markov chain (:mod:`~pytest_specdec.backends.simulated.sampler`);
+``draws=same`` gives both arms one text per seed, ``distribution`` (the default) draws the
+SD arm's from another seed, and ``sd_temperature`` makes a lossy SD arm that samples hotter.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.simulated.sampler import sampled_tokens
 from pytest_specdec.errors import SpecdecUsageError
 
 _VOCAB = 1000
@@ -86,6 +90,8 @@ class SimulatedBackend:
         self.tie_margin = reader.number("tie_margin", -1.0, low=-1.0)
         self.engaged = reader.flag("engaged", True)
         self.release = reader.text("release", "1.0")
+        self.draws = reader.choice("draws", "distribution", ("same", "distribution"))
+        self.sd_temperature = reader.number("sd_temperature", 0.0, low=0.0, high=5.0)
         self._seed = reader.integer("seed", 0)
         self._rng = np.random.default_rng(self._seed)
         # Two releases that run the same prompts equally fast share their prompts' effects.
@@ -145,6 +151,16 @@ class SimulatedBackend:
         self._carried = self.ar * self._carried + math.sqrt(1.0 - self.ar**2) * fresh
         return self._carried
 
+    def sampled_draws_per_seed(self) -> str:
+        """As configured by ``draws``: ``same`` or ``distribution``."""
+        return self.draws
+
+    def _sampled(self, request: GenerationRequest) -> list[int]:
+        sd = request.arm.speculative
+        temperature = self.sd_temperature if sd and self.sd_temperature else request.sampling.temperature
+        seed = request.seed + (1_000_000_007 if sd and self.draws == "distribution" else 0)
+        return sampled_tokens(request.prompt, request.max_tokens, seed, temperature, request.sampling.top_p)
+
     def _tokens(self, prompt: str, count: int) -> list[int]:
         return list(_prompt_tokens(prompt, count))
 
@@ -155,8 +171,8 @@ class SimulatedBackend:
         if self.interrupt_after and self.generations >= self.interrupt_after:
             raise KeyboardInterrupt  # the run is cut short, as by Ctrl-C or the job's time-out
         count = request.max_tokens
-        tokens = self._tokens(request.prompt, count)
         speculative = request.arm.speculative
+        tokens = self._tokens(request.prompt, count) if request.sampling.greedy else self._sampled(request)
         if speculative and not self.lossless:
             tokens[count // 2] = (tokens[count // 2] + 1) % _VOCAB
         # Drift: the machine slows (or speeds up) with every generation, whatever the arm.

@@ -1,0 +1,121 @@
+"""Sampled comparisons end to end on the simulated backend: which lossless check runs, and what it says."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_specdec.backends import load_backend, profile_pairs
+from pytest_specdec.backends.base import Arm, Sampling
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.measure import ComparisonPlan, run_comparison
+from pytest_specdec.measure.sampled import DISTRIBUTION, EXACT, SAME_SEED, check_method, lossless_failure, pair_seed
+
+SIM = ("--backend=simulated", "-p", "no:cacheprovider")
+
+
+def plan(temperature: float) -> ComparisonPlan:
+    return ComparisonPlan(
+        "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 8, 8, 0.98,
+        sampling=Sampling(temperature), order="5eed",
+    )  # fmt: skip
+
+
+def simulated(**options: str) -> object:
+    return load_backend("simulated", profile_pairs("embedded")["simulated"], {"speedup": "1.5", **options})
+
+
+def test_greedy_keeps_the_exact_check_and_runs_no_distribution_check() -> None:
+    comparison = run_comparison(simulated(), plan(0.0))  # type: ignore[arg-type]
+    assert comparison.output.method == EXACT
+    assert comparison.output.identical
+    assert comparison.output.distribution is None
+
+
+def test_a_backend_that_draws_one_text_per_seed_is_checked_exactly() -> None:
+    comparison = run_comparison(simulated(draws="same"), plan(0.7))  # type: ignore[arg-type]
+    output = comparison.output
+    assert output.method == SAME_SEED
+    assert output.identical
+    assert output.distribution is None
+    assert all(p.baseline.token_ids == p.treatment.token_ids for p in comparison.pairs)
+    assert len({p.baseline.token_ids for p in comparison.pairs}) > 1  # each pair drew with a seed of its own
+
+
+def test_where_draws_differ_the_distribution_decides_and_a_hotter_sd_arm_fails_saying_how() -> None:
+    lossless = run_comparison(simulated(), plan(0.7))  # type: ignore[arg-type]
+    assert lossless.output.method == DISTRIBUTION
+    assert lossless.output.identical
+    assert lossless.output.distribution is not None
+    assert lossless.output.distribution.generations == 96
+    hotter = run_comparison(simulated(sd_temperature="0.8"), plan(0.7))  # type: ignore[arg-type]
+    assert not hotter.output.identical
+    line = lossless_failure(hotter.output, hotter.plan)
+    assert line.startswith("SD changed the output distribution (T=0.7): the SD arm's draws were more spread out")
+    assert "96 continuations of 16 tokens per arm and prompt" in line
+
+
+def test_pairs_that_part_under_one_seed_hand_over_to_the_distribution_check() -> None:
+    # draws=same with a hotter SD arm: the pairs part, the distribution check catches it
+    comparison = run_comparison(simulated(draws="same", sd_temperature="0.8"), plan(0.7))  # type: ignore[arg-type]
+    assert comparison.output.method == DISTRIBUTION
+    assert not comparison.output.identical
+    assert comparison.output.near_ties[0].startswith("with one seed the arms parted in ")
+
+
+def test_a_backend_that_cannot_sample_is_refused_in_one_line() -> None:
+    class GreedyOnly:
+        name = "greedy-only"
+
+    with pytest.raises(SpecdecUsageError, match="backend greedy-only decodes greedily only here"):
+        check_method(GreedyOnly(), greedy=False)
+    assert check_method(GreedyOnly(), greedy=True) == EXACT  # greedy needs nothing of a backend
+
+
+def test_pair_seeds_are_never_zero_and_differ_by_pair() -> None:
+    seeds = [pair_seed("ffffffff", i) for i in range(1000)] + [pair_seed("", 0)]
+    assert 0 not in seeds
+    assert len(set(seeds[:1000])) == 1000
+
+
+def test_the_sampling_marker_samples_both_arms_and_labels_the_result(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.sampling(temperature=0.7)\n@pytest.mark.speedup(min=1.1)\n"
+        "def test_claim(specdec):\n    r = specdec.compare('code')\n"
+        "    assert r.record.scope['sampling'] == 'T=0.7'\n    assert r.record.scope['lossless_check'] == 'distribution'\n"
+    )
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 96 continuations*same distribution*"])
+
+
+def test_compare_overrides_the_marker_and_a_hotter_arm_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.sampling(temperature=0.7, top_p=0.9)\n"
+        "def test_claim(specdec):\n    specdec.compare('code', temperature=0.5)\n"
+    )
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "sd_temperature=0.8")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*SD changed the output distribution (T=0.5, top_p=0.9)*"])
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("sampling(temperature=9)", "*sampling(temperature=9): temperature=9 is outside 0-5*"),
+        ("sampling(temperature='hot')", "*sampling(temperature='hot'): temperature must be a number"),
+        ("sampling(top_p=0)", "*sampling(top_p=0): top_p=0 must be in (0, 1]*"),
+        ("sampling(seed=1)", "*sampling has no argument 'seed'*"),
+    ],
+)
+def test_bad_sampling_markers_are_one_line_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:
+    pytester.makepyfile(f"import pytest\n\n@pytest.mark.{marker}\ndef test_x(specdec):\n    pass\n")
+    result = pytester.runpytest(*SIM)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: test_*.py::test_x: @pytest.mark." + message])
+
+
+def test_compare_with_a_bad_temperature_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(specdec):\n    specdec.compare('code', temperature=-1)\n")
+    result = pytester.runpytest(*SIM)
+    result.stdout.fnmatch_lines(["*compare(): temperature=-1 is outside 0-5*"])
