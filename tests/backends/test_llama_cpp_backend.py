@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [llama-cpp])")
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair, Sampling
 from pytest_specdec.backends.llama_cpp.adapter import LlamaCppBackend
 from pytest_specdec.backends.llama_cpp.drafters import Proposal, count_acceptance
 from pytest_specdec.embedded import gguf_writer, models
@@ -229,3 +230,25 @@ def test_step_costs_time_the_ngram_drafter_too() -> None:
     assert one > 0.0
     assert wide > 0.0
     assert "n-gram lookup's own time" in method
+
+
+def _drawn(backend: LlamaCppBackend, arm: Arm, seed: int, temperature: float = 0.7) -> list[int]:
+    request = GenerationRequest(prompts_for("code")[0].text, arm, 16, seed, Sampling(temperature))
+    return [t for burst in backend.generate(request) for t in burst.token_ids]
+
+
+def test_sampling_follows_the_seed_and_sd_draws_plains_first_token(aligned: LlamaCppBackend) -> None:
+    plain, sd = Arm("plain"), Arm("sd", True, 3)
+    assert _drawn(aligned, plain, 11) == _drawn(aligned, plain, 11)  # one seed, one text
+    assert _drawn(aligned, plain, 11) != _drawn(aligned, plain, 12)
+    assert _drawn(aligned, plain, 11) != _drawn(aligned, plain, 11, temperature=0.0)
+    # The first token comes from the prompt's own logits in both arms: one seed, one draw.
+    assert all(_drawn(aligned, sd, seed)[0] == _drawn(aligned, plain, seed)[0] for seed in range(1, 9))
+    assert aligned.sampled_draws_per_seed() == "same"
+
+
+def test_a_sampled_comparison_on_the_synthetic_pair_is_judged_lossless(aligned: LlamaCppBackend) -> None:
+    sampled = replace(plan("code", trials=2, max_tokens=12), sampling=Sampling(0.7), distribution_generations=24)
+    comparison = run_comparison(aligned, sampled)
+    assert comparison.output.identical
+    assert comparison.output.method in {"same-seed", "distribution"}  # parted pairs hand over to the distribution

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair, Sampling
 from pytest_specdec.backends.server_process import ServerProcess, pid_dir
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
@@ -256,3 +256,18 @@ def test_restart_mode_runs_one_server_at_a_time_and_says_so(gemma: Path) -> None
     assert sd.drafted is not None  # type: ignore[attr-defined]
     assert details["servers"].startswith("managed, one at a time")
     assert int(details["restarts"]) >= 2
+
+
+def test_sampling_reaches_the_server_and_one_seed_gives_both_arms_one_first_token(
+    managed: LlamaServerBackend,
+) -> None:
+    def drawn(arm: Arm, seed: int, temperature: float = 0.9) -> tuple[int, ...]:
+        stream = managed.generate(GenerationRequest(COPY, arm, 12, seed, Sampling(temperature)))
+        return tuple(t for burst in stream for t in burst.token_ids)
+
+    plain, sd = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
+    assert drawn(plain, 7) == drawn(plain, 7)
+    assert len({drawn(plain, seed) for seed in range(1, 6)}) > 1  # the seed and temperature were applied
+    assert drawn(plain, 7, temperature=0.0) == drawn(plain, 8, temperature=0.0)  # greedy ignores the seed
+    assert all(drawn(sd, seed)[0] == drawn(plain, seed)[0] for seed in range(1, 6))
+    assert managed.sampled_draws_per_seed() == "same"

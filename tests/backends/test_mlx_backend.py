@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, TokenBurst
+from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, Sampling, TokenBurst
 from pytest_specdec.backends.mlx.adapter import MlxBackend, drafted_tokens
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import prompts_for
@@ -194,3 +194,15 @@ def test_a_lossy_sd_arm_fails_unless_the_divergence_is_within_the_near_tie_limit
         assert output.margin > near_tie, "the margin is read, and it is far above the limit"
     else:
         assert output.near_ties, "within the limit: a note, not a failure"
+
+
+def test_sampling_follows_the_seed_and_sd_draws_other_tokens_of_one_law(aligned: MlxBackend) -> None:
+    def drawn(arm: Arm, seed: int) -> list[int]:
+        request = GenerationRequest(prompts_for("code")[0].text, arm, 12, seed, Sampling(0.7))
+        return [t for burst in aligned.generate(request) for t in burst.token_ids]
+
+    plain, sd = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
+    assert drawn(plain, 5) == drawn(plain, 5)
+    assert drawn(plain, 5) != drawn(plain, 6)
+    assert drawn(sd, 5) == drawn(sd, 5)  # SD is seeded too, though its draws are not plain's
+    assert aligned.sampled_draws_per_seed() == "distribution"
