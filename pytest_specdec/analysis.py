@@ -220,7 +220,6 @@ class Analysis:
         """Near-tie notes, the roofline (once per backend and pair, from the weights' size at load), a sample, reloads."""
         plan = comparison.plan
         notes = list(comparison.output.near_ties)
-        notes += [sampled_check_note(comparison)] if not plan.sampling.greedy else []
         if plan.baseline.label == "plain" and (backend.name, backend.pair) not in self._roofline_shown:
             self._roofline_shown.add((backend.name, backend.pair))
             roofline = roofline_note(weight_bytes, comparison.arm_tps("baseline"))
@@ -352,19 +351,3 @@ class Analysis:
                 progress=lambda update: progress(replace(update, category=plan.category)),
             )
         return self._probes[key]
-
-
-def sampled_check_note(comparison: Comparison) -> str:
-    """Which lossless check a sampled comparison passed or failed, and on how much."""
-    output, sampling = comparison.output, comparison.plan.sampling.label()
-    check = output.distribution
-    if check is not None:
-        verdict = "same distribution" if check.same else f"SD's draws {check.direction}"
-        return (
-            f"lossless check at {sampling} by distribution: {check.generations} continuations of {check.tokens} "
-            f"tokens per arm and prompt, {verdict} (permutation p={check.p_value:.3g}, fails at ≤ {check.alpha:g})"
-        )
-    return (
-        f"lossless at {sampling} by the exact check: with one seed per pair SD drew plain's very tokens in all "
-        f"{len(comparison.pairs)} pairs (this backend draws the same tokens per seed with and without SD)"
-    )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pytest_specdec.backends.base import GREEDY, Fingerprint, ModelPair, Sampling
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.measure import Comparison, StopRule
+from pytest_specdec.measure import DECODE, END_TO_END, Comparison, StopRule
 from pytest_specdec.measure.sampled import lossless_failure
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
 from pytest_specdec.store.records import (
@@ -38,11 +38,13 @@ class SpeedupBounds:
 
     min: float | None = None
     max: float | None = None
+    of: str = DECODE  # or END_TO_END: decode tok/s, or prompt in to last token out
 
     def describe(self) -> str:
-        """``min=1.0``, ``max=1.3`` or both."""
+        """``min=1.0``, ``max=1.3`` or both (and ``of=end-to-end`` where the claim is about that)."""
         parts = [f"min={self.min:g}"] if self.min is not None else []
         parts += [f"max={self.max:g}"] if self.max is not None else []
+        parts += [f"of={self.of}"] if self.of != DECODE and parts else []
         return " ".join(parts) or "none"
 
 
@@ -106,13 +108,17 @@ def _keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object],
 
 
 def parse_speedup(args: Sequence[object], kwargs: Mapping[str, object]) -> SpeedupBounds:
-    """``speedup(min=None, max=None)`` → bounds, with ``min ≤ max`` enforced."""
-    _keywords("speedup", args, kwargs, ("min", "max"))
+    """``speedup(min=None, max=None, of="decode")`` → bounds, with ``min ≤ max`` enforced."""
+    _keywords("speedup", args, kwargs, ("min", "max", "of"))
     low = kwargs.get("min")
     high = kwargs.get("max")
+    of = kwargs.get("of", DECODE)
+    if of not in (DECODE, END_TO_END):
+        raise SpecdecUsageError(f"@pytest.mark.speedup(of={of!r}): of is {DECODE!r} or {END_TO_END!r}")
     bounds = SpeedupBounds(
         min=None if low is None else _number("speedup", "min", low),
         max=None if high is None else _number("speedup", "max", high),
+        of=str(of),
     )
     if bounds.min is None and bounds.max is None:
         raise SpecdecUsageError("@pytest.mark.speedup needs min=, max= or both")

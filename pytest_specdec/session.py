@@ -23,6 +23,7 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import swap_ins
 from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
+from pytest_specdec.render.conditions import condition_notes
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
@@ -163,6 +164,7 @@ class SpecdecSession:
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
             sampling=spec.sampling or expect.sampling,
+            speedup_of=expect.speedup.of,
         )
 
     def compare(
@@ -198,6 +200,7 @@ class SpecdecSession:
             unmeasurable=unmeasurable, reference=spec.reference,
         )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
+        notes += condition_notes(comparison)
         if not outcome.judgement.conclusion.says_nothing_about_speed:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
             notes += beside_result(self.machine_class, self.settings.backend, s.estimate, s.low, s.high)
@@ -256,6 +259,7 @@ def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[st
         "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
         "sampling": plan.sampling.label(),  # greedy, or the temperature and top-p both arms sampled at
         "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
+        "speedup_of": plan.speedup_of,  # decode (first token to last) or end-to-end (prompt in, last token out)
     }
 
 

@@ -24,7 +24,7 @@ from pytest_specdec.backends.base import (
     TokenBurst,
 )
 from pytest_specdec.embedded.prompts import Prompt
-from pytest_specdec.measure import ComparisonPlan, Progress, check_output, run_comparison, run_trial
+from pytest_specdec.measure import END_TO_END, ComparisonPlan, Progress, check_output, run_comparison, run_trial
 
 PROMPTS = tuple(Prompt(f"p{i}", "code", f"prompt number {i}") for i in range(4))
 PLAIN, SD = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
@@ -154,6 +154,22 @@ def test_a_known_speedup_is_measured_exactly_when_the_clock_has_no_noise() -> No
     assert comparison.acceptance.estimate == pytest.approx(0.75)
     assert comparison.output.identical
     assert comparison.engaged is True
+
+
+def test_end_to_end_adds_each_arms_time_to_first_token_and_the_other_metric_is_kept() -> None:
+    clock = FakeClock()
+    scripted = ScriptedBackend(clock)
+    comparison = run_comparison(scripted, plan(stop_when=lambda *_: False, speedup_of=END_TO_END), clock=clock)
+    # 8 tokens: plain 0.100 s prefill + 8 x 0.020 s, SD 0.100 s + 8 x 0.010 s, prompt in to last token out
+    assert comparison.speedup.estimate == pytest.approx((0.1 + 8 * 0.02) / (0.1 + 8 * 0.01))
+    assert comparison.other_metric is not None
+    assert comparison.other_metric.estimate == pytest.approx(2.0)  # decode alone, first token to last
+    assert comparison.ttft_s("baseline") == pytest.approx(0.12)
+    assert comparison.ttft_s("treatment") == pytest.approx(0.11)
+    assert comparison.statement == "these 4 code prompts, end to end"
+    decode = run_comparison(scripted, plan(stop_when=lambda *_: False), clock=clock)
+    assert decode.other_metric is not None
+    assert decode.other_metric.estimate == pytest.approx(comparison.speedup.estimate)
 
 
 def test_a_decided_run_stops_at_its_first_look_and_progress_counts_every_pair() -> None:

@@ -119,3 +119,21 @@ def test_compare_with_a_bad_temperature_is_a_usage_error(pytester: pytest.Pytest
     pytester.makepyfile("def test_x(specdec):\n    specdec.compare('code', temperature=-1)\n")
     result = pytester.runpytest(*SIM)
     result.stdout.fnmatch_lines(["*compare(): temperature=-1 is outside 0-5*"])
+
+
+def test_a_claim_can_name_the_end_to_end_speedup(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.speedup(min=1.1, of='end-to-end')\n"
+        "def test_claim(specdec):\n    r = specdec.compare('code')\n"
+        "    assert r.record.scope['speedup_of'] == 'end-to-end'\n"
+    )
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*decode speedup (first token to last) 1.*x*the verdict reads end to end*"])
+
+
+def test_speedup_of_something_else_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("import pytest\n\n@pytest.mark.speedup(min=1, of='e2e')\ndef test_x(specdec):\n    pass\n")
+    result = pytester.runpytest(*SIM)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*speedup(of='e2e'): of is 'decode' or 'end-to-end'"])

@@ -36,6 +36,7 @@ from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
 from pytest_specdec.stats import Interval
 
 Clock = Callable[[], float]
+DECODE, END_TO_END = "decode", "end-to-end"  # what a speedup times: first token to last, or prompt in to last token
 StopRule = Callable[["Interval", "Interval | None"], bool]
 """Given the speedup and acceptance intervals at a look, whether the run may stop."""
 
@@ -85,6 +86,17 @@ class Pair:
         tokens = self.baseline.decode_tokens
         return tokens / self.baseline.decode_tps, tokens / self.treatment.decode_tps
 
+    def seconds_of(self, metric: str) -> tuple[float, float]:
+        """Each arm's seconds for ``decode`` (:attr:`seconds`) or ``end-to-end``: prompt in, last token out.
+
+        End to end adds each arm's time to its first token (its prefill, and a draft's where
+        the backend runs it before the first token) to its decode seconds.
+        """
+        plain, sd = self.seconds
+        if metric == END_TO_END:
+            return self.baseline.ttft_s + plain, self.treatment.ttft_s + sd
+        return plain, sd
+
 
 @dataclass(frozen=True)
 class ComparisonPlan:
@@ -112,6 +124,7 @@ class ComparisonPlan:
     # fresh for each comparison, so no pattern of the machine lines up with the same order run after run.
     order: str = ""
     sampling: Sampling = GREEDY
+    speedup_of: str = "decode"  # or END_TO_END: which seconds the speedup, its verdicts and its stopping use
     # The distribution check (sampled SD on a backend whose draws differ per seed): continuations per arm and
     # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
     distribution_generations: int = 96
@@ -122,6 +135,7 @@ class ComparisonPlan:
         count = len(self.prompts) if measured is None else measured
         kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
         condition = "" if self.sampling.greedy else f" at {self.sampling.label()}"
+        condition += ", end to end" if self.speedup_of == END_TO_END else ""
         if self.reading == "prompts-like-these":
             return f"{kind} like these ({count} measured){condition}"
         return f"these {count} {kind}{condition}"
@@ -162,6 +176,7 @@ class Comparison:
     engaged: bool | None  # None: the backend cannot tell
     stopped: str = ""
     other_reading: Interval | None = None  # the interval of the reading the verdicts do not use
+    other_metric: Interval | None = None  # the speedup of the metric the verdicts do not use (decode / end to end)
     estimate: Estimate | None = None  # the final look's, on the log scale (per-prompt totals, pairs left out)
 
     @property
@@ -173,6 +188,12 @@ class Comparison:
     def log_ratios(self) -> tuple[float, ...]:
         """Per-pair log speedups."""
         return tuple(p.log_ratio for p in self.pairs)
+
+    def ttft_s(self, arm: str) -> float:
+        """Median time to first token of one arm (``baseline`` or ``treatment``) over its pairs."""
+        import statistics
+
+        return statistics.median((p.baseline if arm == "baseline" else p.treatment).ttft_s for p in self.pairs)
 
     def arm_tps(self, arm: str) -> float:
         """Decode tok/s of one arm (``baseline`` or ``treatment``) over all its pairs: tokens ÷ seconds, summed."""
@@ -266,6 +287,7 @@ def run_comparison(
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
     pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
     final = look_at(plan, pairs, looks)
+    other = replace(plan, speedup_of=DECODE if plan.speedup_of == END_TO_END else END_TO_END)
 
     def shown(done: int, total: int) -> None:
         if progress is not None:
@@ -282,6 +304,7 @@ def run_comparison(
         engaged=_engaged(pairs) if plan.treatment.speculative else None,
         stopped=stopped,
         other_reading=final.other,
+        other_metric=look_at(other, pairs, looks).speedup if len(pairs) >= 2 else None,
         estimate=final.estimate,
     )
 
@@ -330,6 +353,8 @@ def _interleaved_pairs(
 
 
 __all__ = [
+    "DECODE",
+    "END_TO_END",
     "Comparison",
     "ComparisonPlan",
     "ExplainsDivergence",

@@ -55,7 +55,7 @@ def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...])
     """The repeated confidence intervals after ``pairs`` (at the current or next planned look)."""
     index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
     z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
-    plain_s, sd_s = zip(*(p.seconds for p in pairs), strict=True)
+    plain_s, sd_s = zip(*(p.seconds_of(plan.speedup_of) for p in pairs), strict=True)
     estimate = total_time_ratio(plain_s, sd_s, [p.prompt_id for p in pairs])
     confidence = plan.confidence  # the level over all looks; each look's own critical value is z
     these = ratio_interval(estimate, z, confidence, len(pairs))

@@ -69,9 +69,10 @@ def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
 
 
 def _condition(record: ComparisonRecord) -> str:
-    """``, T=0.7`` for a sampled result; nothing for greedy ones, which keep the keys they always had."""
+    """``, T=0.7`` for a sampled result, ``, end-to-end`` for one timed so; greedy decode results keep their keys."""
     sampling = record.scope.get("sampling", "greedy")
-    return "" if sampling == "greedy" else f", {sampling}"
+    metric = record.scope.get("speedup_of", "decode")
+    return ("" if sampling == "greedy" else f", {sampling}") + ("" if metric == "decode" else f", {metric}")
 
 
 @dataclass(frozen=True)
