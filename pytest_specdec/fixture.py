@@ -23,7 +23,14 @@ from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
-from pytest_specdec.session import ComparisonSpec, Result, SpecdecSession, plain_runtimes_line, sweep_summary
+from pytest_specdec.session import (
+    ComparisonSpec,
+    Result,
+    SpecdecSession,
+    plain_runtimes_line,
+    sweep_summary,
+    temperature_sweep_summary,
+)
 from pytest_specdec.stats import Interval
 
 expectations_key = pytest.StashKey[Expectations]()
@@ -116,6 +123,30 @@ class SpecdecFixture:
         self._session.notes.append(sweep_summary(stored_nodeid(self._request.node), category, results))
         failures = "; ".join(f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure)
         warned = "; ".join(f"γ={r.record.num_draft}: {r.warning}" for r in results if r.warning)
+        _enforce(failures or None, warned or None)
+        return results
+
+    def temperature_sweep(
+        self,
+        temperatures: Sequence[float],
+        category: str = "code",
+        *,
+        top_p: float = 1.0,
+        max_tokens: int | None = None,
+        max_trials: int | None = None,
+    ) -> list[Result]:
+        """``compare`` at each temperature (0: greedy): the speedup and acceptance by temperature, then fails if any failed."""
+        try:
+            samplings = [Sampling(t, top_p) for t in temperatures]
+        except SpecdecUsageError as error:
+            raise pytest.UsageError(f"temperature_sweep(): {error}") from None
+        results = [
+            self._measure(ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, sampling=sampling))
+            for sampling in samplings
+        ]
+        self._session.notes.append(temperature_sweep_summary(stored_nodeid(self._request.node), category, results))
+        failures = "; ".join(f"{r.record.scope.get('sampling')}: {r.failure}" for r in results if r.failure)
+        warned = "; ".join(f"{r.record.scope.get('sampling')}: {r.warning}" for r in results if r.warning)
         _enforce(failures or None, warned or None)
         return results
 

@@ -278,6 +278,23 @@ def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
     )
 
 
+def temperature_sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
+    """``temperature sweep [code]: T=0 1.52x (acceptance 0.98), T=0.7 1.10x (0.61); SD pays off up to T=0.7``."""
+    cells, paying = [], []
+    for result in results:
+        record = result.record
+        temperature = record.scope.get("sampling", "greedy").removeprefix("T=").split(",")[0]
+        label = "T=0" if temperature == "greedy" else f"T={temperature}"
+        rate = f"acceptance {record.acceptance.estimate:.2f}" if record.acceptance is not None else "acceptance -"
+        cells.append(
+            f"{label} {record.speedup.estimate:.2f}x [{record.speedup.low:.2f}, {record.speedup.high:.2f}] ({rate})"
+        )
+        if record.speedup.low > 1.0:
+            paying.append(label)
+    verdict = f"SD pays off at {', '.join(paying)}" if paying else "SD pays off at none of these temperatures"
+    return f"{nodeid} temperature sweep [{category}]: {'; '.join(cells)} — {verdict}"
+
+
 def plain_runtimes_line(category: str, own: Result, other: Result) -> str:
     """Both plain ways side by side: which is faster, and SD against each."""
     mine, theirs = own.record, other.record

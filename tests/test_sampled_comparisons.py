@@ -137,3 +137,24 @@ def test_speedup_of_something_else_is_a_usage_error(pytester: pytest.Pytester) -
     result = pytester.runpytest(*SIM)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*speedup(of='e2e'): of is 'decode' or 'end-to-end'"])
+
+
+def test_a_temperature_sweep_reports_speedup_and_acceptance_at_each_temperature(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "def test_sweep(specdec):\n"
+        "    results = specdec.temperature_sweep([0.0, 0.7], 'code', max_trials=16)\n"
+        "    assert [r.record.scope['sampling'] for r in results] == ['greedy', 'T=0.7']\n"
+    )
+    result = pytester.runpytest(
+        *SIM, "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "draws=same"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*temperature sweep [[]code[]]: T=0 1.*x [[]*[]] (acceptance 0.*); T=0.7 1.*x*— SD pays off at T=0, T=0.7"]
+    )
+
+
+def test_a_temperature_sweep_with_a_bad_temperature_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_sweep(specdec):\n    specdec.temperature_sweep([0.7, 7.0])\n")
+    result = pytester.runpytest(*SIM)
+    result.stdout.fnmatch_lines(["*temperature_sweep(): temperature=7 is outside 0-5*"])
