@@ -203,7 +203,10 @@ class SpecdecSession:
         notes += condition_notes(comparison)
         if not outcome.judgement.conclusion.says_nothing_about_speed:
             s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
-            notes += beside_result(self.machine_class, self.settings.backend, s.estimate, s.low, s.high)
+            notes += beside_result(
+                self.machine_class, self.settings.backend, s.estimate, s.low, s.high,
+                sampling=comparison.plan.sampling.label(),
+            )  # fmt: skip
         record = self.ledger.check(
             record_outcome(
                 outcome, self.pool.digest(backend), notes,

@@ -272,8 +272,12 @@ def beside_result(
     speedup_high: float,
     *,
     rows: Sequence[EvidenceRow] | None = None,
+    sampling: str = "greedy",
 ) -> list[str]:
     """Note lines to print beside a measured speedup: what was published for this chip and runtime.
+
+    A sampled result (``sampling`` ``T=0.7``…) is set beside none of them: no published
+    row says it sampled (the schema has no such field yet), so one line says so instead.
 
     One ``published on this chip: …`` line per method of the backend's family (roofline
     suspects on their own line, marked), or one summary line of the other runtimes when
@@ -284,6 +288,14 @@ def beside_result(
     """
     evidence = load_evidence() if rows is None else rows
     here = [row for row in rows_for(machine_class, evidence) if row.usable]
+    if sampling != "greedy":
+        return (
+            [
+                f"published on this chip: {len(here)} figures, none saying it sampled — not set beside this {sampling} result"
+            ]
+            if here
+            else []
+        )
     family = backend_family(backend)
     same = [row for row in here if row.family == family]
     if not same:

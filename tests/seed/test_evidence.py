@@ -177,3 +177,10 @@ def test_evidence_plot_draws_an_empty_chart_without_failing(tmp_path: Path) -> N
     path = evidence_plot([], [], tmp_path / "empty.png", "nothing")
     with Image.open(path) as image:
         assert json.loads(image.text["specdec"]) == []
+
+
+def test_a_sampled_result_is_set_beside_no_greedy_figure_and_says_so() -> None:
+    (line,) = beside_result("Apple-M4-Max-128GB", "mlx", 0.8, 0.7, 0.9, sampling="T=0.7")
+    assert line.startswith("published on this chip: ")
+    assert line.endswith("figures, none saying it sampled — not set beside this T=0.7 result")
+    assert beside_result("NVIDIA-H200", "mlx", 0.8, 0.7, 0.9, sampling="T=0.7") == []
