@@ -32,7 +32,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.embedded.prompts import probe_prompts, prompts_for
 from pytest_specdec.errors import BackendRuntimeError
 from pytest_specdec.hardware import machine_profile
-from pytest_specdec.measure import Clock, Comparison, ComparisonPlan, Progress, baseline_drafted, run_trial
+from pytest_specdec.measure import DECODE, Clock, Comparison, ComparisonPlan, Progress, baseline_drafted, run_trial
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.sequential import MAX_PROMPTS_TO_SUGGEST, boundaries, prompts_to_decide
 from pytest_specdec.stats import Interval, speedup_interval
@@ -322,7 +322,8 @@ class Analysis:
             lookup = "lookup" in method  # an n-gram drafter's time is measured as c, with no model call
             self._costs[key] = Costs(draft_s / one_s, wide_s / one_s, one_s, method, draft_is_model=not lookup)
         costs = self._costs[key]
-        why = explain(rate, gamma, costs, comparison.speedup, comparison.arm_tps("baseline"))
+        decode = comparison.speedup if plan.speedup_of == DECODE else comparison.other_metric  # theory models decode
+        why = explain(rate, gamma, costs, decode or comparison.speedup, comparison.arm_tps("baseline"))
         return TheoryRecord(
             alpha=why.alpha,
             gamma=gamma,

@@ -14,7 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pytest_specdec.backends.base import GREEDY, Fingerprint, ModelPair, Sampling
+from pytest_specdec.backends.base import Fingerprint, ModelPair
+from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import DECODE, END_TO_END, Comparison, StopRule

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec.backends.base import Arm, Backend, Sampling
+from pytest_specdec.backends.base import Arm, Backend
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile

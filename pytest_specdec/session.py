@@ -15,8 +15,9 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair, Sampling
+from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair
 from pytest_specdec.backends.pool import BackendPool
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
@@ -201,8 +202,8 @@ class SpecdecSession:
         )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         notes += condition_notes(comparison)
-        if not outcome.judgement.conclusion.says_nothing_about_speed:
-            s = comparison.speedup  # published figures on this chip, beside the result: never a verdict
+        if not outcome.judgement.conclusion.says_nothing_about_speed and plan.speedup_of == "decode":
+            s = comparison.speedup  # published decode figures on this chip, beside the result: never a verdict
             notes += beside_result(
                 self.machine_class, self.settings.backend, s.estimate, s.low, s.high,
                 sampling=comparison.plan.sampling.label(),
@@ -220,10 +221,14 @@ class SpecdecSession:
 
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
         """Carry the end-of-run drift decisions into the results the report shows."""
-        checks = {(r.nodeid, r.category, r.num_draft, r.baseline_arm): r.check for r in drifted}
+
+        def key(r: ComparisonRecord) -> tuple[str, ...]:  # a temperature sweep's rows differ only in sampling
+            return (r.nodeid, r.category, str(r.num_draft), r.baseline_arm, r.scope.get("sampling", "greedy"))
+
+        checks = {key(r): r.check for r in drifted}
         for index, result in enumerate(self.results):
             record = result.record
-            check = checks.get((record.nodeid, record.category, record.num_draft, record.baseline_arm))
+            check = checks.get(key(record))
             if check is not None:
                 self.results[index] = replace(result, record=replace(record, check=check))
 
@@ -292,8 +297,8 @@ def temperature_sweep_summary(nodeid: str, category: str, results: list[Result])
         cells.append(
             f"{label} {record.speedup.estimate:.2f}x [{record.speedup.low:.2f}, {record.speedup.high:.2f}] ({rate})"
         )
-        if record.speedup.low > 1.0:
-            paying.append(label)
+        if record.speedup.low > 1.0 and not result.failure and not record.judgement.conclusion.says_nothing_about_speed:
+            paying.append(label)  # a temperature that failed its lossless check pays off nothing
     verdict = f"SD pays off at {', '.join(paying)}" if paying else "SD pays off at none of these temperatures"
     return f"{nodeid} temperature sweep [{category}]: {'; '.join(cells)} — {verdict}"
 

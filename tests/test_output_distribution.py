@@ -65,3 +65,28 @@ def test_scores_reward_common_tokens() -> None:
 def test_unequal_or_tiny_samples_are_refused() -> None:
     with pytest.raises(ValueError, match="as many continuations"):
         distribution_check([SampledOutputs("p", ((1,), (2,)), ((1,),))], 1)
+
+
+def test_a_wrong_distribution_of_the_same_spread_is_caught_by_its_cells() -> None:
+    import numpy as np
+
+    from pytest_specdec.backends.simulated import sampler
+
+    def swapped(prompt: str, seed: int) -> tuple[int, ...]:
+        """The chain with each step's two most likely tokens exchanged: the same spread, the wrong tokens."""
+        rng, previous, drawn = np.random.default_rng(seed), int(sampler._start(prompt)), []
+        for _ in range(16):
+            weights = np.exp((sampler._logits()[previous] - sampler._logits()[previous].max()) / 0.7)
+            first, second = np.argsort(-weights)[:2]
+            weights[[first, second]] = weights[[second, first]]
+            previous = int(rng.choice(sampler.VOCAB, p=weights / weights.sum()))
+            drawn.append(previous)
+        return tuple(drawn)
+
+    same_spread = [
+        SampledOutputs(o.prompt_id, o.baseline, tuple(swapped(o.prompt_id, 7_000 + i) for i in range(96)))
+        for o in outputs(0.7)
+    ]
+    check = distribution_check(same_spread, 16)
+    assert not check.same
+    assert abs(check.largest.baseline_count - check.largest.treatment_count) > 30

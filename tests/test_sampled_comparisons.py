@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pytest_specdec.backends import load_backend, profile_pairs
-from pytest_specdec.backends.base import Arm, Sampling
+from pytest_specdec.backends.base import Arm
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison
 from pytest_specdec.measure.sampled import DISTRIBUTION, EXACT, SAME_SEED, check_method, lossless_failure, pair_seed
+from tests.conftest import RecordFactory
 
 SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 
@@ -158,3 +160,18 @@ def test_a_temperature_sweep_with_a_bad_temperature_is_a_usage_error(pytester: p
     pytester.makepyfile("def test_sweep(specdec):\n    specdec.temperature_sweep([0.7, 7.0])\n")
     result = pytester.runpytest(*SIM)
     result.stdout.fnmatch_lines(["*temperature_sweep(): temperature=7 is outside 0-5*"])
+
+
+def test_baseline_keys_keep_sampled_and_end_to_end_results_apart(make_record: RecordFactory) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.store.baselines import baseline_key
+
+    greedy = make_record("code", 1.5, "holds", None)
+    sampled = replace(greedy, scope={**greedy.scope, "sampling": "T=0.7"})
+    timed = replace(greedy, scope={**greedy.scope, "speedup_of": "end-to-end"})
+    keys = {baseline_key(r) for r in (greedy, sampled, timed)}
+    assert len(keys) == 3
+    assert "[code, γ=3, " in baseline_key(greedy)  # greedy decode keys are the ones stored before
+    assert "[code, γ=3, T=0.7, " in baseline_key(sampled)
+    assert "[code, γ=3, end-to-end, " in baseline_key(timed)

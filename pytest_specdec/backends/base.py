@@ -11,6 +11,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
+from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
 OptionValue = str | int | float | bool
@@ -28,34 +29,6 @@ class Arm:
     speculative: bool = False
     num_draft: int = 0
     options: Mapping[str, OptionValue] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How tokens are chosen: greedy (``temperature`` 0) or sampled at ``temperature`` within ``top_p``."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.temperature <= 5.0:
-            raise SpecdecUsageError(f"temperature={self.temperature:g} is outside 0-5 — give 0 for greedy or e.g. 0.7")
-        if not 0.0 < self.top_p <= 1.0:
-            raise SpecdecUsageError(f"top_p={self.top_p:g} must be in (0, 1] — e.g. 0.95, or 1 for no cut")
-
-    @property
-    def greedy(self) -> bool:
-        """Whether this is greedy decoding (every token the most likely one)."""
-        return self.temperature == 0.0
-
-    def label(self) -> str:
-        """``greedy`` or ``T=0.7, top_p=0.95`` (as in results and reports)."""
-        if self.greedy:
-            return "greedy"
-        return f"T={self.temperature:g}" + (f", top_p={self.top_p:g}" if self.top_p < 1.0 else "")
-
-
-GREEDY = Sampling()
 
 
 @dataclass(frozen=True)
@@ -194,17 +167,6 @@ class CompilesPerShape(Protocol):
 
     def compiles_per_shape(self) -> bool:
         """True where each prompt's first full-length generation is slow until its kernels exist."""
-        ...
-
-
-@runtime_checkable
-class Samples(Protocol):
-    """A backend that honours a request's temperature, top-p and seed (the others decode greedily only)."""
-
-    def sampled_draws_per_seed(self) -> str:
-        """``same``: with one seed, SD and plain draw the very same tokens (SD accepts a draft token only
-        where it equals the target's own draw, one draw per emitted token), so the exact check applies;
-        ``distribution``: only the distribution is the same (the draft consumes draws), so it is tested."""
         ...
 
 

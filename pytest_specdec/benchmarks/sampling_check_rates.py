@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from pytest_specdec.backends import load_backend, profile_pairs
-from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, GenerationStream, ModelPair, Sampling
+from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, GenerationStream, ModelPair
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded.packaged import GEMMA_GGUF
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan

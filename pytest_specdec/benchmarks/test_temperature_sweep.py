@@ -4,8 +4,9 @@ Not a claim of the document: the seed write-up measured greedy decoding only, an
 acceptance falls as the draws spread. Each temperature is a full paired comparison with
 its own lossless check (docs/method.md, "Sampling"); the summary line gives the speedup
 and acceptance at each temperature and where SD still pays off. Runs on llama-cpp and
-llama-server, where one seed gives both arms one text, so the check is mostly the exact
-one; on mlx each temperature needs the distribution check's 768 generations.
+llama-server, where one seed gives both arms one text and the exact check can settle it;
+where pairs part (on Gemma about half do) and on mlx, each temperature needs the
+distribution check's 96 generations per arm and prompt (768 on the 4 ``code`` prompts).
 """
 
 from __future__ import annotations

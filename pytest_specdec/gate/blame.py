@@ -60,6 +60,12 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
 
 
 def _plan(record: ComparisonRecord) -> ComparisonPlan:
+    """The flip's comparison again; one the release workers cannot re-measure as it ran is refused (its flip stands)."""
+    sampling, metric = record.scope.get("sampling", "greedy"), record.scope.get("speedup_of", "decode")
+    if sampling != "greedy" or metric != "decode":
+        raise SpecdecUsageError(
+            f"the release A/B re-measures greedy decode speedups only, and this result is {sampling}, {metric}"
+        )
     kind = record.scope.get("prompts", "instruction")
     return ComparisonPlan(
         record.category, prompts_for(record.category, kind), Arm("plain"),
@@ -117,12 +123,13 @@ def ab_flips(
         pair = ModelPair(record.target, record.draft)
         key = (record.nodeid, record.category)
         try:
+            plan = _plan(record)
             with release_options(leg, old, backend_options(arguments), out / "server-logs") as (new, before):
                 releases = ReleasePair(
                     old.python or new_python, new_python, record.backend, pair, new, old_options=before
                 )
                 try:
-                    ab = run_release_ab(releases, _plan(record))
+                    ab = run_release_ab(releases, plan)
                 finally:
                     releases.close()
         except SpecdecUsageError as error:  # a server or a worker that cannot start

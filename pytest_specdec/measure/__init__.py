@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from pytest_specdec.backends.base import GREEDY, Arm, Backend, CompilesPerShape, GenerationRequest, Sampling
+from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
+from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.measure.looks import decided, futile_at, look_at
 from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, Samples
+from pytest_specdec.backends.base import Arm, Backend, GenerationRequest
+from pytest_specdec.backends.sampling import Samples
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.output_distribution import DistributionCheck, SampledOutputs, distribution_check
 
@@ -102,10 +103,10 @@ def lossless_failure(output: OutputCheck, plan: ComparisonPlan) -> str:
     if output.method == DISTRIBUTION and check is not None:
         big = check.largest
         return (
-            f"SD changed the output distribution ({plan.sampling.label()}): the SD arm's draws were {check.direction} "
-            f"than plain decoding's (permutation p={check.p_value:.3g} ≤ {check.alpha:g}, {check.generations} "
-            f"continuations of {check.tokens} tokens per arm and prompt; largest difference: prompt {big.prompt_id}, "
-            f"token {big.position}, id {big.token} drawn {big.baseline_count}x plain vs {big.treatment_count}x SD)"
+            f"SD changed the output distribution ({plan.sampling.label()}): {check.finding} (permutation "
+            f"p={check.p_value:.3g} ≤ {check.alpha:g}, {check.generations} continuations of {check.tokens} tokens "
+            f"per arm and prompt; largest difference: prompt {big.prompt_id}, token {big.position}, id {big.token} "
+            f"drawn {big.baseline_count}x plain vs {big.treatment_count}x SD)"
         )
     if output.method == SAME_SEED:
         return (

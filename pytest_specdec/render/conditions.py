@@ -16,7 +16,7 @@ def sampled_check_note(comparison: Comparison) -> str:
     output, sampling = comparison.output, comparison.plan.sampling.label()
     check = output.distribution
     if check is not None:
-        verdict = "same distribution" if check.same else f"SD's draws {check.direction}"
+        verdict = "same distribution" if check.same else check.finding
         return (
             f"lossless check at {sampling} by distribution: {check.generations} continuations of {check.tokens} "
             f"tokens per arm and prompt, {verdict} (permutation p={check.p_value:.3g}, fails at ≤ {check.alpha:g})"

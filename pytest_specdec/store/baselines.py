@@ -149,7 +149,8 @@ def compare_with_baseline(
             entry,
         )
     ratio = p_value = None
-    if new.log_ratios and old.log_ratios:
+    decode = new.scope.get("speedup_of", "decode") == "decode"  # samples keep decode rates: no end-to-end drift test
+    if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
         drift = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect)

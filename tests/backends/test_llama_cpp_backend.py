@@ -11,9 +11,10 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [llama-cpp])")
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair, Sampling
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.llama_cpp.adapter import LlamaCppBackend
 from pytest_specdec.backends.llama_cpp.drafters import Proposal, count_acceptance
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded import gguf_writer, models
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
@@ -242,8 +243,10 @@ def test_sampling_follows_the_seed_and_sd_draws_plains_first_token(aligned: Llam
     assert _drawn(aligned, plain, 11) == _drawn(aligned, plain, 11)  # one seed, one text
     assert _drawn(aligned, plain, 11) != _drawn(aligned, plain, 12)
     assert _drawn(aligned, plain, 11) != _drawn(aligned, plain, 11, temperature=0.0)
-    # The first token comes from the prompt's own logits in both arms: one seed, one draw.
-    assert all(_drawn(aligned, sd, seed)[0] == _drawn(aligned, plain, seed)[0] for seed in range(1, 9))
+    # One seed, one text: SD keeps a draft token only where it equals the target's own draw. The batched
+    # verify's arithmetic may move a draw now and then (1 of 32 pairs on this pair), not most.
+    same = sum(_drawn(aligned, sd, seed) == _drawn(aligned, plain, seed) for seed in range(1, 9))
+    assert same >= 6
     assert aligned.sampled_draws_per_seed() == "same"
 
 

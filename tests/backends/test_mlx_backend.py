@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, Sampling, TokenBurst
+from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, TokenBurst
 from pytest_specdec.backends.mlx.adapter import MlxBackend, drafted_tokens
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import ModelLoadError

@@ -319,6 +319,8 @@ class LlamaServerBackend:
             accepted=int(timings.get("draft_n_accepted", 0) or 0) if speculative else 0,
             server_decode_seconds=float(timings["predicted_ms"]) / 1000.0,
             server_decode_tokens=int(timings["predicted_n"]),
+            # The server's own prefill time: the client's clock would count a restart or a probe before it.
+            server_ttft_seconds=float(timings["prompt_ms"]) / 1000.0 if "prompt_ms" in timings else None,
         )
 
     def _completion(

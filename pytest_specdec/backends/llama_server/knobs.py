@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_specdec.backends.base import Sampling
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
 DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark")
