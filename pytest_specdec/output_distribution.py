@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-DEFAULT_ALPHA = 0.01
+DEFAULT_ALPHA = 0.005  # a false-alarm share with room under the 1 % a lossless arm may be refused
 DEFAULT_PERMUTATIONS = 999
 # The error share of the spread score (the rest goes to the largest cell difference, which a gross error
 # passes by far): an even split caught a T = 0.8 arm in 91.5 % of 200 simulated runs.

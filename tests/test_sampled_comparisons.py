@@ -49,17 +49,17 @@ def test_where_draws_differ_the_distribution_decides_and_a_hotter_sd_arm_fails_s
     assert lossless.output.method == DISTRIBUTION
     assert lossless.output.identical
     assert lossless.output.distribution is not None
-    assert lossless.output.distribution.generations == 96
-    hotter = run_comparison(simulated(sd_temperature="0.8"), plan(0.7))  # type: ignore[arg-type]
+    assert lossless.output.distribution.generations == 128
+    hotter = run_comparison(simulated(sd_temperature="1.0"), plan(0.7))  # type: ignore[arg-type]
     assert not hotter.output.identical
     line = lossless_failure(hotter.output, hotter.plan)
     assert line.startswith("SD changed the output distribution (T=0.7): the SD arm's draws were more spread out")
-    assert "96 continuations of 16 tokens per arm and prompt" in line
+    assert "128 continuations of 16 tokens per arm and prompt" in line
 
 
 def test_pairs_that_part_under_one_seed_hand_over_to_the_distribution_check() -> None:
     # draws=same with a hotter SD arm: the pairs part, the distribution check catches it
-    comparison = run_comparison(simulated(draws="same", sd_temperature="0.8"), plan(0.7))  # type: ignore[arg-type]
+    comparison = run_comparison(simulated(draws="same", sd_temperature="1.0"), plan(0.7))  # type: ignore[arg-type]
     assert comparison.output.method == DISTRIBUTION
     assert not comparison.output.identical
     assert comparison.output.near_ties[0].startswith("with one seed the arms parted in ")
@@ -88,7 +88,7 @@ def test_the_sampling_marker_samples_both_arms_and_labels_the_result(pytester: p
     )
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 96 continuations*same distribution*"])
+    result.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 128 continuations*same distribution*"])
 
 
 def test_compare_overrides_the_marker_and_a_hotter_arm_fails_the_test(pytester: pytest.Pytester) -> None:
@@ -96,7 +96,7 @@ def test_compare_overrides_the_marker_and_a_hotter_arm_fails_the_test(pytester: 
         "import pytest\n\n@pytest.mark.sampling(temperature=0.7, top_p=0.9)\n"
         "def test_claim(specdec):\n    specdec.compare('code', temperature=0.5)\n"
     )
-    result = pytester.runpytest(*SIM, "--specdec-backend-option", "sd_temperature=0.8")
+    result = pytester.runpytest(*SIM, "--specdec-backend-option", "sd_temperature=1.0")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*SD changed the output distribution (T=0.5, top_p=0.9)*"])
 

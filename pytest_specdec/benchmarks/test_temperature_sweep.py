@@ -6,7 +6,7 @@ its own lossless check (docs/method.md, "Sampling"); the summary line gives the 
 and acceptance at each temperature and where SD still pays off. Runs on llama-cpp and
 llama-server, where one seed gives both arms one text and the exact check can settle it;
 where pairs part (on Gemma about half do) and on mlx, each temperature needs the
-distribution check's 96 generations per arm and prompt (768 on the 4 ``code`` prompts).
+distribution check's 128 generations per arm and prompt (1024 on the 4 ``code`` prompts).
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class ComparisonPlan:
     speedup_of: str = "decode"  # or END_TO_END: which seconds the speedup, its verdicts and its stopping use
     # The distribution check (sampled SD on a backend whose draws differ per seed): continuations per arm and
     # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
-    distribution_generations: int = 96
+    distribution_generations: int = 128
     distribution_tokens: int = 16
 
     def statement(self, measured: int | None = None) -> str:
