@@ -29,6 +29,7 @@ from pytest_specdec.embedded.packaged import GEMMA_GGUF
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.measure.sampled import check_distribution
+from pytest_specdec.output_distribution import DEFAULT_ALPHA
 from pytest_specdec.stats import wilson_interval
 
 PLAIN_T, HOT_T = 0.7, 0.8
@@ -92,7 +93,7 @@ def main() -> None:
         rows.append(f"| {label} | {refused}/{args.runs} = {refused / args.runs:.1%} [{low:.1%}, {high:.1%}] |")
     print(
         f"{args.backend} {args.profile}, {args.runs} runs, {plan.distribution_generations} continuations of "
-        f"{plan.distribution_tokens} tokens per arm and prompt, {len(plan.prompts)} prompts, alpha 0.01"
+        f"{plan.distribution_tokens} tokens per arm and prompt, {len(plan.prompts)} prompts, alpha {DEFAULT_ALPHA:g}"
     )
     print("| SD arm | refused by the distribution check |")
     print("|---|---|")
