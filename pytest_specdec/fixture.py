@@ -10,7 +10,7 @@ import contextlib
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -122,9 +122,7 @@ class SpecdecFixture:
             for gamma in num_draft
         ]
         self._session.notes.append(sweep_summary(stored_nodeid(self._request.node), category, results))
-        failures = "; ".join(f"γ={r.record.num_draft}: {r.failure}" for r in results if r.failure)
-        warned = "; ".join(f"γ={r.record.num_draft}: {r.warning}" for r in results if r.warning)
-        _enforce(failures or None, warned or None)
+        _enforce_each(results, lambda r: f"γ={r.record.num_draft}")
         return results
 
     def temperature_sweep(
@@ -146,9 +144,7 @@ class SpecdecFixture:
             for sampling in samplings
         ]
         self._session.notes.append(temperature_sweep_summary(stored_nodeid(self._request.node), category, results))
-        failures = "; ".join(f"{r.record.scope.get('sampling')}: {r.failure}" for r in results if r.failure)
-        warned = "; ".join(f"{r.record.scope.get('sampling')}: {r.warning}" for r in results if r.warning)
-        _enforce(failures or None, warned or None)
+        _enforce_each(results, lambda r: r.record.scope.get("sampling", "greedy"))
         return results
 
     @property
@@ -283,6 +279,13 @@ def _record_properties(request: pytest.FixtureRequest, result: Result) -> None:
             ("specdec_baseline", record.check.change.value if record.check else "none"),
         ]
     )
+
+
+def _enforce_each(results: Sequence[Result], label: Callable[[Result], str]) -> None:
+    """A sweep's failures and warnings, each named by its setting (``γ=3: …``), after every setting ran."""
+    failures = "; ".join(f"{label(r)}: {r.failure}" for r in results if r.failure)
+    warned = "; ".join(f"{label(r)}: {r.warning}" for r in results if r.warning)
+    _enforce(failures or None, warned or None)
 
 
 def _enforce(failure: str | None, warning: str | None) -> None:
