@@ -154,6 +154,7 @@ def test_a_temperature_sweep_reports_speedup_and_acceptance_at_each_temperature(
     result.stdout.fnmatch_lines(
         ["*temperature sweep [[]code[]]: T=0 1.*x [[]*[]] (acceptance 0.*); T=0.7 1.*x*— SD pays off at T=0, T=0.7"]
     )
+    result.stdout.fnmatch_lines(["simulated *code, T=0.7 *"])  # the verdict table tells the sweep's rows apart
 
 
 def test_a_temperature_sweep_with_a_bad_temperature_is_a_usage_error(pytester: pytest.Pytester) -> None:
