@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from pytest_specdec.backends import load_backend, profile_pairs
@@ -11,7 +13,7 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison
 from pytest_specdec.measure.sampled import DISTRIBUTION, EXACT, SAME_SEED, check_method, lossless_failure, pair_seed
-from tests.conftest import RecordFactory
+from pytest_specdec.store.records import ComparisonRecord
 
 SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 
@@ -163,7 +165,7 @@ def test_a_temperature_sweep_with_a_bad_temperature_is_a_usage_error(pytester: p
     result.stdout.fnmatch_lines(["*temperature_sweep(): temperature=7 is outside 0-5*"])
 
 
-def test_baseline_keys_keep_sampled_and_end_to_end_results_apart(make_record: RecordFactory) -> None:
+def test_baseline_keys_keep_sampled_and_end_to_end_results_apart(make_record: Callable[..., ComparisonRecord]) -> None:
     from dataclasses import replace
 
     from pytest_specdec.store.baselines import baseline_key

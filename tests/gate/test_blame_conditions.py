@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.blame import _plan
-from tests.conftest import RecordFactory
+from pytest_specdec.store.records import ComparisonRecord
 
 
 @pytest.mark.parametrize(
@@ -16,7 +17,7 @@ from tests.conftest import RecordFactory
     [({"sampling": "T=0.7"}, "T=0.7, decode"), ({"speedup_of": "end-to-end"}, "greedy, end-to-end")],
 )
 def test_a_sampled_or_end_to_end_flip_is_not_re_measured_as_greedy_decode(
-    make_record: RecordFactory, scope: dict[str, str], named: str
+    make_record: Callable[..., ComparisonRecord], scope: dict[str, str], named: str
 ) -> None:
     record = make_record("code", 1.5, "refuted", None)
     assert _plan(record).sampling.greedy  # a greedy decode result is re-measured
