@@ -21,3 +21,7 @@ class ModelLoadError(SpecdecUsageError):
 
 class BackendRuntimeError(RuntimeError):
     """A backend failed while generating (server fault, stream cut, bad response)."""
+
+
+class NotMeasurableHere(SpecdecUsageError):
+    """A comparison this machine cannot run as asked (a context beyond the window or the memory): skipped, not failed."""

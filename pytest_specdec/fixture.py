@@ -20,10 +20,11 @@ import pytest
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
-from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
+from pytest_specdec.errors import BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
+from pytest_specdec.render.context_sweep import context_plot, context_point, context_sweep_line
 from pytest_specdec.session import (
     ComparisonSpec,
     Result,
@@ -76,6 +77,7 @@ class SpecdecFixture:
         treatment: Arm | None = None,
         temperature: float | None = None,
         top_p: float | None = None,
+        context: int = 0,
     ) -> Result:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
 
@@ -83,6 +85,8 @@ class SpecdecFixture:
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
         (``Arm("7b", options={"model": "qwen2.5:7b"})``). ``temperature`` / ``top_p`` sample both
         arms (over a ``sampling`` marker); SD is then checked lossless by its seeds or its distribution.
+        ``context`` puts that many tokens of text before every prompt; a length beyond the model's
+        window or this machine's memory skips the test with the numbers.
         """
         sampling = None
         if temperature is not None or top_p is not None:  # over the test's sampling marker, where it has one
@@ -93,7 +97,9 @@ class SpecdecFixture:
                 )
             except SpecdecUsageError as error:
                 raise pytest.UsageError(f"compare(): {error}") from None
-        spec = ComparisonSpec(category, target, draft, num_draft, max_tokens, baseline, treatment, sampling=sampling)
+        spec = ComparisonSpec(
+            category, target, draft, num_draft, max_tokens, baseline, treatment, sampling=sampling, context=context
+        )
         other_plain = self._session.plain_runtime_arm(spec) if baseline is None and treatment is None else None
         if other_plain is not None:
             # The user's question is SD against the fastest plain way: the verdict is against the other
@@ -147,6 +153,43 @@ class SpecdecFixture:
         _enforce_each(results, lambda r: r.record.scope.get("sampling", "greedy"))
         return results
 
+    def context_sweep(
+        self,
+        lengths: Sequence[int],
+        category: str = "code",
+        *,
+        max_tokens: int | None = None,
+        max_trials: int | None = None,
+        plot: str | Path | None = None,
+    ) -> list[Result]:
+        """``compare`` behind each length of context: decode and end-to-end speedup and acceptance per length,
+        where the answer changes, and a plot (``plot``, else beside ``--specdec-plot``); then fails if any failed.
+
+        A length beyond the model's window or this machine's memory is not measured, and the summary says why.
+        """
+        results, skipped = [], []
+        for length in lengths:
+            try:
+                spec = ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, context=length)
+                results.append(self._measure(spec, skip_unmeasurable=False))
+            except NotMeasurableHere as error:
+                skipped.append(str(error))
+        nodeid = stored_nodeid(self._request.node)
+        points = [context_point(r.record, r.outcome.comparison) for r in results]
+        self._session.notes.append(context_sweep_line(nodeid, category, points, skipped))
+        wanted = plot or self._session.settings.outputs.get("plot")
+        if wanted and points:
+            path = Path(wanted) if plot else Path(wanted).with_name(f"{Path(wanted).stem}-context-{_slug(nodeid)}.png")
+            try:
+                context_plot(points, path, f"{nodeid}: speedup by context [{category}]")
+                self.note(f"context sweep plot: {path}")
+            except ImportError as error:
+                self.note(f"cannot draw {path}: {error.name} is not installed — pip install 'pytest-specdec[plot]'")
+        if not results:
+            pytest.skip(f"no length of {list(lengths)} is measurable here: {'; '.join(skipped)}")
+        _enforce_each(results, lambda r: context_point(r.record, r.outcome.comparison).label)
+        return results
+
     @property
     def machine(self) -> MachineProfile:
         """This machine's chip, memory, bandwidth and usable working set."""
@@ -180,7 +223,7 @@ class SpecdecFixture:
         _enforce(verdict.failure, verdict.warning)
         return verdict
 
-    def _measure(self, spec: ComparisonSpec) -> Result:
+    def _measure(self, spec: ComparisonSpec, *, skip_unmeasurable: bool = True) -> Result:
         fitness = environment_fitness()
         if not fitness.fit:
             pytest.skip(f"environment not fit to measure: {fitness.reason}")
@@ -189,6 +232,10 @@ class SpecdecFixture:
         live = LiveLine(self._request.config)
         try:
             result = self._session.compare(stored_nodeid(item), spec, expect, live)
+        except NotMeasurableHere as error:
+            if not skip_unmeasurable:
+                raise
+            pytest.skip(str(error))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             pytest.fail(str(error), pytrace=False)
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept
@@ -205,6 +252,13 @@ class SpecdecFixture:
 
 
 BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
+
+
+def _slug(nodeid: str) -> str:
+    """A test id as a file name part: ``test_context_sweep-llama-cpp``."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", nodeid.rsplit("::", 1)[-1]).strip("-")
 
 
 def stored_nodeid(item: pytest.Item) -> str:

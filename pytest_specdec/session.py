@@ -22,8 +22,9 @@ from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_o
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.hardware import swap_ins
+from pytest_specdec.hardware import machine_profile, swap_ins
 from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
+from pytest_specdec.measure.context import prefixed_prompts
 from pytest_specdec.render.conditions import condition_notes
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
@@ -50,9 +51,14 @@ class ComparisonSpec:
     max_trials: int | None = None
     reference: bool = False  # judged and shown, never gating
     sampling: Sampling | None = None  # None: the test's sampling marker, else greedy
+    context: int = 0  # tokens of prefix before every prompt (measure.context)
 
     def check(self) -> None:
         """The same limits as the command line's, one line naming the argument (before anything runs)."""
+        if self.context < 0:
+            raise SpecdecUsageError(
+                f"context={self.context} is negative — give the prefix length in tokens, 0 for none"
+            )
         if self.num_draft is not None and self.num_draft < 1:
             raise SpecdecUsageError(f"compare(num_draft={self.num_draft}) is below 1 — draft at least one token")
         if self.max_tokens is not None and self.max_tokens < 2:
@@ -166,6 +172,7 @@ class SpecdecSession:
             near_tie_logits=settings.near_tie,
             sampling=spec.sampling or expect.sampling,
             speedup_of=expect.speedup.of,
+            context=spec.context,
         )
 
     def compare(
@@ -187,6 +194,13 @@ class SpecdecSession:
                     f"num_draft={spec.num_draft} would label one setting with a γ that did not run — drop num_draft"
                 )
             plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE))
+        if plan.context:  # before anything runs: inside the window and this machine's memory, or not measurable
+            prompts = prefixed_prompts(
+                backend, plan.prompts, plan.context, generated=plan.max_tokens,
+                look_ahead=max(plan.treatment.num_draft, 0), weight_bytes=self.pool.weight_bytes(backend) or 0,
+                usable_bytes=machine_profile().usable_bytes,
+            )  # fmt: skip
+            plan = replace(plan, prompts=prompts)
         swapped_before = swap_ins()
         comparison = run_comparison(backend, plan, progress)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
@@ -222,8 +236,8 @@ class SpecdecSession:
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
         """Carry the end-of-run drift decisions into the results the report shows."""
 
-        def key(r: ComparisonRecord) -> tuple[str, ...]:  # a temperature sweep's rows differ only in sampling
-            return (r.nodeid, r.category, str(r.num_draft), r.baseline_arm, r.scope.get("sampling", "greedy"))
+        def key(r: ComparisonRecord) -> tuple[str, ...]:  # a sweep's rows may differ only in their conditions
+            return (r.nodeid, r.category, str(r.num_draft), r.baseline_arm, *r.conditions)
 
         checks = {key(r): r.check for r in drifted}
         for index, result in enumerate(self.results):
@@ -268,7 +282,17 @@ def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[st
         "sampling": plan.sampling.label(),  # greedy, or the temperature and top-p both arms sampled at
         "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
         "speedup_of": plan.speedup_of,  # decode (first token to last) or end-to-end (prompt in, last token out)
+        **_context_scope(comparison),
     }
+
+
+def _context_scope(comparison: Comparison) -> dict[str, str]:
+    """A long-context result's prefix length asked for, and the prompt tokens that ran (read from the backend)."""
+    if not comparison.plan.context:
+        return {}
+    ran = sorted(t.prompt_tokens for p in comparison.pairs for t in (p.baseline, p.treatment))
+    shown = f"{ran[0]}–{ran[-1]}" if ran and ran[0] != ran[-1] else str(ran[0] if ran else 0)
+    return {"context": str(comparison.plan.context), "prompt_tokens": shown}
 
 
 def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:

@@ -61,10 +61,10 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
 
 def _plan(record: ComparisonRecord) -> ComparisonPlan:
     """The flip's comparison again; one the release workers cannot re-measure as it ran is refused (its flip stands)."""
-    sampling, metric = record.scope.get("sampling", "greedy"), record.scope.get("speedup_of", "decode")
-    if sampling != "greedy" or metric != "decode":
+    if record.conditions:
         raise SpecdecUsageError(
-            f"the release A/B re-measures greedy decode speedups only, and this result is {sampling}, {metric}"
+            "the release A/B re-measures greedy decode speedups at short prompts only, and this result is "
+            + ", ".join(record.conditions)
         )
     kind = record.scope.get("prompts", "instruction")
     return ComparisonPlan(

@@ -130,6 +130,7 @@ class ComparisonPlan:
     # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
     distribution_generations: int = 128
     distribution_tokens: int = 16
+    context: int = 0  # tokens of prefix before every prompt (the prompts carry it: measure.context)
 
     def statement(self, measured: int | None = None) -> str:
         """What the verdict is about: ``these 4 code prompts`` or ``code prompts like these (4 measured)``."""
@@ -137,6 +138,7 @@ class ComparisonPlan:
         kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
         condition = "" if self.sampling.greedy else f" at {self.sampling.label()}"
         condition += ", end to end" if self.speedup_of == END_TO_END else ""
+        condition += f", behind {self.context} tokens of context" if self.context else ""
         if self.reading == "prompts-like-these":
             return f"{kind} like these ({count} measured){condition}"
         return f"these {count} {kind}{condition}"

@@ -62,10 +62,9 @@ def interval_cell(interval: Interval | None, unit: str = "x") -> str:
 
 
 def category_cell(record: ComparisonRecord) -> str:
-    """``code``; ``code (fa-off → fa-on)`` when the arms are not plain and SD; ``code, T=0.7, end-to-end``
-    when the comparison sampled or its speedup is end to end (a sweep's rows differ only there)."""
-    conditions = [record.scope.get("sampling", "greedy"), record.scope.get("speedup_of", "decode")]
-    shown = "".join(f", {c}" for c in conditions if c not in ("greedy", "decode"))
+    """``code``; ``code (fa-off → fa-on)`` when the arms are not plain and SD; ``code, T=0.7, end-to-end, ctx=8K``
+    when the comparison sampled, read end to end or ran behind a long prefix (a sweep's rows differ only there)."""
+    shown = "".join(f", {c}" for c in record.conditions)
     if (record.baseline_arm, record.treatment_arm) == ("plain", "sd"):
         return record.category + shown
     return f"{record.category}{shown} ({record.baseline_arm} → {record.treatment_arm})"

@@ -69,10 +69,9 @@ def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
 
 
 def _condition(record: ComparisonRecord) -> str:
-    """``, T=0.7`` for a sampled result, ``, end-to-end`` for one timed so; greedy decode results keep their keys."""
-    sampling = record.scope.get("sampling", "greedy")
-    metric = record.scope.get("speedup_of", "decode")
-    return ("" if sampling == "greedy" else f", {sampling}") + ("" if metric == "decode" else f", {metric}")
+    """``, T=0.7`` for a sampled result, ``, end-to-end`` for one timed so, ``, ctx=8K`` behind a long prefix;
+    greedy decode results at short prompts keep their keys."""
+    return "".join(f", {c}" for c in record.conditions)
 
 
 @dataclass(frozen=True)

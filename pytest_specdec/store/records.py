@@ -243,6 +243,19 @@ class ComparisonRecord:
         """Per-pair log speedups (empty for published figures)."""
         return [s.log_ratio for s in self.samples]
 
+    @property
+    def conditions(self) -> tuple[str, ...]:
+        """What it ran under beyond greedy decode at a short prompt: ``("T=0.7", "end-to-end", "ctx=8K")``.
+
+        Results under other conditions are other results: their keys, rows and drift tests differ.
+        """
+        sampling, metric = self.scope.get("sampling", "greedy"), self.scope.get("speedup_of", "decode")
+        context = int(self.scope.get("context", "0") or 0)
+        shown = [c for c in (sampling, metric) if c not in ("greedy", "decode")]
+        if context:
+            shown.append(f"ctx={context // 1024}K" if context % 1024 == 0 else f"ctx={context}")
+        return tuple(shown)
+
 
 @dataclass(frozen=True)
 class RunRecord:

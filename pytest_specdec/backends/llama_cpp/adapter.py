@@ -45,6 +45,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.context import gguf_context
 from pytest_specdec.backends.files import files_digest, resolve_gguf
 from pytest_specdec.backends.llama_cpp.drafters import (
     count_acceptance,
@@ -89,6 +90,8 @@ class LlamaCppBackend:
             )
         self._ngram = reader.integer("ngram", 2, low=1, high=16)
         self._chat_template = reader.flag("chat_template", True)
+        # n_ctx unset: 1024, grown (all instances reloaded) when a long-context prompt needs more.
+        self._fixed_ctx = "n_ctx" in options
         load_options = {
             "n_ctx": reader.integer("n_ctx", 1024, low=64, high=1 << 20),
             "n_batch": reader.integer("n_batch", 512, low=1, high=1 << 16),
@@ -112,6 +115,11 @@ class LlamaCppBackend:
         self._load_options = load_options
         self._target_path = resolve_gguf(pair.target)
         self._draft_path = resolve_gguf(pair.draft) if pair.draft and self._mode != "prompt-lookup" else None
+        self._load_instances()
+        self.last_drafter: Any = None
+
+    def _load_instances(self) -> None:
+        pair, load_options = self._pair, self._load_options
         self._llm = _load(self._target_path, load_options, logits_all=True)
         # The plain arm as users run it: no logits for every position.
         self._plain_llm = (
@@ -125,7 +133,38 @@ class LlamaCppBackend:
                     f"draft {pair.draft!r} has a different vocabulary from target {pair.target!r} "
                     f"({self._draft_llm.n_vocab()} vs {self._llm.n_vocab()} tokens) — choose a draft of the same family"
                 )
-        self.last_drafter: Any = None
+
+    def prepare_context(self, needed: int) -> None:
+        """Reload every instance with the next power of two ≥ ``needed`` positions, as a user sizes ``n_ctx``
+        (unless ``n_ctx`` was set: then a prompt too long for it is one usage line)."""
+        if self._fixed_ctx or needed <= self._load_options["n_ctx"]:
+            return
+        self.close()
+        self._load_options = {**self._load_options, "n_ctx": 1 << (needed - 1).bit_length()}
+        self._load_instances()
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the target's tokenizer (no BOS, no template)."""
+        return len(self._llm.tokenize(text.encode(), add_bos=False, special=False))
+
+    def context_window(self) -> int:
+        """The GGUF's ``context_length``."""
+        return gguf_context(dict(self._llm.metadata))[0]
+
+    def context_bytes(self, tokens: int) -> int:
+        """KV caches of every instance at the ``n_ctx`` that ``tokens`` loads, and the SD instance's scores.
+
+        llama-cpp-python sizes a ``logits_all`` instance's score matrix at ``n_ctx`` rows of the whole
+        vocabulary in float32 (llama_cpp/llama.py: ``Llama.__init__``, ``self.scores``) and writes a row for
+        every position it evaluates (``Llama.eval``): on a 262K-token vocabulary that is ~1 MB per position.
+        """
+        n_ctx = self._load_options["n_ctx"] if self._fixed_ctx else max(1024, 1 << (tokens - 1).bit_length())
+        per_token = gguf_context(dict(self._llm.metadata))[1]
+        instances = 2 if self._plain_instance == "own" else 1
+        held = instances * per_token * n_ctx + tokens * self._llm.n_vocab() * 4.0
+        if self._draft_llm is not None:
+            held += gguf_context(dict(self._draft_llm.metadata))[1] * n_ctx
+        return int(held)
 
     @property
     def pair(self) -> ModelPair:
@@ -266,7 +305,7 @@ class LlamaCppBackend:
         capacity = min(self._llm.n_ctx(), len(self._llm.input_ids))  # llama.cpp may pad n_ctx; the buffers do not
         if needed > capacity:
             raise SpecdecUsageError(
-                f"context n_ctx={capacity} is too small for {len(prompt)} prompt tokens + "
+                f"context n_ctx={capacity} (set by --specdec-backend-option) is too small for {len(prompt)} prompt tokens + "
                 f"{request.max_tokens} generated + {request.arm.num_draft} draft — raise --specdec-backend-option n_ctx=..."
             )
         speculative = request.arm.speculative

@@ -59,6 +59,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
+from pytest_specdec.backends.llama_server.context import ServerContext
 from pytest_specdec.backends.llama_server.knobs import draft_length, sampling_fields
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slots_speculate
 from pytest_specdec.backends.server_process import ServerProcess
@@ -80,7 +81,7 @@ class ArmServer:
         return "plain" if self.spec_type == NO_SPECULATION else f"{self.spec_type} γ={self.num_draft}"
 
 
-class LlamaServerBackend:
+class LlamaServerBackend(ServerContext):
     """Plain and SD arms on llama-server processes of their own."""
 
     name: ClassVar[str] = "llama-server"
@@ -93,6 +94,7 @@ class LlamaServerBackend:
         binary = reader.text("binary", "")
         self._threads = reader.integer("threads", 0, low=0, high=1024)
         self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
+        self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (ServerContext)
         self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
@@ -401,9 +403,12 @@ class LlamaServerBackend:
         props = self._service(ArmServer(NO_SPECULATION)).get("/props")
         return not props.get("chat_template")
 
+    def _plain_service(self) -> HttpService:
+        return self._service(ArmServer(NO_SPECULATION))
+
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, from the plain server's ``/detokenize``."""
-        answer = self._service(ArmServer(NO_SPECULATION)).post("/detokenize", {"tokens": tokens})
+        answer = self._plain_service().post("/detokenize", {"tokens": tokens})
         return str(answer.get("content", ""))
 
     def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:

@@ -22,6 +22,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.context import config_context
 from pytest_specdec.backends.files import looks_like_path, model_dir_digest
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import ModelLoadError
@@ -46,6 +47,13 @@ def drafted_tokens(from_draft: Sequence[bool], num_draft: int, max_tokens: int) 
             i += 1  # the target's own token closes the round
             emitted += 1
     return drafted
+
+
+def _config(path: Path) -> dict[str, object]:
+    import json
+
+    loaded: dict[str, object] = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    return loaded
 
 
 class _LoadedModel:
@@ -159,6 +167,24 @@ class MlxBackend:
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``."""
         return str(self._target.tokenizer.decode(tokens))
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the target's tokenizer (no BOS, no template)."""
+        return len(self._target.tokenizer.encode(text, add_special_tokens=False))
+
+    def context_window(self) -> int:
+        """The target config's ``max_position_embeddings``."""
+        return config_context(_config(self._target.path))[0]
+
+    def context_bytes(self, tokens: int) -> int:
+        """Target's and draft's KV caches at ``tokens`` positions (mlx-lm grows them as the prompt fills them)."""
+        held = config_context(_config(self._target.path))[1] * tokens
+        if self._draft is not None:
+            held += config_context(_config(self._draft.path))[1] * tokens
+        return int(held)
+
+    def prepare_context(self, tokens: int) -> None:
+        """Nothing to size: the cache grows with the prompt."""
 
     def _prompt_ids(self, prompt: str) -> list[int]:
         tokenizer = self._target.tokenizer

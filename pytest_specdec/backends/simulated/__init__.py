@@ -20,6 +20,9 @@ _NUMBERS = (
     ("step", "relative change of the machine's speed from step_at on (e.g. -0.25)"),
     ("sd_temperature", "a lossy sampled SD arm: the temperature it samples at instead of the request's (0: off)"),
     ("counter_scale", "what the SD arm's reported decode seconds cover, as a factor (a release's counters)"),
+    ("prefill_tps", "prompt words read per second before the first token (time to first token)"),
+    ("draft_prefill", "the SD arm's extra prefill (its draft's), as a share of the target's"),
+    ("context_decay", "how the true speedup falls with the prompt: speedup × exp(-context_decay × words ÷ 1000)"),
 )
 
 SPEC = BackendSpec(

@@ -15,7 +15,9 @@ generation to the next as an AR(1)), ``drift``, ``throttle`` / ``throttle_time``
 of per-prompt speedups around ``speedup``; ``prompt_shape=skewed`` draws them from a
 right-skewed law), ``outliers`` (the share of generations that run 2–3x slow;
 ``outlier_arm=sd``: only the SD arm's), ``acceptance``, ``lossless``, ``tie_margin``, ``engaged``, ``release``, ``seed``, and
-``crash_after`` (a library that raises after that many generations, for fault tests).
+``crash_after`` (a library that raises after that many generations, for fault tests);
+``prefill_tps``, ``draft_prefill`` and ``context_decay`` make time to first token and the
+speedup depend on the prompt's length (the context axis).
 Sampled requests draw from a Markov chain (:mod:`~pytest_specdec.backends.simulated.sampler`);
 ``draws=same`` gives both arms one text per seed, ``distribution`` (the default) draws the
 SD arm's from another seed, and ``sd_temperature`` makes a lossy SD arm that samples hotter.
@@ -92,6 +94,9 @@ class SimulatedBackend:
         self.release = reader.text("release", "1.0")
         self.draws = reader.choice("draws", "distribution", ("same", "distribution"))
         self.sd_temperature = reader.number("sd_temperature", 0.0, low=0.0, high=5.0)
+        self.prefill_tps = reader.number("prefill_tps", 2000.0, low=1.0)
+        self.draft_prefill = reader.number("draft_prefill", 0.0, low=0.0, high=10.0)
+        self.context_decay = reader.number("context_decay", 0.0, low=0.0, high=10.0)
         self._seed = reader.integer("seed", 0)
         self._rng = np.random.default_rng(self._seed)
         # Two releases that run the same prompts equally fast share their prompts' effects.
@@ -181,7 +186,11 @@ class SimulatedBackend:
         rate *= 1.0 - self.throttle * (1.0 - math.exp(-self.generations / self.throttle_time))
         if self.step_at and self.generations >= self.step_at:
             rate *= 1.0 + self.step  # the machine moved mid-run (a thermal limit, a background job)
-        rate *= self.true_speedup * self._prompt_effect(request.prompt) if speculative else 1.0
+        words = len(request.prompt.split())
+        if speculative:  # verification at long context costs more: the speedup decays with the prompt's length
+            rate *= (
+                self.true_speedup * self._prompt_effect(request.prompt) * math.exp(-self.context_decay * words / 1000)
+            )
         rate *= math.exp(self.noise * self._noise())
         hit = speculative or self.outlier_arm == "both"
         if self.outliers and self._rng.random() < self.outliers and hit:
@@ -198,13 +207,28 @@ class SimulatedBackend:
         # counter_scale: what the server's decode duration covers changed (SD arm), not the speed
         reported = (count - 1) / rate * (self.counter_scale if speculative else 1.0)
         return GenerationStats(
-            prompt_tokens=len(request.prompt.split()),
+            prompt_tokens=words,
             drafted=drafted,
             accepted=accepted,
             server_decode_seconds=reported,
             server_decode_tokens=count - 1,
-            server_ttft_seconds=0.05,
+            server_ttft_seconds=words / self.prefill_tps * (1.0 + (self.draft_prefill if speculative else 0.0)),
         )
+
+    def count_tokens(self, text: str) -> int:
+        """Its tokens are words."""
+        return len(text.split())
+
+    def context_window(self) -> int:
+        """As long as any test asks (``window`` is not an option: a simulated model has none)."""
+        return 1 << 20
+
+    def context_bytes(self, tokens: int) -> int:
+        """A small KV cache: 64 KiB per position (a 7B-like model's order of magnitude is 128–512 KiB)."""
+        return tokens * 64 * 1024
+
+    def prepare_context(self, tokens: int) -> None:
+        """Nothing to size: the cache grows with the prompt."""
 
     def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
         """The configured ``tie_margin`` (``None`` when unset)."""

@@ -1,0 +1,100 @@
+"""What a backend must answer for a comparison at long context (``compare(context=…)``).
+
+A context comparison puts a prefix of a given number of tokens before every prompt. To
+build it the backend counts tokens with its own tokenizer; to say whether the length can
+run here it names its model's window and the memory the arms need to hold that context
+beyond the weights (KV caches of every instance, and any buffer sized per position).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class KnowsContext(Protocol):
+    """A backend that can count tokens and size its memory for a context length."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the target's tokenizer, as plain text (no chat template, no BOS)."""
+        ...
+
+    def context_window(self) -> int:
+        """The longest context the target was trained for (its GGUF ``context_length``, its config's window)."""
+        ...
+
+    def context_bytes(self, tokens: int) -> int:
+        """Bytes both arms hold beyond the weights at ``tokens`` positions: every instance's KV cache
+        (the draft's included) and any per-position buffer (llama-cpp-python's ``logits_all`` scores)."""
+        ...
+
+    def prepare_context(self, tokens: int) -> None:
+        """Make room for ``tokens`` positions where the context is sized at load (reload larger), as a user would."""
+        ...
+
+
+KV_BYTES_PER_VALUE = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def config_context(config: dict[str, object]) -> tuple[int, float]:
+    """A Hugging Face ``config.json``'s window and KV bytes per token (keys and values, every layer).
+
+    A multimodal config keeps its language model under ``text_config``. The cache holds
+    the activations' dtype (``torch_dtype``; quantised weights still cache 16-bit values).
+    Sliding-window layers are counted at full length: an upper bound.
+    """
+    text = config.get("text_config")
+    values: dict[str, object] = {**config, **text} if isinstance(text, dict) else dict(config)
+
+    def number(key: str, default: int = 0) -> int:
+        found = values.get(key, default)
+        return int(found) if isinstance(found, int | float | str) else default
+
+    heads = number("num_attention_heads", 1)
+    head_dim = number("head_dim") or number("hidden_size") // max(heads, 1)
+    per_value = KV_BYTES_PER_VALUE.get(str(values.get("torch_dtype", "float16")), 2)
+    per_token = 2.0 * number("num_hidden_layers") * number("num_key_value_heads", heads) * head_dim * per_value
+    return number("max_position_embeddings", 2048), per_token
+
+
+def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
+    """A GGUF's window and KV bytes per token in llama.cpp's default f16 cache.
+
+    From the ``{arch}.*`` keys that llama.cpp's ``src/llama-model.cpp`` reads: ``block_count``,
+    ``attention.head_count_kv``, ``attention.key_length`` / ``value_length`` (else
+    ``embedding_length ÷ head_count``), ``context_length``. Sliding-window layers count at full length.
+    """
+    arch = metadata.get("general.architecture", "llama")
+
+    def number(key: str, default: int = 0) -> int:
+        raw = metadata.get(f"{arch}.{key}", "")
+        try:
+            return int(float(raw))
+        except ValueError:  # a per-layer array: its largest entry
+            parts = [int(float(p)) for p in raw.strip("[]").replace(",", " ").split() if p]
+            return max(parts) if parts else default
+
+    heads = number("attention.head_count", 1)
+    fallback = number("embedding_length") // max(heads, 1)
+    key, value = number("attention.key_length") or fallback, number("attention.value_length") or fallback
+    per_token = float(number("block_count") * number("attention.head_count_kv", heads) * (key + value) * 2)
+    return number("context_length", 2048), per_token
+
+
+def gguf_file_metadata(path: Path) -> dict[str, str]:
+    """A GGUF file's scalar metadata as text (what :func:`gguf_context` reads), by the ``gguf`` package."""
+    from gguf import GGUFReader, GGUFValueType
+
+    found: dict[str, str] = {}
+    for name, field in GGUFReader(str(path)).fields.items():
+        if not field.data or not field.types:
+            continue
+        if field.types[0] == GGUFValueType.STRING:
+            found[name] = bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
+        elif field.types[0] == GGUFValueType.ARRAY:
+            if len(field.types) > 1 and field.types[1] != GGUFValueType.STRING and len(field.data) < 4096:
+                found[name] = " ".join(str(field.parts[i][0]) for i in field.data)
+        else:
+            found[name] = str(field.parts[field.data[0]][0])
+    return found

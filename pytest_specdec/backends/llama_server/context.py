@@ -1,0 +1,64 @@
+"""llama-server at long context: its tokens by ``/tokenize``, its window and the servers' caches.
+
+A managed server's context is its ``-c`` (``ctx`` option, 2048 unless set). A longer comparison
+restarts the servers with the next power of two that holds it, as a user raises ``-c`` for long
+documents; a ``ctx`` the user set is kept, and a prompt too long for it is the server's own error.
+The user's own servers (``plain_url``/``sd_url``) keep theirs: their window is their ``/props``
+``n_ctx``. llama.cpp allocates each server's KV cache for its whole context at start, so the
+memory is counted at that size (src/llama-context.cpp: the cache is sized from ``n_ctx``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.backends.context import gguf_context, gguf_file_metadata
+
+
+class ServerContext:
+    """The :class:`~pytest_specdec.backends.context.KnowsContext` half of the llama-server adapter."""
+
+    _model: Path | None
+    _draft: Path | None
+    _ctx: int
+    _ctx_set: bool
+    _one_at_a_time: bool
+
+    def _plain_service(self) -> Any:
+        raise NotImplementedError
+
+    def _stop_all(self) -> None:
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the plain server's ``/tokenize`` (no special tokens)."""
+        tokens = self._plain_service().post("/tokenize", {"content": text, "add_special": False}).get("tokens")
+        return len(tokens) if isinstance(tokens, list) else 0
+
+    def context_window(self) -> int:
+        """The GGUF's ``context_length`` (managed), or the user's server's ``n_ctx``."""
+        if self._model is None:
+            props = self._plain_service().get("/props")
+            return int((props.get("default_generation_settings") or {}).get("n_ctx") or 0)
+        return gguf_context(gguf_file_metadata(self._model))[0]
+
+    def _sized(self, tokens: int) -> int:
+        return self._ctx if self._ctx_set or self._model is None else max(self._ctx, 1 << (tokens - 1).bit_length())
+
+    def context_bytes(self, tokens: int) -> int:
+        """Both servers' KV caches (one where they run one at a time) at the ``-c`` that ``tokens`` needs."""
+        if self._model is None:
+            return 0  # the user's servers are already running: their memory is already taken
+        n_ctx = self._sized(tokens)
+        held = gguf_context(gguf_file_metadata(self._model))[1] * n_ctx * (1 if self._one_at_a_time else 2)
+        if self._draft is not None:
+            held += gguf_context(gguf_file_metadata(self._draft))[1] * n_ctx
+        return int(held)
+
+    def prepare_context(self, tokens: int) -> None:
+        """Restart the managed servers with a ``-c`` that holds ``tokens`` (when ``ctx`` was not set)."""
+        wanted = self._sized(tokens)
+        if wanted != self._ctx:
+            self._stop_all()
+            self._ctx = wanted

@@ -1,0 +1,139 @@
+"""A context sweep, told and drawn: the speedup by prompt length, decode and end to end.
+
+:func:`context_sweep_line` is the run summary's line: each length's prompt tokens (as the
+backend counted them), decode and end-to-end speedups with their intervals and the
+acceptance, then where each answer changes — "pays off up to ctx=2K, slower from ctx=8K" —
+and where the test's verdict changes. :func:`context_plot` draws the same numbers. Both read
+only what was measured; a length that could not run here is listed with its reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_specdec.measure import END_TO_END, Comparison
+from pytest_specdec.measure.context import context_label
+from pytest_specdec.stats import Interval
+from pytest_specdec.store.records import ComparisonRecord
+
+
+@dataclass(frozen=True)
+class ContextPoint:
+    """One length of a sweep, as measured."""
+
+    context: int
+    prompt_tokens: str  # as the backend counted them: ``2231`` or a range over the prompts
+    decode: Interval
+    end_to_end: Interval | None
+    acceptance: Interval | None
+    verdict: str  # the test's conclusion at this length: holds, refuted, inconclusive, measured, failed …
+    failed: bool  # a lossless failure or SD not engaged: says nothing about speed
+
+    @property
+    def label(self) -> str:
+        """``ctx=8K``, or ``ctx=0``."""
+        return context_label(self.context) if self.context else "ctx=0"
+
+
+def context_point(record: ComparisonRecord, comparison: Comparison) -> ContextPoint:
+    """A sweep's point from one comparison's record and measurement."""
+    decode, other = comparison.speedup, comparison.other_metric
+    if comparison.plan.speedup_of == END_TO_END:
+        decode, other = (other if other is not None else decode), comparison.speedup
+    return ContextPoint(
+        context=comparison.plan.context,
+        prompt_tokens=record.scope.get("prompt_tokens") or str(comparison.pairs[0].baseline.prompt_tokens),
+        decode=decode,
+        end_to_end=other,
+        acceptance=record.acceptance,
+        verdict=record.judgement.conclusion.value,
+        failed=record.judgement.conclusion.says_nothing_about_speed,
+    )
+
+
+def answer(interval: Interval) -> str:
+    """``pays off`` (the interval above 1), ``slower`` (below 1) or ``undecided``."""
+    return "pays off" if interval.low > 1.0 else "slower" if interval.high < 1.0 else "undecided"
+
+
+def change_line(steps: Sequence[tuple[str, str]]) -> str:
+    """Where an answer changes over the lengths, reading decisive answers only (an undecided length is no change).
+
+    ``[("ctx=0", "pays off"), ("ctx=2K", "undecided"), ("ctx=8K", "slower")]`` →
+    ``pays off up to ctx=0, slower from ctx=8K``.
+    """
+    decisive = [(label, said) for label, said in steps if said not in ("undecided", "inconclusive", "measured")]
+    if not decisive:
+        return "undecided at every length"
+    for (before_label, before), (label, said) in itertools.pairwise(decisive):
+        if said != before:
+            return f"{before} up to {before_label}, {said} from {label}"
+    return f"{decisive[0][1]} at every length decided ({', '.join(label for label, _ in decisive)})"
+
+
+def context_sweep_line(nodeid: str, category: str, points: Sequence[ContextPoint], skipped: Sequence[str]) -> str:
+    """The summary line of one sweep."""
+    cells = []
+    for point in points:
+        e2e = f", end to end {_shown(point.end_to_end)}" if point.end_to_end is not None else ", end to end -"
+        rate = f", acceptance {point.acceptance.estimate:.2f}" if point.acceptance is not None else ""
+        failed = f" ({point.verdict}: says nothing about speed)" if point.failed else ""
+        cells.append(
+            f"{point.label} ({point.prompt_tokens} prompt tokens) decode {_shown(point.decode)}{e2e}{rate}{failed}"
+        )
+    judged = [p for p in points if not p.failed]
+    changes = [f"decode {change_line([(p.label, answer(p.decode)) for p in judged])}"]
+    ends = [(p.label, answer(p.end_to_end)) for p in judged if p.end_to_end is not None]
+    if ends:
+        changes.append(f"end to end {change_line(ends)}")
+    if any(p.verdict in ("holds", "refuted", "inconclusive") for p in judged):
+        changes.append(f"verdict {change_line([(p.label, p.verdict) for p in judged])}")
+    line = f"{nodeid} context sweep [{category}]: {'; '.join(cells) or 'no length ran'} — {'; '.join(changes)}"
+    return line + "".join(f"; not measured here: {reason}" for reason in skipped)
+
+
+def _shown(interval: Interval) -> str:
+    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def context_plot(points: Sequence[ContextPoint], path: Path, title: str) -> Path:
+    """Speedup against prompt tokens, decode and end to end, each with its interval; 1x marked.
+
+    The PNG carries the drawn values as a ``specdec`` text chunk, like every figure of this package.
+    """
+    from pytest_specdec.render.plots import Drawing, _pyplot, _save
+
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7.5, 4.2))
+    xs = [max(p.context, 1) for p in points]
+    drawn = []
+    series: tuple[tuple[str, str, float, Callable[[ContextPoint], Interval | None]], ...] = (
+        ("decode", "#1565c0", 0.97, lambda p: p.decode),
+        ("end to end", "#6a1b9a", 1.03, lambda p: p.end_to_end),
+    )
+    for name, colour, offset, pick in series:
+        shown = [(x * offset, i, p) for x, p in zip(xs, points, strict=True) if (i := pick(p)) is not None]
+        if not shown:
+            continue
+        axes.errorbar(
+            [x for x, _, _ in shown],
+            [i.estimate for _, i, _ in shown],
+            yerr=[[i.estimate - i.low for _, i, _ in shown], [i.high - i.estimate for _, i, _ in shown]],
+            fmt="o-", color=colour, capsize=4, label=f"{name} speedup",
+        )  # fmt: skip
+        drawn += [
+            {"metric": name, "context": p.context, "estimate": i.estimate, "low": i.low, "high": i.high}
+            for _, i, p in shown
+        ]
+    axes.axhline(1.0, color="#757575", linestyle="--", linewidth=1)
+    axes.set_xscale("symlog", linthresh=512)
+    axes.set_xticks(xs, [p.label.removeprefix("ctx=") for p in points])
+    axes.set_xlabel("tokens of context before each prompt")
+    axes.set_ylabel("SD ÷ plain (tok/s)")
+    axes.set_title(title, fontsize=10)
+    axes.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    return _save(Drawing(figure, drawn), path)

@@ -1,0 +1,206 @@
+"""The context axis: prompts behind a prefix of N tokens, what fits here, and the sweep's summary and plot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from pytest_specdec.backends.context import config_context, gguf_context
+from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
+from pytest_specdec.measure.context import context_needs, prefix_text, prefixed_prompts, with_context
+from pytest_specdec.render.context_sweep import change_line
+from pytest_specdec.render.report import category_cell
+from pytest_specdec.store.baselines import baseline_key
+from pytest_specdec.store.records import ComparisonRecord
+
+SIM = ("--backend=simulated", "-p", "no:cacheprovider")
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def characters(text: str) -> int:
+    return len(text)
+
+
+@pytest.mark.parametrize("tokens", [1, 37, 500, 4096])
+@pytest.mark.parametrize("count", [words, characters])
+def test_a_prefix_is_the_longest_suite_text_of_at_most_n_tokens(tokens: int, count: object) -> None:
+    counter = count if callable(count) else words
+    prefix = prefix_text(tokens, counter)
+    assert counter(prefix) == tokens  # words and characters can be cut exactly
+
+
+def test_each_prompt_gets_a_prefix_of_its_own_and_keeps_its_id() -> None:
+    prompts = prompts_for("code")
+    prefixed = with_context(prompts, 300, words)
+    assert [p.id for p in prefixed] == [p.id for p in prompts]
+    assert all(
+        p.text.endswith(o.text) and words(p.text) == 300 + words(o.text) for p, o in zip(prefixed, prompts, strict=True)
+    )
+    assert len({p.text[:200] for p in prefixed}) == len(prompts)  # no two prompts share a prefix
+    assert with_context(prompts, 0, words) == prompts
+
+
+class FakeContext:
+    name = "fake"
+
+    def __init__(self, window: int, per_token: int) -> None:
+        self.window, self.per_token = window, per_token
+
+    def count_tokens(self, text: str) -> int:
+        return words(text)
+
+    def context_window(self) -> int:
+        return self.window
+
+    def context_bytes(self, tokens: int) -> int:
+        return tokens * self.per_token
+
+    def prepare_context(self, tokens: int) -> None:
+        self.prepared = tokens
+
+
+def test_a_length_beyond_the_window_or_the_memory_is_not_measurable_with_its_numbers() -> None:
+    prompts = prompts_for("code")[:2]
+    needs = context_needs(
+        FakeContext(4096, 1000), with_context(prompts, 2000, words), generated=32, look_ahead=3,
+        weight_bytes=1e9, usable_bytes=2e9,
+    )  # fmt: skip
+    assert needs.problem is None
+    assert needs.tokens == max(2000 + words(p.text) for p in prompts)
+    assert needs.positions == needs.tokens + 32 + 3 + 1 + 32
+    assert needs.fit.needed_bytes == 1e9 + needs.positions * 1000
+    short = context_needs(
+        FakeContext(2048, 1000), with_context(prompts, 2000, words), generated=32, look_ahead=3,
+        weight_bytes=1e9, usable_bytes=2e9,
+    )  # fmt: skip
+    assert short.problem is not None
+    assert "exceed the target's 2048-token window" in short.problem
+    heavy = context_needs(
+        FakeContext(8192, 1_000_000), with_context(prompts, 2000, words), generated=32, look_ahead=3,
+        weight_bytes=1e9, usable_bytes=2e9,
+    )  # fmt: skip
+    assert heavy.problem is not None
+    assert heavy.problem.startswith("does not fit: 1.0 GB weights + 2.1 GB caches")
+    with pytest.raises(NotMeasurableHere, match=r"context=5000 is not measurable here: .*4096-token window"):
+        prefixed_prompts(
+            FakeContext(4096, 1), prompts, 5000, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1e12
+        )  # type: ignore[arg-type]
+
+
+def test_a_backend_that_cannot_count_tokens_is_refused_in_one_line() -> None:
+    class Uncounting:  # what Ollama's and MTPLX's adapters are: no tokenizer of the target in this process
+        name = "ollama"
+
+    backend = Uncounting()
+    with pytest.raises(SpecdecUsageError, match="backend 'ollama' cannot count its tokens"):
+        prefixed_prompts(backend, prompts_for("code"), 1024, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1)  # type: ignore[arg-type]
+
+
+def test_the_kv_cache_per_token_is_read_from_a_config_and_from_gguf_keys() -> None:
+    config = {"num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256}
+    assert config_context({**config, "max_position_embeddings": 4096, "torch_dtype": "float16"}) == (
+        4096,
+        2 * 8 * 2 * 64 * 2,
+    )
+    nested = {"text_config": {**config, "head_dim": 128, "max_position_embeddings": 32768}, "torch_dtype": "float32"}
+    assert config_context(nested) == (32768, 2 * 8 * 2 * 128 * 4)
+    gemma3 = {
+        "general.architecture": "gemma3", "gemma3.block_count": "18", "gemma3.attention.head_count": "4",
+        "gemma3.attention.head_count_kv": "1", "gemma3.attention.key_length": "256",
+        "gemma3.attention.value_length": "256", "gemma3.context_length": "32768", "gemma3.embedding_length": "640",
+    }  # fmt: skip
+    assert gguf_context(gemma3) == (32768, 18 * 1 * 512 * 2)
+    llama = {"general.architecture": "llama", "llama.block_count": "8", "llama.attention.head_count": "4",
+             "llama.embedding_length": "256", "llama.context_length": "4096"}  # fmt: skip
+    assert gguf_context(llama) == (4096, 8 * 4 * 128 * 2)  # no kv count: every head; no key length: 256 ÷ 4
+
+
+@pytest.mark.parametrize(
+    ("steps", "said"),
+    [
+        (
+            [("ctx=0", "pays off"), ("ctx=2K", "pays off"), ("ctx=8K", "slower")],
+            "pays off up to ctx=2K, slower from ctx=8K",
+        ),
+        (
+            [("ctx=0", "pays off"), ("ctx=2K", "undecided"), ("ctx=8K", "slower")],
+            "pays off up to ctx=0, slower from ctx=8K",
+        ),
+        ([("ctx=0", "holds"), ("ctx=2K", "holds")], "holds at every length decided (ctx=0, ctx=2K)"),
+        ([("ctx=0", "undecided"), ("ctx=2K", "inconclusive")], "undecided at every length"),
+    ],
+)
+def test_where_an_answer_changes_reads_decisive_answers_only(steps: list[tuple[str, str]], said: str) -> None:
+    assert change_line(steps) == said
+
+
+def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.speedup(min=1.1)\n"
+        "def test_sweep(specdec):\n    specdec.context_sweep([0, 1024, 4096, 2_000_000], max_trials=16)\n"
+    )
+    options = ("speedup=1.5", "context_decay=0.5", "draft_prefill=0.3", "prefill_tps=500")
+    args = [a for o in options for a in ("--specdec-backend-option", o)]
+    result = pytester.runpytest(*SIM, *args, "--specdec-plot", "run.png", "--specdec-json", "run.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "ctx=1K: speedup 0.* behind 1024 tokens of context < claimed min 1.1x*",
+            "*code, ctx=1K *refuted*",
+            "*code, ctx=4K *refuted*",
+            "*context sweep [[]code[]]: ctx=0 (* prompt tokens) decode 1.*x*, end to end *; "
+            "ctx=1K (10* prompt tokens) decode 0.*"
+            " — decode pays off up to ctx=0, slower from ctx=1K; end to end pays off up to ctx=0, slower from ctx=1K;"
+            " verdict holds up to ctx=0, refuted from ctx=1K;"
+            " not measured here: context=2000000 is not measurable here: *window*",
+        ]
+    )
+    records = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    assert [(r["scope"].get("context"), r["scope"].get("prompt_tokens", "")[:1]) for r in records] == [
+        (None, ""),
+        ("1024", "1"),
+        ("4096", "4"),
+    ]  # the prompt tokens that ran, as the backend counted them (prefix and prompt)
+    plot = pytester.path / "run-context-test_sweep.png"
+    from PIL import Image
+
+    drawn = json.loads(Image.open(plot).text["specdec"])
+    decode = [d for d in drawn if d["metric"] == "decode"]
+    assert [d["context"] for d in decode] == [0, 1024, 4096]
+    assert decode[0]["low"] > 1.0 > decode[1]["high"]
+
+
+def test_one_comparison_beyond_the_window_skips_and_a_negative_context_is_a_usage_line(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        "def test_far(specdec):\n    specdec.compare('code', context=2_000_000)\n\n"
+        "def test_negative(specdec):\n    specdec.compare('code', context=-1)\n"
+    )
+    result = pytester.runpytest(*SIM, "-rs")
+    result.assert_outcomes(skipped=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*context=-1 is negative — give the prefix length in tokens, 0 for none*",
+            "SKIPPED*context=2000000 is not measurable here: *exceed the target's 1048576-token window*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_long_context_result_has_its_own_key_and_row_and_the_short_one_keeps_its_key(
+    make_record: Callable[..., ComparisonRecord],
+) -> None:
+    short = make_record("code", 1.5, "holds", None)
+    long = replace(short, scope={**short.scope, "context": "8192", "prompt_tokens": "8230–8262"})
+    assert ", ctx=" not in baseline_key(short)
+    assert baseline_key(long) == baseline_key(short).replace("γ=3,", "γ=3, ctx=8K,")
+    assert category_cell(long) == "code, ctx=8K"
+    assert replace(short, scope={**short.scope, "context": "1000"}).conditions == ("ctx=1000",)
