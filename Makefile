@@ -31,4 +31,4 @@ lint: $(VENV)/.installed
 COVERAGE_MIN ?= 80
 
 test: lint
-	$(VENV)/bin/pytest --cov --cov-report=term --cov-fail-under=$(COVERAGE_MIN)
+	$(VENV)/bin/pytest --cov --cov-report=term --cov-fail-under=$(COVERAGE_MIN) --durations=25

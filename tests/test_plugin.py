@@ -172,6 +172,11 @@ def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: 
         ("speedup(1.2)", "*speedup takes keyword arguments only*"),
         ("acceptance(min=2)", "*acceptance(min=2): min must be a number in (0, 1)"),
         ("claim(id='a', source='seed')", "*claim needs quote= as a non-empty string"),
+        ("speedup(min=1, of='e2e')", "*speedup(of='e2e'): of is 'decode' or 'end-to-end'"),
+        ("sampling(temperature=9)", "*sampling(temperature=9): temperature=9 is outside 0-5*"),
+        ("sampling(temperature='hot')", "*sampling(temperature='hot'): temperature must be a number"),
+        ("sampling(top_p=0)", "*sampling(top_p=0): top_p=0 must be in (0, 1]*"),
+        ("sampling(seed=1)", "*sampling has no argument 'seed'*"),
     ],
 )
 def test_bad_markers_are_one_line_usage_errors(pytester: pytest.Pytester, marker: str, message: str) -> None:

@@ -8,6 +8,7 @@ beyond the weights (KV caches of every instance, and any buffer sized per positi
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -83,7 +84,17 @@ def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
 
 
 def gguf_file_metadata(path: Path) -> dict[str, str]:
-    """A GGUF file's scalar metadata as text (what :func:`gguf_context` reads), by the ``gguf`` package."""
+    """A GGUF file's scalar metadata as text (what :func:`gguf_context` reads), by the ``gguf`` package.
+
+    Read once per file version and process: ``GGUFReader`` parses every field, a 262K-token
+    vocabulary included, which takes ~10–20 s of Python on this CPU.
+    """
+    stat = Path(path).stat()
+    return dict(_read_metadata(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_metadata(path: str, _mtime_ns: int, _size: int) -> dict[str, str]:
     from gguf import GGUFReader, GGUFValueType
 
     found: dict[str, str] = {}

@@ -284,9 +284,10 @@ def run_comparison(
     plan = plan.with_order()
     method = check_method(backend, plan.sampling.greedy)  # a backend that cannot sample is refused first
     every = isinstance(backend, CompilesPerShape) and backend.compiles_per_shape()
+    warm_seed = None if plan.sampling.greedy else pair_seed(plan.order, -1)  # a seed, never llama-cpp's "random" 0
     for prompt in plan.prompts if every else plan.prompts[:1]:
         for arm in (plan.baseline, plan.treatment):
-            run_trial(backend, prompt, arm, plan, clock)
+            run_trial(backend, prompt, arm, plan, clock, seed=warm_seed)
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
     pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
     final = look_at(plan, pairs, looks)

@@ -53,28 +53,33 @@ def sampled_outputs(
     first_seed: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[SampledOutputs]:
-    """``generations`` continuations per arm and prompt (``(id, text)``), each with a seed of its own."""
-    outputs = []
+    """``generations`` continuations per arm and prompt (``(id, text)``), each with a seed of its own.
+
+    One arm draws all its continuations, then the other: what a seeded draw gives does not depend on
+    when it runs, and a backend that holds one arm at a time (llama-server in restart mode) would
+    otherwise restart its server for every continuation.
+    """
     total, done = 2 * generations * len(prompts), 0
-    for prompt_index, (prompt_id, text) in enumerate(prompts):
-        drawn: dict[str, list[tuple[int, ...]]] = {arms[0].label: [], arms[1].label: []}
-        for index in range(generations):
-            for arm in arms if index % 2 == 0 else arms[::-1]:
+    drawn: dict[tuple[str, str], list[tuple[int, ...]]] = {}
+    for arm in arms:
+        for prompt_index, (prompt_id, text) in enumerate(prompts):
+            for index in range(generations):
                 # A seed of its own for every continuation: one seed for both arms would tie their draws
                 # together (on mlx the first token shares its key), and one seed list for every prompt would
                 # tie the prompts' statistics together while the permutations shuffle each prompt alone
                 # (it made 2 of 20 lossless runs fail before each prompt had seeds of its own).
                 seed = first_seed + 2 * (prompt_index * generations + index) + (arm is arms[1])
-                stream = backend.generate(request(text, arm, seed))
                 tokens: list[int] = []
-                for burst in stream:
+                for burst in backend.generate(request(text, arm, seed)):
                     tokens.extend(burst.token_ids)
-                drawn[arm.label].append(tuple(tokens))
+                drawn.setdefault((arm.label, prompt_id), []).append(tuple(tokens))
                 done += 1
                 if progress is not None:
                     progress(done, total)
-        outputs.append(SampledOutputs(prompt_id, tuple(drawn[arms[0].label]), tuple(drawn[arms[1].label])))
-    return outputs
+    return [
+        SampledOutputs(prompt_id, tuple(drawn[arms[0].label, prompt_id]), tuple(drawn[arms[1].label, prompt_id]))
+        for prompt_id, _ in prompts
+    ]
 
 
 def check_distribution(

@@ -29,7 +29,7 @@ from pytest_specdec.backends import registered_backends
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.seed.document import CLAIMS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added ``sampling`` (version 1 files read as greedy or unstated: ``None``)
 RESOURCE = "evidence.json"
 ROLES = ("seed", "published")
 STANCES = ("supports", "contradicts")
@@ -70,6 +70,7 @@ class EvidenceRow:
     claim: str | None
     stance: str | None
     notes: str
+    sampling: str | None = None  # "T=1" where the source says it sampled; None: greedy or not stated
 
     @property
     def usable(self) -> bool:
@@ -135,15 +136,18 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "stance": (_optional(lambda v: v in STANCES), f"one of {', '.join(STANCES)} or null"),
     "notes": (lambda v: isinstance(v, str), "a string"),
 }
+_CHECKS["sampling"] = (_optional(lambda v: isinstance(v, str) and v.startswith("T=")), "T=<temperature> or null")
 _CHECKS.update({name: (_optional(_is_positive), "a positive number or null") for name in _FLOAT_FIELDS})
 _CHECKS.update({name: (_optional(_is_text), "a non-empty string or null") for name in _TEXT_FIELDS})
 
 _FIELDS = tuple(f.name for f in fields(EvidenceRow))
 
 
-def _row(index: int, raw: object, origin: str) -> EvidenceRow:
+def _row(index: int, raw: object, origin: str, version: int = SCHEMA_VERSION) -> EvidenceRow:
     if not isinstance(raw, dict):
         raise SpecdecUsageError(f"{origin}: row {index} is not an object; reinstall pytest-specdec")
+    if version == 1:  # the migration: version 1 had no sampling field
+        raw = {**raw, "sampling": None}
     name = raw.get("id", f"#{index}")
     missing = sorted(set(_FIELDS) - raw.keys())
     extra = sorted(raw.keys() - set(_FIELDS))
@@ -167,7 +171,7 @@ def parse_evidence(text: str, origin: str = RESOURCE) -> tuple[EvidenceRow, ...]
         raise SpecdecUsageError(
             f"{origin}: not JSON ({error.msg}, line {error.lineno}); reinstall pytest-specdec"
         ) from None
-    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(document, dict) or document.get("schema_version") not in (1, SCHEMA_VERSION):
         found = document.get("schema_version") if isinstance(document, dict) else None
         raise SpecdecUsageError(
             f"{origin}: schema_version {found!r}, expected {SCHEMA_VERSION}; reinstall pytest-specdec"
@@ -175,7 +179,8 @@ def parse_evidence(text: str, origin: str = RESOURCE) -> tuple[EvidenceRow, ...]
     raw_rows = document.get("rows")
     if not isinstance(raw_rows, list) or not raw_rows:
         raise SpecdecUsageError(f"{origin}: 'rows' should be a non-empty list; reinstall pytest-specdec")
-    rows = tuple(_row(index, raw, origin) for index, raw in enumerate(raw_rows))
+    version = int(document["schema_version"])
+    rows = tuple(_row(index, raw, origin, version) for index, raw in enumerate(raw_rows))
     seen: set[str] = set()
     for row in rows:
         if row.id in seen:
@@ -276,8 +281,8 @@ def beside_result(
 ) -> list[str]:
     """Note lines to print beside a measured speedup: what was published for this chip and runtime.
 
-    A sampled result (``sampling`` ``T=0.7``…) is set beside none of them: no published
-    row says it sampled (the schema has no such field yet), so one line says so instead.
+    A sampled result (``sampling`` ``T=0.7``…) is set beside the published figures that say they
+    sampled, each with its temperature; a greedy one beside the others.
 
     One ``published on this chip: …`` line per method of the backend's family (roofline
     suspects on their own line, marked), or one summary line of the other runtimes when
@@ -287,13 +292,18 @@ def beside_result(
     only: it never fails a test, and it does not raise on odd numbers (NaN, reversed bounds).
     """
     evidence = load_evidence() if rows is None else rows
-    here = [row for row in rows_for(machine_class, evidence) if row.usable]
+    usable = [row for row in rows_for(machine_class, evidence) if row.usable]
+    here = [row for row in usable if row.sampling is None]
     if sampling != "greedy":
+        sampled = [row for row in usable if row.sampling is not None]
+        if sampled:
+            shown = ", ".join(f"{row.speedup:.2f}x at {row.sampling} ({row.id}, {row.family})" for row in sampled)
+            return [f"published on this chip, sampled: {shown} — beside this {sampling} result"]
         return (
             [
-                f"published on this chip: {len(here)} figures, none saying it sampled — not set beside this {sampling} result"
+                f"published on this chip: {len(usable)} figures, none saying it sampled — not set beside this {sampling} result"
             ]
-            if here
+            if usable
             else []
         )
     family = backend_family(backend)

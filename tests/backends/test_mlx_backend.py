@@ -207,3 +207,11 @@ def test_sampling_follows_the_seed_and_sd_draws_other_tokens_of_one_law(aligned:
     assert drawn(plain, 5) != drawn(plain, 6)
     assert drawn(sd, 5) == drawn(sd, 5)  # SD is seeded too, though its draws are not plain's
     assert aligned.sampled_draws_per_seed() == "distribution"
+
+
+def test_a_long_context_is_counted_and_sized_from_the_configs(aligned: MlxBackend) -> None:
+    text = prompts_for("copy")[0].text
+    assert aligned.count_tokens(text) == len(aligned._target.tokenizer.encode(text, add_special_tokens=False))
+    assert aligned.context_window() == 4096
+    target_kv, draft_kv = 2 * 8 * 4 * 64 * 2, 2 * 1 * 4 * 64 * 2  # float16 caches of an 8- and a 1-layer model
+    assert aligned.context_bytes(1000) == (target_kv + draft_kv) * 1000

@@ -45,17 +45,22 @@ def test_every_row_filed_under_a_seed_claim_by_the_seed_has_role_seed() -> None:
 def test_a_malformed_file_is_one_line_naming_the_row() -> None:
     good: dict[str, object] = dict.fromkeys(EvidenceRow.__dataclass_fields__)
     good |= {"id": "Z1", "role": "published", "source": "https://x", "roofline_suspect": False, "notes": ""}
-    assert parse_evidence(json.dumps({"schema_version": 1, "rows": [good]}))[0].id == "Z1"
+    assert parse_evidence(json.dumps({"schema_version": 2, "rows": [good | {"sampling": "T=1"}]}))[0].sampling == "T=1"
+    version_one = {key: value for key, value in good.items() if key != "sampling"}
+    (migrated,) = parse_evidence(json.dumps({"schema_version": 1, "rows": [version_one]}))
+    assert (migrated.id, migrated.sampling) == ("Z1", None)  # version 1 had no sampling: greedy or not stated
     for document, fragment in [
         ("{", "not JSON"),
-        (json.dumps({"schema_version": 2, "rows": [good]}), "schema_version 2"),
-        (json.dumps({"schema_version": 1, "rows": [good | {"speedup": "fast"}]}), "row Z1: speedup"),
-        (json.dumps({"schema_version": 1, "rows": [good | {"stance": "maybe"}]}), "row Z1: stance"),
-        (json.dumps({"schema_version": 1, "rows": [{"id": "Z2"}]}), "row Z2: missing"),
-        (json.dumps({"schema_version": 1, "rows": [good, good]}), "appears twice"),
-        (json.dumps({"schema_version": 1, "rows": [good | {"source": "see the forum"}]}), "row Z1: source"),
-        (json.dumps({"schema_version": 1, "rows": [good | {"source": "javascript:alert(1)"}]}), "row Z1: source"),
-        (json.dumps({"schema_version": 1, "rows": [good | {"source": "https://"}]}), "row Z1: source"),
+        (json.dumps({"schema_version": 3, "rows": [good]}), "schema_version 3"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"sampling": "hot"}]}), "row Z1: sampling"),
+        (json.dumps({"schema_version": 2, "rows": [version_one]}), "row Z1: missing sampling"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"speedup": "fast"}]}), "row Z1: speedup"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"stance": "maybe"}]}), "row Z1: stance"),
+        (json.dumps({"schema_version": 2, "rows": [{"id": "Z2"}]}), "row Z2: missing"),
+        (json.dumps({"schema_version": 2, "rows": [good, good]}), "appears twice"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"source": "see the forum"}]}), "row Z1: source"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"source": "javascript:alert(1)"}]}), "row Z1: source"),
+        (json.dumps({"schema_version": 2, "rows": [good | {"source": "https://"}]}), "row Z1: source"),
     ]:
         with pytest.raises(SpecdecUsageError, match=fragment) as raised:
             parse_evidence(document)
@@ -179,8 +184,12 @@ def test_evidence_plot_draws_an_empty_chart_without_failing(tmp_path: Path) -> N
         assert json.loads(image.text["specdec"]) == []
 
 
-def test_a_sampled_result_is_set_beside_no_greedy_figure_and_says_so() -> None:
+def test_a_sampled_result_is_set_beside_sampled_figures_only_and_a_greedy_one_beside_no_sampled_figure() -> None:
     (line,) = beside_result("Apple-M4-Max-128GB", "mlx", 0.8, 0.7, 0.9, sampling="T=0.7")
     assert line.startswith("published on this chip: ")
     assert line.endswith("figures, none saying it sampled — not set beside this T=0.7 result")
     assert beside_result("NVIDIA-H200", "mlx", 0.8, 0.7, 0.9, sampling="T=0.7") == []
+    (sampled,) = beside_result("Apple-M5-Max-48GB", "mlx", 1.2, 1.1, 1.3, sampling="T=0.7")
+    assert sampled == "published on this chip, sampled: 1.52x at T=1 (R10-temp1, other) — beside this T=0.7 result"
+    greedy = " ".join(beside_result("Apple-M5-Max-48GB", "mlx", 1.2, 1.1, 1.3))
+    assert "1.52" not in greedy  # the T=1 figure is not set beside a greedy result

@@ -56,6 +56,7 @@ from pytest_specdec.backends.base import (
     SpeculationEvidence,
     TokenBurst,
 )
+from pytest_specdec.backends.context import gguf_file_metadata
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
@@ -397,9 +398,7 @@ class LlamaServerBackend(ServerContext):
 
             if models.is_embedded(self._requested.target):
                 return False
-            import gguf
-
-            return gguf.GGUFReader(self._model).get_field("tokenizer.chat_template") is None
+            return "tokenizer.chat_template" not in gguf_file_metadata(self._model)
         props = self._service(ArmServer(NO_SPECULATION)).get("/props")
         return not props.get("chat_template")
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_specdec.backends.context import gguf_file_metadata
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
@@ -85,16 +86,12 @@ def sweepable(spec_type: str) -> bool:
 def mtp_heads(model: Path) -> int | None:
     """``<arch>.nextn_predict_layers`` of a GGUF (None: not said, or gguf not installed)."""
     try:
-        from gguf import GGUFReader
-    except ImportError:
+        metadata = gguf_file_metadata(model)
+    except (ImportError, OSError, ValueError):
         return None
-    try:
-        reader = GGUFReader(str(model))
-    except (OSError, ValueError):
-        return None
-    for name, field in reader.fields.items():
-        if name.endswith(".nextn_predict_layers") and field.data:
-            return int(field.parts[field.data[0]][0])
+    for name, value in metadata.items():
+        if name.endswith(".nextn_predict_layers"):
+            return int(float(value))
     return None
 
 
