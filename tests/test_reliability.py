@@ -18,8 +18,9 @@ from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.cli import main
 from pytest_specdec.config import build_settings
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
-from pytest_specdec.store.baselines import BaselineStore, read_history
+from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import write_atomically
+from pytest_specdec.store.history import read_history
 from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 SIM = ("--backend=simulated", "--specdec-max-trials=4", "-p", "no:cacheprovider")
@@ -60,7 +61,7 @@ def fill(disk: Path) -> list[Path]:
 def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
     small_disk: Path, make_record: Callable[..., ComparisonRecord], padding: int, room: bool
 ) -> None:
-    from pytest_specdec.store.baselines import history_line
+    from pytest_specdec.store.history import history_line
 
     store = BaselineStore(small_disk / "baselines", "M")
     line = history_line(make_record("code", 1.0, "holds", None), "M", False, "2026-11-30")
@@ -95,7 +96,7 @@ def test_a_run_that_dies_while_writing_never_leaves_a_baseline_without_its_histo
 
 
 def test_a_torn_last_line_is_skipped_and_reported(tmp_path: Path, make_record: Callable[..., ComparisonRecord]) -> None:
-    from pytest_specdec.store.baselines import history_line
+    from pytest_specdec.store.history import history_line
 
     path = tmp_path / "history.jsonl"
     whole = json.dumps(history_line(make_record("code", 1.0, "holds", None), "M", False, "t"))
@@ -366,8 +367,8 @@ def test_an_unbounded_interval_is_stored_as_standard_json_and_read_back(
     from dataclasses import replace
 
     from pytest_specdec.stats import Interval
-    from pytest_specdec.store.baselines import history_line
     from pytest_specdec.store.files import dumps, load_run
+    from pytest_specdec.store.history import history_line
 
     record = make_record("code", 1.0, "inconclusive", None)
     record = replace(record, speedup=Interval(1.0, 0.0, float("inf"), 0.98, 2))

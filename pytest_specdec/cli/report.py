@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import markdown_report
-from pytest_specdec.store.baselines import read_history
 from pytest_specdec.store.files import load_run
+from pytest_specdec.store.history import read_history
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
 

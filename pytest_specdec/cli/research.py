@@ -9,7 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.baselines import read_history
+from pytest_specdec.store.history import read_history
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.baselines import BaselineStore, history_line, read_history
+from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import read_json
+from pytest_specdec.store.history import history_line, read_history
 from pytest_specdec.store.records import RunRecord
 
 

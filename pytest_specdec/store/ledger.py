@@ -22,9 +22,9 @@ from pytest_specdec.store.baselines import (
     baseline_key,
     compare_with_baseline,
     drift_message,
-    history_line,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
+from pytest_specdec.store.history import history_line
 from pytest_specdec.store.records import Change, ComparisonRecord, Provenance, Role
 
 

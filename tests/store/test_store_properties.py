@@ -30,11 +30,10 @@ from pytest_specdec.stats import Interval  # noqa: E402
 from pytest_specdec.store.baselines import (  # noqa: E402
     BaselineStore,
     baseline_key,
-    history_line,
     list_baseline_files,
     read_baseline_file,
-    read_history,
 )
+from pytest_specdec.store.history import history_line, read_history  # noqa: E402
 from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy  # noqa: E402
 
 SPEEDUPS = st.one_of(st.floats(0.2, 4.0), st.just(math.inf))

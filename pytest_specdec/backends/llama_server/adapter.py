@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import subprocess
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -60,9 +60,9 @@ from pytest_specdec.backends.context import gguf_file_metadata
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
-from pytest_specdec.backends.llama_server.context import ServerContext
 from pytest_specdec.backends.llama_server.knobs import draft_length, sampling_fields
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slots_speculate
+from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
@@ -82,7 +82,7 @@ class ArmServer:
         return "plain" if self.spec_type == NO_SPECULATION else f"{self.spec_type} γ={self.num_draft}"
 
 
-class LlamaServerBackend(ServerContext):
+class LlamaServerBackend(PlainServerQueries):
     """Plain and SD arms on llama-server processes of their own."""
 
     name: ClassVar[str] = "llama-server"
@@ -95,7 +95,7 @@ class LlamaServerBackend(ServerContext):
         binary = reader.text("binary", "")
         self._threads = reader.integer("threads", 0, low=0, high=1024)
         self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
-        self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (ServerContext)
+        self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (PlainServerQueries)
         self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
@@ -404,33 +404,6 @@ class LlamaServerBackend(ServerContext):
 
     def _plain_service(self) -> HttpService:
         return self._service(ArmServer(NO_SPECULATION))
-
-    def detokenize(self, tokens: list[int]) -> str:
-        """Text of ``tokens``, from the plain server's ``/detokenize``."""
-        answer = self._plain_service().post("/detokenize", {"tokens": tokens})
-        return str(answer.get("content", ""))
-
-    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
-        """``logit(first) - logit(second)`` on the plain server after ``prompt`` + ``prefix``.
-
-        From the top log-probabilities the server returns (``n_probs``): a difference of
-        log-probabilities is a difference of logits. ``None`` when either token is not
-        among the top 20, or the server's format is not the current one.
-        """
-        service = self._service(ArmServer(NO_SPECULATION))
-        tokens = service.post("/tokenize", {"content": prompt, "add_special": True}).get("tokens")
-        if not isinstance(tokens, list):
-            return None
-        body = {"prompt": [*tokens, *prefix], "n_predict": 1, "n_probs": 20, "temperature": 0.0, "top_k": 1}
-        answer = service.post("/completion", {**body, "cache_prompt": False, "stream": False})
-        try:
-            top = answer["completion_probabilities"][0]["top_logprobs"]
-            logprobs = {int(entry["id"]): float(entry["logprob"]) for entry in top}
-        except (KeyError, IndexError, TypeError, ValueError):
-            return None
-        if first not in logprobs or second not in logprobs:
-            return None
-        return logprobs[first] - logprobs[second]
 
     def close(self) -> None:
         """Stop managed servers; close connections to the user's."""

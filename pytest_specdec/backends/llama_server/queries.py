@@ -1,4 +1,4 @@
-"""llama-server at long context: its tokens by ``/tokenize``, its window and the servers' caches.
+"""What llama-server's plain server answers about tokens, and the servers at long context.
 
 A managed server's context is its ``-c`` (``ctx`` option, 2048 unless set). A longer comparison
 restarts the servers with the next power of two that holds it, as a user raises ``-c`` for long
@@ -10,14 +10,17 @@ memory is counted at that size (src/llama-context.cpp: the cache is sized from `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.backends.context import gguf_context, gguf_file_metadata
 
 
-class ServerContext:
-    """The :class:`~pytest_specdec.backends.context.KnowsContext` half of the llama-server adapter."""
+class PlainServerQueries:
+    """What the adapter asks the plain server about tokens: counts and text (``/tokenize``,
+    ``/detokenize``), logits (``n_probs``), and the window and caches of a long context
+    (:class:`~pytest_specdec.backends.context.KnowsContext`)."""
 
     _model: Path | None
     _draft: Path | None
@@ -62,3 +65,30 @@ class ServerContext:
         if wanted != self._ctx:
             self._stop_all()
             self._ctx = wanted
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of ``tokens``, from the plain server's ``/detokenize``."""
+        answer = self._plain_service().post("/detokenize", {"tokens": tokens})
+        return str(answer.get("content", ""))
+
+    def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:
+        """``logit(first) - logit(second)`` on the plain server after ``prompt`` + ``prefix``.
+
+        From the top log-probabilities the server returns (``n_probs``): a difference of
+        log-probabilities is a difference of logits. ``None`` when either token is not
+        among the top 20, or the server's format is not the current one.
+        """
+        service = self._plain_service()
+        tokens = service.post("/tokenize", {"content": prompt, "add_special": True}).get("tokens")
+        if not isinstance(tokens, list):
+            return None
+        body = {"prompt": [*tokens, *prefix], "n_predict": 1, "n_probs": 20, "temperature": 0.0, "top_k": 1}
+        answer = service.post("/completion", {**body, "cache_prompt": False, "stream": False})
+        try:
+            top = answer["completion_probabilities"][0]["top_logprobs"]
+            logprobs = {int(entry["id"]): float(entry["logprob"]) for entry in top}
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+        if first not in logprobs or second not in logprobs:
+            return None
+        return logprobs[first] - logprobs[second]
