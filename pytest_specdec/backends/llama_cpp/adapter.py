@@ -305,7 +305,7 @@ class LlamaCppBackend:
         capacity = min(self._llm.n_ctx(), len(self._llm.input_ids))  # llama.cpp may pad n_ctx; the buffers do not
         if needed > capacity:
             raise SpecdecUsageError(
-                f"context n_ctx={capacity} (set by --specdec-backend-option) is too small for {len(prompt)} prompt tokens + "
+                f"context n_ctx={capacity} is too small for {len(prompt)} prompt tokens + "
                 f"{request.max_tokens} generated + {request.arm.num_draft} draft — raise --specdec-backend-option n_ctx=..."
             )
         speculative = request.arm.speculative
