@@ -185,6 +185,8 @@ class SpecdecFixture:
                 self.note(f"context sweep plot: {path}")
             except ImportError as error:
                 self.note(f"cannot draw {path}: {error.name} is not installed — pip install 'pytest-specdec[plot]'")
+            except (OSError, SpecdecUsageError) as error:
+                self.note(f"cannot write {path}: {error} — choose a writable .png path")
         if not results:
             pytest.skip(f"no length of {list(lengths)} is measurable here: {'; '.join(skipped)}")
         _enforce_each(results, lambda r: context_point(r.record, r.outcome.comparison).label)

@@ -216,8 +216,12 @@ class SpecdecSession:
         )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         notes += condition_notes(comparison)
-        if not outcome.judgement.conclusion.says_nothing_about_speed and plan.speedup_of == "decode":
-            s = comparison.speedup  # published decode figures on this chip, beside the result: never a verdict
+        if (
+            not outcome.judgement.conclusion.says_nothing_about_speed
+            and plan.speedup_of == "decode"
+            and not plan.context
+        ):
+            s = comparison.speedup  # published short-prompt decode figures on this chip, beside it: never a verdict
             notes += beside_result(
                 self.machine_class, self.settings.backend, s.estimate, s.low, s.high,
                 sampling=comparison.plan.sampling.label(),

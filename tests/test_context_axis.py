@@ -36,6 +36,11 @@ def test_a_prefix_is_the_longest_suite_text_of_at_most_n_tokens(tokens: int, cou
     assert counter(prefix) == tokens  # words and characters can be cut exactly
 
 
+def test_a_tokenizer_that_counts_nothing_is_one_line_not_an_endless_prefix() -> None:
+    with pytest.raises(SpecdecUsageError, match="counted no tokens in the suite's text"):
+        prefix_text(100, lambda _: 0)
+
+
 def test_each_prompt_gets_a_prefix_of_its_own_and_keeps_its_id() -> None:
     prompts = prompts_for("code")
     prefixed = with_context(prompts, 300, words)
@@ -204,3 +209,12 @@ def test_a_long_context_result_has_its_own_key_and_row_and_the_short_one_keeps_i
     assert baseline_key(long) == baseline_key(short).replace("γ=3,", "γ=3, ctx=8K,")
     assert category_cell(long) == "code, ctx=8K"
     assert replace(short, scope={**short.scope, "context": "1000"}).conditions == ("ctx=1000",)
+
+
+def test_a_plot_path_that_cannot_be_written_is_a_note_not_a_traceback(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("taken.png")
+    pytester.makepyfile("def test_sweep(specdec):\n    specdec.context_sweep([0], max_trials=4, plot='taken.png')\n")
+    result = pytester.runpytest(*SIM, "--specdec-min-trials=4")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*cannot write taken.png: * — choose a writable .png path*"])
+    assert "Traceback" not in result.stdout.str()

@@ -40,7 +40,9 @@ def prefix_text(tokens: int, count: CountTokens, start: int = 0) -> str:
     if tokens <= 0:
         return ""
     block = _filler(start)
-    text = block * (tokens // max(count(block), 1) + 2)
+    if count(block) <= 0:  # a tokenizer that answers nothing would grow the text for ever
+        raise SpecdecUsageError("the backend counted no tokens in the suite's text — it cannot build a context prefix")
+    text = block * (tokens // count(block) + 2)
     while count(text) <= tokens:  # tokens merge across the joins: rarely, one more block
         text += block
     low, high = 0, len(text)  # count(text[:low]) <= tokens < count(text[:high])

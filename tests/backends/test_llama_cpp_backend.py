@@ -278,7 +278,8 @@ def test_a_long_context_is_counted_sized_and_run_with_n_ctx_grown_as_a_user_woul
         backend.close()
     fixed = LlamaCppBackend(ALIGNED, {"n_ctx": "512"})
     try:
-        fixed.prepare_context(1300)  # the user's n_ctx is kept; the prompt then fails in one line
+        fixed.prepare_context(1300)  # the user's n_ctx is kept, and it is the window a length is checked against
         assert fixed._llm.n_ctx() == 512
+        assert fixed.context_window() == 512
     finally:
         fixed.close()

@@ -148,8 +148,9 @@ class LlamaCppBackend:
         return len(self._llm.tokenize(text.encode(), add_bos=False, special=False))
 
     def context_window(self) -> int:
-        """The GGUF's ``context_length``."""
-        return gguf_context(dict(self._llm.metadata))[0]
+        """The GGUF's ``context_length``, or the ``n_ctx`` the user set where that is shorter."""
+        trained = gguf_context(dict(self._llm.metadata))[0]
+        return min(trained, self._load_options["n_ctx"]) if self._fixed_ctx else trained
 
     def context_bytes(self, tokens: int) -> int:
         """KV caches of every instance at the ``n_ctx`` that ``tokens`` loads, and the SD instance's scores.
@@ -158,7 +159,9 @@ class LlamaCppBackend:
         vocabulary in float32 (llama_cpp/llama.py: ``Llama.__init__``, ``self.scores``) and writes a row for
         every position it evaluates (``Llama.eval``): on a 262K-token vocabulary that is ~1 MB per position.
         """
-        n_ctx = self._load_options["n_ctx"] if self._fixed_ctx else max(1024, 1 << (tokens - 1).bit_length())
+        n_ctx = self._load_options["n_ctx"]
+        if not self._fixed_ctx:  # what prepare_context loads: never below what is loaded now
+            n_ctx = max(n_ctx, 1 << (tokens - 1).bit_length())
         per_token = gguf_context(dict(self._llm.metadata))[1]
         instances = 2 if self._plain_instance == "own" else 1
         held = instances * per_token * n_ctx + tokens * self._llm.n_vocab() * 4.0

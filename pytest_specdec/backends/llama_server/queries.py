@@ -40,11 +40,12 @@ class PlainServerQueries:
         return len(tokens) if isinstance(tokens, list) else 0
 
     def context_window(self) -> int:
-        """The GGUF's ``context_length`` (managed), or the user's server's ``n_ctx``."""
+        """The GGUF's ``context_length`` (managed; the ``ctx`` the user set where shorter), or the user's server's ``n_ctx``."""
         if self._model is None:
             props = self._plain_service().get("/props")
             return int((props.get("default_generation_settings") or {}).get("n_ctx") or 0)
-        return gguf_context(gguf_file_metadata(self._model))[0]
+        trained = gguf_context(gguf_file_metadata(self._model))[0]
+        return min(trained, self._ctx) if self._ctx_set else trained
 
     def _sized(self, tokens: int) -> int:
         return self._ctx if self._ctx_set or self._model is None else max(self._ctx, 1 << (tokens - 1).bit_length())
