@@ -92,6 +92,14 @@ OPTIONS: tuple[OptionDef, ...] = (
         "logit margin under which a first divergence of the arms counts as arithmetic noise (batched verify "
         "kernels moved Gemma 3 270M Q4_K_M's logits by 0.15-0.22 on a CPU)",
     ),
+    OptionDef(
+        "distribution_samples",
+        "int",
+        128,
+        "continuations per arm and prompt the lossless check draws under sampling where SD and plain draw "
+        "other tokens for one seed (mlx, a server you started); its two error rates are measured at 128, and "
+        "fewer catch less",
+    ),
     OptionDef("backend_option", "list", (), "backend-specific KEY=VALUE (repeatable)"),
     OptionDef(
         "plain_runtime",
@@ -154,6 +162,7 @@ class Settings:
     precision: float = 0.05
     strict: bool = False
     near_tie: float = 0.25
+    distribution_samples: int = 128
     backend_options: Mapping[str, str] = field(default_factory=dict)
     backend_explicit: bool = False
     baselines: str = "baselines"
@@ -273,6 +282,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         precision=float(values["precision"]),  # type: ignore[arg-type]
         strict=bool(values["strict"]),
         near_tie=float(values["near_tie"]),  # type: ignore[arg-type]
+        distribution_samples=int(values["distribution_samples"]),  # type: ignore[call-overload]
         backend_options=backend_options,
         backend_explicit="backend" in explicit,
         baselines=str(values["baselines"]),
@@ -355,6 +365,11 @@ def validate(settings: Settings) -> None:
         raise SpecdecUsageError(f"--specdec-num-draft {settings.num_draft} is below 1 — draft at least one token")
     if settings.near_tie < 0.0:
         raise SpecdecUsageError(f"--specdec-near-tie {settings.near_tie:g} is negative — use 0 to demand exact output")
+    if settings.distribution_samples < 2:
+        raise SpecdecUsageError(
+            f"--specdec-distribution-samples {settings.distribution_samples} is below 2 — the check compares "
+            "continuations within each arm; use the default 128"
+        )
     if not 0.0 <= settings.drift_min_effect < 1.0:
         raise SpecdecUsageError(
             f"--specdec-drift-min-effect {settings.drift_min_effect:g} is outside [0, 1) — use e.g. 0.05"

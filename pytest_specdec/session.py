@@ -170,6 +170,7 @@ class SpecdecSession:
             require_identical_output=not needs_router(baseline, treatment),
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
+            distribution_generations=settings.distribution_samples,
             sampling=spec.sampling or expect.sampling,
             speedup_of=expect.speedup.of,
             context=spec.context,

@@ -275,10 +275,17 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
     assert done.stderr == b""
 
 
-def test_max_trials_below_two_is_named_as_max_trials(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--backend=simulated", "--specdec-max-trials=0")
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("--specdec-max-trials=0", "--specdec-max-trials 0 is below 2"),
+        ("--specdec-distribution-samples=1", "--specdec-distribution-samples 1 is below 2 — *use the default 128"),
+    ],
+)
+def test_a_count_below_two_is_named_by_its_option(pytester: pytest.Pytester, argument: str, message: str) -> None:
+    result = pytester.runpytest("--backend=simulated", argument)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--specdec-max-trials 0 is below 2*"])
+    result.stderr.fnmatch_lines([f"*{message}*"])
 
 
 @pytest.mark.parametrize(
