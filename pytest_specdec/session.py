@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, ModelPair
+from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, Fingerprint, ModelPair
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
@@ -231,7 +231,10 @@ class SpecdecSession:
             record_outcome(
                 outcome, self.pool.digest(backend), notes,
                 theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, comparison, base_model=self.pool.is_base_model(backend)),
+                scope=_scope(
+                    self.settings.profile, comparison, outcome.fingerprint,
+                    base_model=self.pool.is_base_model(backend),
+                ),
             )
         )  # fmt: skip
         result = Result(outcome, record, self.ledger.decide(record))
@@ -273,8 +276,9 @@ class SpecdecSession:
         self.pool.close()
 
 
-def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[str, str]:
+def _scope(profile: str, comparison: Comparison, fingerprint: Fingerprint, *, base_model: bool) -> dict[str, str]:
     plan = comparison.plan
+    loaded = fingerprint.details.get("n_ctx")  # the context the backend held (llama.cpp sizes its caches by it)
     return {
         "prompts": "continuation" if base_model else "instruction",
         "profile": profile,
@@ -288,6 +292,7 @@ def _scope(profile: str, comparison: Comparison, *, base_model: bool) -> dict[st
         "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
         "speedup_of": plan.speedup_of,  # decode (first token to last) or end-to-end (prompt in, last token out)
         **_context_scope(comparison),
+        **({"n_ctx": loaded} if loaded else {}),
     }
 
 

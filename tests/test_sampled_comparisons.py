@@ -91,7 +91,9 @@ def test_the_sampling_marker_samples_both_arms_and_labels_the_result(pytester: p
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 128 continuations*same distribution*"])
-    smaller = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA", "--specdec-distribution-samples=24")
+    smaller = pytester.runpytest(
+        *SIM, "--specdec-backend-option", "speedup=1.5", "-rA", "--specdec-distribution-samples=24"
+    )
     smaller.assert_outcomes(passed=1)
     smaller.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 24 continuations*"])
 

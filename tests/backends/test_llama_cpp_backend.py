@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +19,7 @@ from pytest_specdec.backends.llama_cpp.drafters import Proposal, count_acceptanc
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded import gguf_writer, models
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
+from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison, run_trial
 
 ALIGNED = ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT)
@@ -269,8 +271,10 @@ def test_a_long_context_is_counted_sized_and_run_with_n_ctx_grown_as_a_user_woul
         vocab = backend._llm.n_vocab()
         assert backend.context_bytes(1500) == 2 * target_kv * 2048 + draft_kv * 2048 + 1500 * vocab * 4
         prompt = with_context(prompts_for("copy")[:1], 1200, backend.count_tokens)[0]
+        assert backend.fingerprint().details["n_ctx"] == "1024"
         backend.prepare_context(1300)
         assert backend._llm.n_ctx() == backend._plain_llm.n_ctx() == 2048
+        assert backend.fingerprint().details["n_ctx"] == "2048", "what later results ran with is what they say"
         trial = run_trial(backend, prompt, Arm("sd", True, 3), plan("copy"), time.perf_counter)
         assert 1200 < trial.prompt_tokens < 1300  # what ran, read back: the prefix and the prompt
         assert len(trial.token_ids) == 24
@@ -283,3 +287,29 @@ def test_a_long_context_is_counted_sized_and_run_with_n_ctx_grown_as_a_user_woul
         assert fixed.context_window() == 512
     finally:
         fixed.close()
+
+
+def test_a_context_that_cannot_load_is_not_measurable_and_leaves_the_instances_as_they_were(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_specdec.backends.llama_cpp import adapter
+
+    backend = LlamaCppBackend(ALIGNED, {})
+    real_load = adapter._load
+
+    def load(path: Path, options: Mapping[str, Any], *, logits_all: bool) -> Any:
+        if options["n_ctx"] > 1024 and not logits_all:  # the second instance of the grown set fails
+            raise ModelLoadError(f"llama.cpp cannot load {path}: failed to create llama_context")
+        return real_load(path, options, logits_all=logits_all)
+
+    monkeypatch.setattr(adapter, "_load", load)
+    try:
+        with pytest.raises(NotMeasurableHere, match=r"could not load n_ctx=4096 for 3000 positions .* shorter context"):
+            backend.prepare_context(3000)
+        assert backend._llm.n_ctx() == backend._plain_llm.n_ctx() == 1024
+        tokens = [
+            t for burst in backend.generate(GenerationRequest("def f(x):", Arm("plain"), 8)) for t in burst.token_ids
+        ]
+        assert len(tokens) == 8, "the backend still decodes at the context it had"
+    finally:
+        backend.close()

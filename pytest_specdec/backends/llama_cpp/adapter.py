@@ -53,7 +53,7 @@ from pytest_specdec.backends.llama_cpp.drafters import (
     make_second_model_drafter,
 )
 from pytest_specdec.embedded import models
-from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
+from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -139,9 +139,18 @@ class LlamaCppBackend:
         (unless ``n_ctx`` was set: then a prompt too long for it is one usage line)."""
         if self._fixed_ctx or needed <= self._load_options["n_ctx"]:
             return
+        previous, grown = self._load_options, 1 << (needed - 1).bit_length()
         self.close()
-        self._load_options = {**self._load_options, "n_ctx": 1 << (needed - 1).bit_length()}
-        self._load_instances()
+        self._load_options = {**previous, "n_ctx": grown}
+        try:
+            self._load_instances()
+        except ModelLoadError as error:  # e.g. the KV cache does not fit: the instances as they were, and one line
+            self.close()
+            self._load_options = previous
+            self._load_instances()
+            raise NotMeasurableHere(
+                f"llama-cpp could not load n_ctx={grown} for {needed} positions ({error}) — choose a shorter context"
+            ) from None
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the target's tokenizer (no BOS, no template)."""
@@ -217,6 +226,7 @@ class LlamaCppBackend:
                 "spec": self.spec_mode,
                 "ngram": str(self._ngram),
                 "flash_attn": str(self._load_options["flash_attn"]),
+                "n_ctx": str(self._load_options["n_ctx"]),  # as loaded now: grown by an earlier long context too
                 "plain_arm": "own Llama, logits_all=False"
                 if self._plain_instance == "own"
                 else "shared with the SD arm (logits_all=True)",

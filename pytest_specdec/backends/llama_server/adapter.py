@@ -247,6 +247,8 @@ class LlamaServerBackend(PlainServerQueries):
             "spec_type": "as started by the user" if self._connected else self._spec_type,
             "plain_flags": "--spec-type none",
         }
+        if not self._connected:
+            details["n_ctx"] = str(self._ctx)  # the -c the servers run with now: grown by an earlier long context too
         if self._one_at_a_time:
             details["servers"] = "managed, one at a time: restarted per arm switch (two copies do not fit in memory)"
             details["restarts"] = str(self._restarted)
