@@ -133,9 +133,4 @@ def prefixed_prompts(
     return prefixed
 
 
-def context_label(tokens: int) -> str:
-    """``ctx=8K`` for 8192 tokens, ``ctx=1000`` where it is not a whole number of K."""
-    return f"ctx={tokens // 1024}K" if tokens and tokens % 1024 == 0 else f"ctx={tokens}"
-
-
-__all__ = ["ContextNeeds", "context_label", "context_needs", "prefix_text", "prefixed_prompts", "with_context"]
+__all__ = ["ContextNeeds", "context_needs", "prefix_text", "prefixed_prompts", "with_context"]

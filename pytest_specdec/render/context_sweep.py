@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_specdec.measure import END_TO_END, Comparison
-from pytest_specdec.measure.context import context_label
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.records import ComparisonRecord
+from pytest_specdec.store.records import ComparisonRecord, context_label
 
 
 @dataclass(frozen=True)

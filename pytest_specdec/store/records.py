@@ -253,8 +253,13 @@ class ComparisonRecord:
         context = int(self.scope.get("context", "0") or 0)
         shown = [c for c in (sampling, metric) if c not in ("greedy", "decode")]
         if context:
-            shown.append(f"ctx={context // 1024}K" if context % 1024 == 0 else f"ctx={context}")
+            shown.append(context_label(context))
         return tuple(shown)
+
+
+def context_label(tokens: int) -> str:
+    """``ctx=8K`` for 8192 tokens of context, ``ctx=1000`` where it is not a whole number of K."""
+    return f"ctx={tokens // 1024}K" if tokens and tokens % 1024 == 0 else f"ctx={tokens}"
 
 
 @dataclass(frozen=True)
