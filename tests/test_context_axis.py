@@ -12,8 +12,9 @@ from pytest_specdec.backends.context import config_context, gguf_context
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.measure.context import context_needs, prefix_text, prefixed_prompts, with_context
-from pytest_specdec.render.context_sweep import change_line
+from pytest_specdec.render.context_sweep import ContextPoint, change_line, context_sweep_line
 from pytest_specdec.render.report import category_cell
+from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import ComparisonRecord
 
@@ -144,6 +145,18 @@ def test_the_kv_cache_per_token_is_read_from_a_config_and_from_gguf_keys() -> No
 )
 def test_where_an_answer_changes_reads_decisive_answers_only(steps: list[tuple[str, str]], said: str) -> None:
     assert change_line(steps) == said
+
+
+def test_a_length_whose_decode_speedup_was_not_read_shows_none_rather_than_the_end_to_end_one() -> None:
+    faster, slower = Interval(1.4, 1.2, 1.6, 0.98, 8), Interval(0.8, 0.7, 0.9, 0.98, 8)
+    points = [
+        ContextPoint(0, "95", faster, faster, None, "holds", failed=False),
+        ContextPoint(8192, "8271", None, slower, None, "refuted", failed=False),
+    ]
+    line = context_sweep_line("t", "copy", points, [])
+    assert "ctx=8K (8271 prompt tokens) decode -, end to end 0.80x [0.70, 0.90]" in line
+    assert "decode pays off at every length decided (ctx=0)" in line, "an unread decode is no answer"
+    assert "end to end pays off up to ctx=0, slower from ctx=8K" in line
 
 
 def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pytester: pytest.Pytester) -> None:

@@ -25,7 +25,7 @@ class ContextPoint:
 
     context: int
     prompt_tokens: str  # as the backend counted them: ``2231`` or a range over the prompts
-    decode: Interval
+    decode: Interval | None  # None: not read (an end-to-end comparison of fewer than two pairs reads only its own)
     end_to_end: Interval | None
     acceptance: Interval | None
     verdict: str  # the test's conclusion at this length: holds, refuted, inconclusive, measured, failed …
@@ -39,9 +39,10 @@ class ContextPoint:
 
 def context_point(record: ComparisonRecord, comparison: Comparison) -> ContextPoint:
     """A sweep's point from one comparison's record and measurement."""
-    decode, other = comparison.speedup, comparison.other_metric
+    decode: Interval | None = comparison.speedup
+    other = comparison.other_metric
     if comparison.plan.speedup_of == END_TO_END:
-        decode, other = (other if other is not None else decode), comparison.speedup
+        decode, other = other, comparison.speedup  # never the end-to-end figure under the decode label
     return ContextPoint(
         context=comparison.plan.context,
         prompt_tokens=record.scope.get("prompt_tokens") or str(comparison.pairs[0].baseline.prompt_tokens),
@@ -77,25 +78,34 @@ def context_sweep_line(nodeid: str, category: str, points: Sequence[ContextPoint
     """The summary line of one sweep."""
     cells = []
     for point in points:
-        e2e = f", end to end {_shown(point.end_to_end)}" if point.end_to_end is not None else ", end to end -"
+        e2e = f", end to end {_shown(point.end_to_end)}"
         rate = f", acceptance {point.acceptance.estimate:.2f}" if point.acceptance is not None else ""
         failed = f" ({point.verdict}: says nothing about speed)" if point.failed else ""
         cells.append(
             f"{point.label} ({point.prompt_tokens} prompt tokens) decode {_shown(point.decode)}{e2e}{rate}{failed}"
         )
     judged = [p for p in points if not p.failed]
-    changes = [f"decode {change_line([(p.label, answer(p.decode)) for p in judged])}"]
-    ends = [(p.label, answer(p.end_to_end)) for p in judged if p.end_to_end is not None]
-    if ends:
-        changes.append(f"end to end {change_line(ends)}")
+    changes = []
+    for metric, pick in (("decode", _decode), ("end to end", _end_to_end)):
+        said = [(p.label, answer(i)) for p in judged if (i := pick(p)) is not None]
+        if said:
+            changes.append(f"{metric} {change_line(said)}")
     if any(p.verdict in ("holds", "refuted", "inconclusive") for p in judged):
         changes.append(f"verdict {change_line([(p.label, p.verdict) for p in judged])}")
     line = f"{nodeid} context sweep [{category}]: {'; '.join(cells) or 'no length ran'} — {'; '.join(changes)}"
     return line + "".join(f"; not measured here: {reason}" for reason in skipped)
 
 
-def _shown(interval: Interval) -> str:
-    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+def _shown(interval: Interval | None) -> str:
+    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]" if interval is not None else "-"
+
+
+def _decode(point: ContextPoint) -> Interval | None:
+    return point.decode
+
+
+def _end_to_end(point: ContextPoint) -> Interval | None:
+    return point.end_to_end
 
 
 def context_plot(points: Sequence[ContextPoint], path: Path, title: str) -> Path:
@@ -110,8 +120,8 @@ def context_plot(points: Sequence[ContextPoint], path: Path, title: str) -> Path
     xs = [max(p.context, 1) for p in points]
     drawn = []
     series: tuple[tuple[str, str, float, Callable[[ContextPoint], Interval | None]], ...] = (
-        ("decode", "#1565c0", 0.97, lambda p: p.decode),
-        ("end to end", "#6a1b9a", 1.03, lambda p: p.end_to_end),
+        ("decode", "#1565c0", 0.97, _decode),
+        ("end to end", "#6a1b9a", 1.03, _end_to_end),
     )
     for name, colour, offset, pick in series:
         shown = [(x * offset, i, p) for x, p in zip(xs, points, strict=True) if (i := pick(p)) is not None]
