@@ -20,7 +20,8 @@
 # Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
 # Used by the act tests to stay offline (never needed on a runner):
 #   SPECDEC_GATE_BASE_PYTHON   interpreter that makes the venv (default python3)
-#   SPECDEC_GATE_SHARED_SITE   a site-packages folder the venv also sees (a .pth file)
+#   SPECDEC_GATE_SHARED_SITE   a site-packages folder the venv also sees (a .pth file); with
+#                              SPECDEC_GATE_PROJECT=preinstalled the venv gets no pip of its own
 #   SPECDEC_GATE_PROJECT=preinstalled   do not pip-install the project itself
 #   SPECDEC_GATE_PIP_ARGS      extra pip arguments (e.g. --no-index --find-links DIR)
 #   SPECDEC_GATE_PYTEST_ARGS   extra pytest arguments (e.g. a smaller budget)
