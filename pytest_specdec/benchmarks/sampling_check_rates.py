@@ -112,21 +112,31 @@ def main() -> None:
         "generations": plan.distribution_generations, "tokens": plan.distribution_tokens, "alpha": DEFAULT_ALPHA,
     }  # fmt: skip
     done = recorded(args.record, settings)
+    arms = (("lossless (both T=0.7)", lossless), ("hotter (SD T=0.8)", hotter))
+    runs = {label: done.get(label, 0) for label, _ in arms}
+    refused = {label: done.get(label + ":refused", 0) for label, _ in arms}
     started = time.monotonic()
-    rows = []
-    for label, backend in (("lossless (both T=0.7)", lossless), ("hotter (SD T=0.8)", hotter)):
-        refused = done.get(label + ":refused", 0)
-        for run in range(done.get(label, 0), args.runs):
+    while any(runs[label] < args.runs for label, _ in arms):  # the arms alternate: a cut-short call keeps both
+        for label, backend in arms:
+            if runs[label] >= args.runs:
+                continue
             check = check_distribution(backend, replace(plan, order=secrets.token_hex(6)))
-            refused += not check.same
+            runs[label] += 1
+            refused[label] += not check.same
             if args.record is not None:
                 line = {"settings": settings, "arm": label, "refused": not check.same, "p": check.p_value}
                 with args.record.open("a", encoding="utf-8") as record:
                     record.write(json.dumps(line) + "\n")
-            if (run + 1) % 20 == 0 or args.record is not None:
-                print(f"  {label}: run {run + 1}/{args.runs}, refused {refused} ({time.monotonic() - started:.0f} s)")
-        low, high = wilson_interval(refused, args.runs)
-        rows.append(f"| {label} | {refused}/{args.runs} = {refused / args.runs:.1%} [{low:.1%}, {high:.1%}] |")
+            if runs[label] % 20 == 0 or args.record is not None:
+                elapsed = time.monotonic() - started
+                print(
+                    f"  {label}: run {runs[label]}/{args.runs}, refused {refused[label]} ({elapsed:.0f} s)", flush=True
+                )
+    rows = []
+    for label, _ in arms:
+        low, high = wilson_interval(refused[label], args.runs)
+        share = refused[label] / args.runs
+        rows.append(f"| {label} | {refused[label]}/{args.runs} = {share:.1%} [{low:.1%}, {high:.1%}] |")
     print(
         f"{args.backend} {args.profile}, {args.runs} runs, {plan.distribution_generations} continuations of "
         f"{plan.distribution_tokens} tokens per arm and prompt, {len(plan.prompts)} prompts, alpha {DEFAULT_ALPHA:g}"
