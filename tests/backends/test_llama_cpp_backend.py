@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -210,10 +211,13 @@ def test_gemma_profile_runs_prompt_lookup_through_the_plugin(pytester: pytest.Py
         "--specdec-profile=gemma",
         "--specdec-min-trials=2",
         "--specdec-max-trials=2",
+        "--specdec-json=run.json",
         "-p",
         "no:cacheprovider",
     )
     result.assert_outcomes(passed=2)
+    stored = json.loads((pytester.path / "run.json").read_text())
+    assert {c["scope"]["n_ctx"] for c in stored["comparisons"]} == {"1024"}, "the n_ctx that ran, as loaded"
     result.stdout.fnmatch_lines(
         [
             "specdec: backend=llama-cpp (llama-cpp-python *), profile=gemma",
