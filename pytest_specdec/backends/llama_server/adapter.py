@@ -96,6 +96,7 @@ class LlamaServerBackend(PlainServerQueries):
         self._threads = reader.integer("threads", 0, low=0, high=1024)
         self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
         self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (PlainServerQueries)
+        self._ctx_before_growth: int | None = None
         self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
@@ -204,6 +205,7 @@ class LlamaServerBackend(PlainServerQueries):
             try:
                 server.start()
             except BackendUnavailable as error:
+                self._no_grown_context(error)
                 raise ModelLoadError(f"{error} — check the model path and the server flags") from None
             self._servers[arm] = server
             self._services[arm] = HttpService(

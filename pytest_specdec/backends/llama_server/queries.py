@@ -3,6 +3,8 @@
 A managed server's context is its ``-c`` (``ctx`` option, 2048 unless set). A longer comparison
 restarts the servers with the next power of two that holds it, as a user raises ``-c`` for long
 documents; a ``ctx`` the user set is kept, and a prompt too long for it is the server's own error.
+A server that cannot start at the grown ``-c`` makes that comparison not measurable here and the
+servers go back to the ``-c`` they had, so the comparisons after it still run.
 The user's own servers (``plain_url``/``sd_url``) keep theirs: their window is their ``/props``
 ``n_ctx``. llama.cpp allocates each server's KV cache for its whole context at start, so the
 memory is counted at that size (src/llama-context.cpp: the cache is sized from ``n_ctx``).
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.backends.context import gguf_context, gguf_file_metadata
+from pytest_specdec.errors import BackendUnavailable, NotMeasurableHere
 
 
 class PlainServerQueries:
@@ -26,6 +29,7 @@ class PlainServerQueries:
     _draft: Path | None
     _ctx: int
     _ctx_set: bool
+    _ctx_before_growth: int | None  # the -c to go back to if the servers cannot start at the grown one
     _one_at_a_time: bool
 
     def _plain_service(self) -> Any:
@@ -65,7 +69,19 @@ class PlainServerQueries:
         wanted = self._sized(tokens)
         if wanted != self._ctx:
             self._stop_all()
-            self._ctx = wanted
+            self._ctx_before_growth, self._ctx = self._ctx, wanted
+
+    def _no_grown_context(self, error: BackendUnavailable) -> None:
+        """A server that cannot start at a ``-c`` grown for a long context: back to the one before, and say so."""
+        if self._ctx_before_growth is None:
+            return
+        grown, self._ctx = self._ctx, self._ctx_before_growth
+        self._ctx_before_growth = None
+        self._stop_all()  # the other arm's server may already run at the grown -c
+        raise NotMeasurableHere(
+            f"llama-server could not start with -c {grown} ({error}) — choose a shorter context; "
+            f"the servers go back to -c {self._ctx}"
+        )
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of ``tokens``, from the plain server's ``/detokenize``."""
