@@ -3,7 +3,8 @@
 A context comparison puts a prefix of a given number of tokens before every prompt. To
 build it the backend counts tokens with its own tokenizer; to say whether the length can
 run here it names its model's window and the memory the arms need to hold that context
-beyond the weights (KV caches of every instance, and any buffer sized per position).
+beyond the target's weights (the draft's weights, KV caches of every instance, and any buffer
+sized per position).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ class KnowsContext(Protocol):
         ...
 
     def context_bytes(self, tokens: int) -> int:
-        """Bytes both arms hold beyond the weights at ``tokens`` positions: every instance's KV cache
-        (the draft's included) and any per-position buffer (llama-cpp-python's ``logits_all`` scores)."""
+        """Bytes both arms hold beyond one copy of the target's weights at ``tokens`` positions: the
+        draft's weights, every instance's KV cache (the draft's included), compute buffers where they
+        grow with the context, and any per-position buffer (llama-cpp-python's ``logits_all`` scores)."""
         ...
 
     def prepare_context(self, tokens: int) -> None:
@@ -81,6 +83,29 @@ def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
     key, value = number("attention.key_length") or fallback, number("attention.value_length") or fallback
     per_token = float(number("block_count") * number("attention.head_count_kv", heads) * (key + value) * 2)
     return number("context_length", 2048), per_token
+
+
+def llama_cpp_compute_bytes(
+    metadata: dict[str, str], n_vocab: int, n_ctx: int, *, flash_attention: bool, n_ubatch: int = 512
+) -> float:
+    """The compute buffer llama-cpp-python's bundled llama.cpp reserves for one context: its largest scratch.
+
+    That is the output logits of a whole micro-batch (``n_vocab × n_ubatch`` float32) or the
+    attention of one: without flash attention the scores of every head and the mask in float32
+    (``n_ctx × n_ubatch × (4·heads + 4)`` bytes), with it only the float16 mask. Measured against
+    llama.cpp's own "compute buffer size" line (llama-cpp-python 0.3.36, this CPU, docs/measurements.md):
+    the synthetic target (4 heads, 868 tokens) 8.5 → 83.5 MiB from n_ctx 512 to 8192 without flash
+    attention, 7.0 → 14.5 MiB with it; Gemma 3 270M 514.5 MiB at every n_ctx (its 262K-token logits).
+    The few MiB of other activations are left out.
+    """
+    arch = metadata.get("general.architecture", "llama")
+    try:
+        heads = int(float(metadata.get(f"{arch}.attention.head_count", "1")))
+    except ValueError:  # a per-layer array
+        heads = max(int(float(p)) for p in metadata[f"{arch}.attention.head_count"].strip("[]").split() if p)
+    ubatch = min(n_ubatch, n_ctx)
+    attention = n_ctx * ubatch * (2 if flash_attention else 4 * heads + 4)
+    return float(max(n_vocab * ubatch * 4, attention))
 
 
 def gguf_file_metadata(path: Path) -> dict[str, str]:

@@ -45,7 +45,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.context import gguf_context
+from pytest_specdec.backends.context import gguf_context, llama_cpp_compute_bytes
 from pytest_specdec.backends.files import files_digest, resolve_gguf
 from pytest_specdec.backends.llama_cpp.drafters import (
     count_acceptance,
@@ -162,20 +162,27 @@ class LlamaCppBackend:
         return min(trained, self._load_options["n_ctx"]) if self._fixed_ctx else trained
 
     def context_bytes(self, tokens: int) -> int:
-        """KV caches of every instance at the ``n_ctx`` that ``tokens`` loads, and the SD instance's scores.
+        """At the ``n_ctx`` that ``tokens`` loads: every instance's KV cache and compute buffer, the SD
+        instance's scores, and the draft's weights.
 
         llama-cpp-python sizes a ``logits_all`` instance's score matrix at ``n_ctx`` rows of the whole
         vocabulary in float32 (llama_cpp/llama.py: ``Llama.__init__``, ``self.scores``) and writes a row for
         every position it evaluates (``Llama.eval``): on a 262K-token vocabulary that is ~1 MB per position.
+        Each context's compute buffer: :func:`~pytest_specdec.backends.context.llama_cpp_compute_bytes`.
         """
         n_ctx = self._load_options["n_ctx"]
         if not self._fixed_ctx:  # what prepare_context loads: never below what is loaded now
             n_ctx = max(n_ctx, 1 << (tokens - 1).bit_length())
-        per_token = gguf_context(dict(self._llm.metadata))[1]
-        instances = 2 if self._plain_instance == "own" else 1
-        held = instances * per_token * n_ctx + tokens * self._llm.n_vocab() * 4.0
-        if self._draft_llm is not None:
-            held += gguf_context(dict(self._draft_llm.metadata))[1] * n_ctx
+        flash = bool(self._load_options["flash_attn"])
+        loaded = [self._llm] * (2 if self._plain_instance == "own" else 1)
+        loaded += [self._draft_llm] if self._draft_llm is not None else []
+        held = tokens * self._llm.n_vocab() * 4.0
+        for llm in loaded:
+            metadata = dict(llm.metadata)
+            held += gguf_context(metadata)[1] * n_ctx
+            held += llama_cpp_compute_bytes(metadata, llm.n_vocab(), n_ctx, flash_attention=flash)
+        if self._draft_path is not None:
+            held += self._draft_path.stat().st_size
         return int(held)
 
     @property

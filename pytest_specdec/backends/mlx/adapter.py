@@ -177,10 +177,12 @@ class MlxBackend:
         return config_context(_config(self._target.path))[0]
 
     def context_bytes(self, tokens: int) -> int:
-        """Target's and draft's KV caches at ``tokens`` positions (mlx-lm grows them as the prompt fills them)."""
+        """Target's and draft's KV caches at ``tokens`` positions (mlx-lm grows them as the prompt fills them),
+        and the draft's weights."""
         held = config_context(_config(self._target.path))[1] * tokens
         if self._draft is not None:
             held += config_context(_config(self._draft.path))[1] * tokens
+            held += sum(p.stat().st_size for p in self._draft.path.glob("*.safetensors"))
         return int(held)
 
     def prepare_context(self, tokens: int) -> None:
