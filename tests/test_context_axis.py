@@ -93,7 +93,7 @@ def test_a_length_beyond_the_window_or_the_memory_is_not_measurable_with_its_num
         weight_bytes=1e9, usable_bytes=2e9,
     )  # fmt: skip
     assert heavy.problem is not None
-    assert heavy.problem.startswith("does not fit: 1.0 GB weights + 2.1 GB caches")
+    assert heavy.problem.startswith("does not fit: 1.0 GB weights + 2.1 GB draft, caches and buffers")
     with pytest.raises(NotMeasurableHere, match=r"context=5000 is not measurable here: .*4096-token window"):
         prefixed_prompts(
             FakeContext(4096, 1), prompts, 5000, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1e12

@@ -112,7 +112,7 @@ def gguf_file_metadata(path: Path) -> dict[str, str]:
     """A GGUF file's scalar metadata as text (what :func:`gguf_context` reads), by the ``gguf`` package.
 
     Read once per file version and process: ``GGUFReader`` parses every field, a 262K-token
-    vocabulary included, which takes ~10–20 s of Python on this CPU.
+    vocabulary included, several seconds of Python on this CPU (:mod:`~pytest_specdec.embedded.gguf_reader`).
     """
     stat = Path(path).stat()
     return dict(_read_metadata(str(path), stat.st_mtime_ns, stat.st_size))
@@ -120,10 +120,12 @@ def gguf_file_metadata(path: Path) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=8)
 def _read_metadata(path: str, _mtime_ns: int, _size: int) -> dict[str, str]:
-    from gguf import GGUFReader, GGUFValueType
+    from gguf import GGUFValueType
+
+    from pytest_specdec.embedded.gguf_reader import open_gguf
 
     found: dict[str, str] = {}
-    for name, field in GGUFReader(str(path)).fields.items():
+    for name, field in open_gguf(path).fields.items():
         if not field.data or not field.types:
             continue
         if field.types[0] == GGUFValueType.STRING:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_specdec.embedded.gguf_reader import open_gguf
 from pytest_specdec.embedded.models import cache_root
 from pytest_specdec.embedded.packaged import assemble_from_package
 from pytest_specdec.errors import ModelLoadError
@@ -113,10 +114,9 @@ def convert(gguf_path: Path, out_dir: Path) -> Path:
     sibling and renamed into place; if a concurrent build finished first, its
     folder is kept.
     """
-    from gguf import GGUFReader
     from safetensors.numpy import save_file
 
-    reader = GGUFReader(gguf_path)
+    reader = open_gguf(gguf_path)
     architecture = _field(reader, "general.architecture")
     if architecture != "gemma3":
         raise ModelLoadError(f"{gguf_path} is a {architecture!r} GGUF, not gemma3 — give the Gemma 3 GGUF")

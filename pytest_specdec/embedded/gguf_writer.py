@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_specdec.embedded import models
+from pytest_specdec.embedded.gguf_reader import open_gguf
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,7 +136,7 @@ def early_exit_gguf(source: Path, layers: int, directory: Path | None = None) ->
     """
     import gguf
 
-    reader = gguf.GGUFReader(source)
+    reader = open_gguf(source)
     arch_field = reader.get_field(gguf.Keys.General.ARCHITECTURE)
     if arch_field is None:
         raise ValueError(f"{source} has no general.architecture")

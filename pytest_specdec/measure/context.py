@@ -99,7 +99,7 @@ def context_needs(
     tokens = max(backend.count_tokens(p.text) for p in prompts)
     positions = tokens + generated + look_ahead + 1 + TEMPLATE_ALLOWANCE
     held = float(backend.context_bytes(positions))
-    parts = (("weights", weight_bytes), (f"the draft, caches and buffers at {positions} positions", held))
+    parts = (("weights", weight_bytes), (f"draft, caches and buffers at {positions} positions", held))
     fit = MemoryFit(weight_bytes + held, usable_bytes, parts)
     return ContextNeeds(tokens, positions, backend.context_window(), fit)
 
