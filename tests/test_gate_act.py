@@ -17,9 +17,10 @@ whose 1.0 (SD at 0.8x) and 1.1 (SD at 1.25x) are wheels in the local index. Nigh
 night: 1.0 is accepted through a pull request the harness merges; 1.1 flips the
 conclusion, and the same-night old-versus-new run blames the release (red, one issue,
 then a comment); a 1.2 that only changes its counters is "metric changed", and a 1.3 as
-fast as 1.0 on a machine that moved SD is "machine moved", neither of them red; a lossy SD arm, SD no longer engaged, a
-backend that fails mid-run and a run cut short are each red with their own word and
-issue; on the same two nights, an undecided claim opens an issue on its second night (the configured
+fast as 1.0 on a machine that moved SD is "machine moved", neither of them red; a lossy SD arm
+and SD no longer engaged are each red with their own word and issue (a backend that fails
+mid-run and a run cut short take the same steps without act: tests/gate/test_broken_legs.py);
+on the same two nights, an undecided claim opens an issue on its second night (the configured
 count) without turning the night red, and a new claim awaits acceptance in one pull request and
 turns the night red on its second night; and a night that agrees with every accepted baseline is green and tells
 GitHub nothing.
@@ -295,9 +296,7 @@ def each_red_state(workspace: Path) -> None:
     for option, state, subject in [
         ("lossless=false", "SD changed the output", "claim r"),
         ("engaged=false", "SD no longer engaged", "claim r"),
-        ("crash_after=5", "backend failed", "leg"),
-        ("interrupt_after=5", "run cut short", "leg"),
-    ]:
+    ]:  # a backend failing mid-run and a run cut short: the same steps, in tests/gate/test_broken_legs.py
         set_leg_args(repo, f"{LEG_ARGS} --specdec-backend-option {option}")
         night, calls = act(workspace, "specdec-gate.yml", "testbackend")
         assert night.returncode != 0, state
