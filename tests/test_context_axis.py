@@ -62,6 +62,9 @@ class FakeContext:
     def count_tokens(self, text: str) -> int:
         return words(text)
 
+    def template_tokens(self) -> int:
+        return 7
+
     def context_window(self) -> int:
         return self.window
 
@@ -80,7 +83,7 @@ def test_a_length_beyond_the_window_or_the_memory_is_not_measurable_with_its_num
     )  # fmt: skip
     assert needs.problem is None
     assert needs.tokens == max(2000 + words(p.text) for p in prompts)
-    assert needs.positions == needs.tokens + 32 + 3 + 1 + 32
+    assert needs.positions == needs.tokens + 32 + 3 + 1 + 7  # generated, look-ahead, the next position, template
     assert needs.fit.needed_bytes == 1e9 + needs.positions * 1000
     short = context_needs(
         FakeContext(2048, 1000), with_context(prompts, 2000, words), generated=32, look_ahead=3,

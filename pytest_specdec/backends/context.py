@@ -22,6 +22,11 @@ class KnowsContext(Protocol):
         """Tokens of ``text`` by the target's tokenizer, as plain text (no chat template, no BOS)."""
         ...
 
+    def template_tokens(self) -> int:
+        """Tokens the backend adds around a prompt before the model sees it (its chat template, a BOS),
+        counted by its own tokenizer on a one-word prompt."""
+        ...
+
     def context_window(self) -> int:
         """The longest context the target was trained for (its GGUF ``context_length``, its config's window)."""
         ...

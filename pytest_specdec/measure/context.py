@@ -25,7 +25,6 @@ from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
 CountTokens = Callable[[str], int]
-TEMPLATE_ALLOWANCE = 32  # tokens a chat template may add around the user's text
 
 
 def _filler(start: int) -> str:
@@ -69,7 +68,7 @@ class ContextNeeds:
     """The positions a comparison at a context length holds, and what that costs in memory."""
 
     tokens: int  # the longest prompt with its prefix, in the target's tokens
-    positions: int  # that, plus the tokens generated, a draft's look-ahead and a chat template's allowance
+    positions: int  # that, plus the tokens generated, a draft's look-ahead and what the backend wraps it in
     window: int
     fit: MemoryFit
 
@@ -97,7 +96,7 @@ def context_needs(
 ) -> ContextNeeds:
     """What the prefixed ``prompts`` need: positions against the window, memory against ``usable_bytes``."""
     tokens = max(backend.count_tokens(p.text) for p in prompts)
-    positions = tokens + generated + look_ahead + 1 + TEMPLATE_ALLOWANCE
+    positions = tokens + generated + look_ahead + 1 + backend.template_tokens()
     held = float(backend.context_bytes(positions))
     parts = (("weights", weight_bytes), (f"draft, caches and buffers at {positions} positions", held))
     fit = MemoryFit(weight_bytes + held, usable_bytes, parts)

@@ -347,3 +347,20 @@ def test_the_compute_buffer_estimate_follows_llama_cpps_own_figure(
         llm.close()
         # The largest scratch (logits or attention) and not the few MiB of other activations beside it.
         assert estimate <= float(said.group(1)) <= estimate + 8, (n_ctx, estimate, said.group(1))
+
+
+@pytest.mark.skipif(not HAS_GEMMA, reason="Gemma 3 270M comes from its PyPI package (extra [gemma])")
+def test_the_tokens_around_a_prompt_are_gemmas_bos_and_none_for_the_synthetic_pair() -> None:
+    from pytest_specdec.embedded.packaged import GEMMA_GGUF
+
+    gemma = LlamaCppBackend(ModelPair(GEMMA_GGUF), {"spec": "prompt-lookup"})
+    try:
+        assert gemma.template_tokens() == 1  # a base model: no chat template, its BOS
+        assert gemma.prompt_tokens("x")[0] == gemma._llm.token_bos()
+    finally:
+        gemma.close()
+    synthetic = LlamaCppBackend(ALIGNED, {"n_ctx": "256"})
+    try:
+        assert synthetic.template_tokens() == 0  # its tokenizer adds no BOS
+    finally:
+        synthetic.close()

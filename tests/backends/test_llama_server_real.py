@@ -291,6 +291,7 @@ def test_a_long_context_restarts_the_servers_with_a_context_that_holds_it(gemma:
     try:
         assert backend.count_tokens("def f(x):\n    return x") > 3
         assert backend.context_window() == 32768  # gemma3.context_length
+        assert backend.template_tokens() == 1, "a text prompt gets Gemma's <bos> from /completion, no template"
         assert backend.context_bytes(3000) == 2 * 18 * 1 * 512 * 2 * 4096  # two servers' f16 caches at -c 4096
         backend.prepare_context(3000)
         prompt = "word " * 2500

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +219,15 @@ def test_a_long_context_is_counted_and_sized_from_the_configs(aligned: MlxBacken
     target_kv, draft_kv = 2 * 8 * 4 * 64 * 2, 2 * 1 * 4 * 64 * 2  # float16 caches of an 8- and a 1-layer model
     draft_weights = sum(f.stat().st_size for f in aligned._draft.path.glob("*.safetensors"))
     assert aligned.context_bytes(1000) == (target_kv + draft_kv) * 1000 + draft_weights
+
+
+def test_the_tokens_a_chat_template_adds_are_counted_for_the_context(tmp_path: Path) -> None:
+    folder = tmp_path / "templated"
+    shutil.copytree(models.materialize(models.DEFAULT_TARGET), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = "<bos>user: {{ messages[0]['content'] }}<eos>assistant:"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    templated = MlxBackend(ModelPair(str(folder)), {})
+    wrapped = templated._target.tokenizer.encode("<bos>user: x<eos>assistant:", add_special_tokens=False)
+    assert templated.template_tokens() == len(wrapped) - templated.count_tokens("x") > 2
+    assert MlxBackend(ModelPair(str(folder)), {"chat_template": "false"}).template_tokens() == 0

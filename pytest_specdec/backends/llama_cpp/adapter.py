@@ -156,6 +156,10 @@ class LlamaCppBackend:
         """Tokens of ``text`` by the target's tokenizer (no BOS, no template)."""
         return len(self._llm.tokenize(text.encode(), add_bos=False, special=False))
 
+    def template_tokens(self) -> int:
+        """What :meth:`prompt_tokens` adds to a one-word prompt: the GGUF's chat template, or the BOS."""
+        return max(len(self.prompt_tokens("x")) - self.count_tokens("x"), 0)
+
     def context_window(self) -> int:
         """The GGUF's ``context_length``, or the ``n_ctx`` the user set where that is shorter."""
         trained = gguf_context(dict(self._llm.metadata))[0]

@@ -43,6 +43,16 @@ class PlainServerQueries:
         tokens = self._plain_service().post("/tokenize", {"content": text, "add_special": False}).get("tokens")
         return len(tokens) if isinstance(tokens, list) else 0
 
+    def template_tokens(self) -> int:
+        """The special tokens ``/completion`` adds to a text prompt (no chat template there: the BOS), by ``/tokenize``."""
+        service = self._plain_service()
+        answers = [
+            service.post("/tokenize", {"content": "x", "add_special": special}).get("tokens")
+            for special in (True, False)
+        ]
+        counts = [len(tokens) if isinstance(tokens, list) else 0 for tokens in answers]
+        return max(counts[0] - counts[1], 0)
+
     def context_window(self) -> int:
         """The GGUF's ``context_length`` (managed; the ``ctx`` the user set where shorter), or the user's server's ``n_ctx``."""
         if self._model is None:

@@ -172,6 +172,10 @@ class MlxBackend:
         """Tokens of ``text`` by the target's tokenizer (no BOS, no template)."""
         return len(self._target.tokenizer.encode(text, add_special_tokens=False))
 
+    def template_tokens(self) -> int:
+        """What the prompt's ids add to a one-word prompt: the tokenizer's chat template (unless turned off), a BOS."""
+        return max(len(self._prompt_ids("x")) - self.count_tokens("x"), 0)
+
     def context_window(self) -> int:
         """The target config's ``max_position_embeddings``."""
         return config_context(_config(self._target.path))[0]

@@ -219,6 +219,10 @@ class SimulatedBackend:
         """Its tokens are words."""
         return len(text.split())
 
+    def template_tokens(self) -> int:
+        """No template: the prompt's words are what it sees."""
+        return 0
+
     def context_window(self) -> int:
         """As long as any test asks (``window`` is not an option: a simulated model has none)."""
         return 1 << 20
