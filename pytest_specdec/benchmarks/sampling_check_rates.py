@@ -16,7 +16,9 @@ issue's targets: false alarms ≤ 1 % over ≥ 200 runs, catches ≥ 90 %. Wilso
 A real backend needs minutes a check on a small CPU, so ``--record FILE`` keeps one JSON
 line per finished run and a later call with the same file and settings goes on from
 there (``--runs`` is the total per arm); lines of other settings (backend, profile, model
-digest, sample size, α) are left alone and not counted.
+digest, sample size, α) are left alone and not counted. Calls sharing one file count each
+other's lines before every check, so one call per core (``--threads 1`` on llama-cpp, whose
+thread count does not change what is drawn) fills it together and stops at the total.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class HotterSD:
         return "distribution"
 
 
-def _backends(name: str, profile: str) -> tuple[Backend, Backend]:
+def _backends(name: str, profile: str, threads: int) -> tuple[Backend, Backend]:
     """The lossless backend and its hotter twin."""
     if name == "simulated":
         options: Mapping[str, str] = {"draws": "distribution"}
@@ -68,6 +70,8 @@ def _backends(name: str, profile: str) -> tuple[Backend, Backend]:
     if profile == "gemma":
         pair = ModelPair(GEMMA_GGUF, None)
     options = {"spec": "prompt-lookup"} if name == "llama-cpp" and pair.draft is None else {}
+    if name == "llama-cpp" and threads:
+        options["n_threads"] = str(threads)
     backend = load_backend(name, pair, options)
     return backend, HotterSD(backend)  # type: ignore[return-value]
 
@@ -89,6 +93,11 @@ def recorded(path: Path | None, settings: Mapping[str, object]) -> dict[str, int
     return counts
 
 
+def tally(done: Mapping[str, int], labels: tuple[str, ...]) -> tuple[dict[str, int], dict[str, int]]:
+    """Runs and refusals per arm label, from :func:`recorded`'s counts."""
+    return {label: done.get(label, 0) for label in labels}, {label: done.get(label + ":refused", 0) for label in labels}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="simulated", choices=("simulated", "llama-cpp", "mlx"))
@@ -98,8 +107,14 @@ def main() -> None:
     parser.add_argument(
         "--record", type=Path, default=None, help="a JSON-lines file to keep each run in and go on from"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="llama-cpp: CPU threads per instance (0: its default); the draws are the same",
+    )
     args = parser.parse_args()
-    lossless, hotter = _backends(args.backend, args.profile)
+    lossless, hotter = _backends(args.backend, args.profile, args.threads)
     style = "continuation" if args.profile == "gemma" else "instruction"
     plan = ComparisonPlan(
         "code", prompts_for("code", style), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 2, 2, 0.98
@@ -111,13 +126,14 @@ def main() -> None:
         "backend": args.backend, "profile": args.profile, "model_digest": lossless.model_digest(),
         "generations": plan.distribution_generations, "tokens": plan.distribution_tokens, "alpha": DEFAULT_ALPHA,
     }  # fmt: skip
-    done = recorded(args.record, settings)
     arms = (("lossless (both T=0.7)", lossless), ("hotter (SD T=0.8)", hotter))
-    runs = {label: done.get(label, 0) for label, _ in arms}
-    refused = {label: done.get(label + ":refused", 0) for label, _ in arms}
+    labels = tuple(label for label, _ in arms)
+    runs, refused = tally(recorded(args.record, settings), labels)
     started = time.monotonic()
     while any(runs[label] < args.runs for label, _ in arms):  # the arms alternate: a cut-short call keeps both
         for label, backend in arms:
+            if args.record is not None:  # several calls may share one file (one per core): count them all
+                runs, refused = tally(recorded(args.record, settings), labels)
             if runs[label] >= args.runs:
                 continue
             check = check_distribution(backend, replace(plan, order=secrets.token_hex(6)))
@@ -132,13 +148,15 @@ def main() -> None:
                 print(
                     f"  {label}: run {runs[label]}/{args.runs}, refused {refused[label]} ({elapsed:.0f} s)", flush=True
                 )
+    if args.record is not None:
+        runs, refused = tally(recorded(args.record, settings), labels)
     rows = []
     for label, _ in arms:
-        low, high = wilson_interval(refused[label], args.runs)
-        share = refused[label] / args.runs
-        rows.append(f"| {label} | {refused[label]}/{args.runs} = {share:.1%} [{low:.1%}, {high:.1%}] |")
+        low, high = wilson_interval(refused[label], runs[label])
+        share = refused[label] / runs[label]
+        rows.append(f"| {label} | {refused[label]}/{runs[label]} = {share:.1%} [{low:.1%}, {high:.1%}] |")
     print(
-        f"{args.backend} {args.profile}, {args.runs} runs, {plan.distribution_generations} continuations of "
+        f"{args.backend} {args.profile}, {min(runs.values())}+ runs, {plan.distribution_generations} continuations of "
         f"{plan.distribution_tokens} tokens per arm and prompt, {len(plan.prompts)} prompts, alpha {DEFAULT_ALPHA:g}"
     )
     print("| SD arm | refused by the distribution check |")
