@@ -96,7 +96,7 @@ def test_a_length_beyond_the_window_or_the_memory_is_not_measurable_with_its_num
         weight_bytes=1e9, usable_bytes=2e9,
     )  # fmt: skip
     assert heavy.problem is not None
-    assert heavy.problem.startswith("does not fit: 1.0 GB weights + 2.1 GB draft, caches and buffers")
+    assert heavy.problem.startswith("does not fit: 1.0 GB weights + 2.1 GB caches and buffers")
     with pytest.raises(NotMeasurableHere, match=r"context=5000 is not measurable here: .*4096-token window"):
         prefixed_prompts(
             FakeContext(4096, 1), prompts, 5000, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1e12
@@ -108,8 +108,19 @@ def test_a_backend_that_cannot_count_tokens_is_refused_in_one_line() -> None:
         name = "ollama"
 
     backend = Uncounting()
-    with pytest.raises(SpecdecUsageError, match="backend 'ollama' cannot count its tokens"):
+    every = "count_tokens, template_tokens, context_window, context_bytes, prepare_context"
+    with pytest.raises(SpecdecUsageError, match=f"backend 'ollama' lacks {every} \\(the KnowsContext protocol\\)"):
         prefixed_prompts(backend, prompts_for("code"), 1024, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1)  # type: ignore[arg-type]
+
+    class BeforeTemplates:  # an out-of-tree backend written before template_tokens: named, not guessed
+        name = "old"
+        count_tokens, context_window = FakeContext.count_tokens, FakeContext.context_window
+        context_bytes, prepare_context = FakeContext.context_bytes, FakeContext.prepare_context
+
+    with pytest.raises(SpecdecUsageError, match=r"backend 'old' lacks template_tokens \(the KnowsContext"):
+        prefixed_prompts(
+            BeforeTemplates(), prompts_for("code"), 1024, generated=32, look_ahead=3, weight_bytes=0, usable_bytes=1
+        )  # type: ignore[arg-type]
 
 
 def test_the_kv_cache_per_token_is_read_from_a_config_and_from_gguf_keys() -> None:

@@ -66,6 +66,16 @@ def config_context(config: dict[str, object]) -> tuple[int, float]:
     return number("max_position_embeddings", 2048), per_token
 
 
+def _metadata_number(metadata: dict[str, str], key: str, default: int = 0) -> int:
+    """``{arch}.key`` of GGUF metadata as text: a number, or a per-layer array's largest entry."""
+    raw = metadata.get(f"{metadata.get('general.architecture', 'llama')}.{key}", "")
+    try:
+        return int(float(raw))
+    except ValueError:
+        parts = [int(float(p)) for p in raw.strip("[]").replace(",", " ").split() if p]
+        return max(parts) if parts else default
+
+
 def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
     """A GGUF's window and KV bytes per token in llama.cpp's default f16 cache.
 
@@ -73,15 +83,9 @@ def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
     ``attention.head_count_kv``, ``attention.key_length`` / ``value_length`` (else
     ``embedding_length ÷ head_count``), ``context_length``. Sliding-window layers count at full length.
     """
-    arch = metadata.get("general.architecture", "llama")
 
     def number(key: str, default: int = 0) -> int:
-        raw = metadata.get(f"{arch}.{key}", "")
-        try:
-            return int(float(raw))
-        except ValueError:  # a per-layer array: its largest entry
-            parts = [int(float(p)) for p in raw.strip("[]").replace(",", " ").split() if p]
-            return max(parts) if parts else default
+        return _metadata_number(metadata, key, default)
 
     heads = number("attention.head_count", 1)
     fallback = number("embedding_length") // max(heads, 1)
@@ -90,27 +94,29 @@ def gguf_context(metadata: dict[str, str]) -> tuple[int, float]:
     return number("context_length", 2048), per_token
 
 
-def llama_cpp_compute_bytes(
-    metadata: dict[str, str], n_vocab: int, n_ctx: int, *, flash_attention: bool, n_ubatch: int = 512
+def llama_cpp_buffer_bytes(
+    metadata: dict[str, str], n_vocab: int, n_ctx: int, *, flash_attention: bool, all_logits: bool, n_batch: int = 512
 ) -> float:
-    """The compute buffer llama-cpp-python's bundled llama.cpp reserves for one context: its largest scratch.
+    """What one llama-cpp-python context's buffers hold once a long prompt ran: compute scratch and output logits.
 
-    That is the output logits of a whole micro-batch (``n_vocab × n_ubatch`` float32) or the
-    attention of one: without flash attention the scores of every head and the mask in float32
-    (``n_ctx × n_ubatch × (4·heads + 4)`` bytes), with it only the float16 mask. Measured against
-    llama.cpp's own "compute buffer size" line (llama-cpp-python 0.3.36, this CPU, docs/measurements.md):
-    the synthetic target (4 heads, 868 tokens) 8.5 → 83.5 MiB from n_ctx 512 to 8192 without flash
-    attention, 7.0 → 14.5 MiB with it; Gemma 3 270M 514.5 MiB at every n_ctx (its 262K-token logits).
-    The few MiB of other activations are left out.
+    llama.cpp reserves a compute buffer for its largest scratch, the logits of a micro-batch
+    (``n_vocab × n_ubatch`` float32, ``n_ubatch = min(n_batch, 512)``, llama_cpp/llama.py) or the
+    attention of one — without flash attention every head's scores and the mask in float32,
+    ``n_ctx × n_ubatch × (4·heads + 4)`` bytes, with it the float16 mask. A context that keeps the
+    last position's logits only computes one row of them, so of that reservation it touches the
+    attention scratch; a ``logits_all`` context fills the logits scratch and an output buffer of
+    ``n_vocab × n_batch`` float32 besides. Measured (``python benchmarks/llama_cpp_memory.py``,
+    docs/measurements.md): the synthetic target's reserved buffer 8.5 → 83.5 MiB from n_ctx 512 to
+    8192 without flash attention; Gemma 3 270M's 514.5 MiB at any n_ctx, of which a plain context
+    evaluating 512 tokens touched 24 MiB of memory and a ``logits_all`` one 1,542 MiB (scores
+    matrix, logits scratch and output buffer). The few MiB of other activations are left out.
     """
-    arch = metadata.get("general.architecture", "llama")
-    try:
-        heads = int(float(metadata.get(f"{arch}.attention.head_count", "1")))
-    except ValueError:  # a per-layer array
-        heads = max(int(float(p)) for p in metadata[f"{arch}.attention.head_count"].strip("[]").split() if p)
-    ubatch = min(n_ubatch, n_ctx)
+    heads = max(_metadata_number(metadata, "attention.head_count", 1), 1)
+    ubatch = min(n_batch, 512, n_ctx)
     attention = n_ctx * ubatch * (2 if flash_attention else 4 * heads + 4)
-    return float(max(n_vocab * ubatch * 4, attention))
+    if not all_logits:
+        return float(max(n_vocab * 4, attention))
+    return float(max(n_vocab * ubatch * 4, attention) + n_vocab * min(n_batch, n_ctx) * 4)
 
 
 def gguf_file_metadata(path: Path) -> dict[str, str]:

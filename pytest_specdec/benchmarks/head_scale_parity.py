@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
 from pytest_specdec.embedded import gguf_writer, models
-from pytest_specdec.embedded.prompts import SUITE
+from pytest_specdec.embedded.prompts import SUITE, Prompt
 
 Decode = Callable[[str], list[int]]
 
@@ -79,7 +79,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     args = parser.parse_args()
     prompts = SUITE[: args.prompts]
-    root = Path(tempfile.mkdtemp(prefix="head-scale-"))
+    with tempfile.TemporaryDirectory(prefix="head-scale-") as folder:
+        rows = compare(Path(folder), prompts, args.tokens)
+    print(f"greedy, {args.tokens} tokens, the first {len(prompts)} suite prompts, head ×4 against ×1")
+    print("| library | same tokens | where they parted |")
+    print("|---|---|---|")
+    print("\n".join(rows))
+
+
+def compare(root: Path, prompts: Sequence[Prompt], tokens: int) -> list[str]:
+    """One table row per library: prompts whose greedy tokens agree, and where the others parted."""
     built: dict[float, tuple[Path, Path]] = {}
     for scale in (4.0, 1.0):
         with head_at(scale):
@@ -87,11 +96,11 @@ def main() -> None:
                 models.materialize("embedded:target", root / f"x{scale:g}"),
                 gguf_writer.materialize_gguf("embedded:target", root / f"x{scale:g}"),
             )
-    (scaled, scaled_margin), (plain, plain_margin) = (mlx_decoder(built[s][0], args.tokens) for s in (4.0, 1.0))
+    (scaled, scaled_margin), (plain, plain_margin) = (mlx_decoder(built[s][0], tokens) for s in (4.0, 1.0))
     rows = []
     for library, pair in (
         ("mlx-lm", (scaled, plain)),
-        ("llama.cpp", tuple(llama_decoder(built[s][1], args.tokens) for s in (4.0, 1.0))),
+        ("llama.cpp", tuple(llama_decoder(built[s][1], tokens) for s in (4.0, 1.0))),
     ):
         same, notes = 0, []
         for prompt in prompts:
@@ -107,10 +116,7 @@ def main() -> None:
                 note += f", ×1 {plain_margin(prompt.text, one[:step])}, ×4 {scaled_margin(prompt.text, four[:step])}"
             notes.append(note)
         rows.append(f"| {library} | {same}/{len(prompts)} | {'; '.join(notes) or '-'} |")
-    print(f"greedy, {args.tokens} tokens, the first {len(prompts)} suite prompts, head ×4 against ×1")
-    print("| library | same tokens | where they parted |")
-    print("|---|---|---|")
-    print("\n".join(rows))
+    return rows
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
 CountTokens = Callable[[str], int]
+# What a backend answers for a long context (backends.context.KnowsContext), named when one is missing.
+CONTEXT_METHODS = ("count_tokens", "template_tokens", "context_window", "context_bytes", "prepare_context")
 
 
 def _filler(start: int) -> str:
@@ -77,8 +79,8 @@ class ContextNeeds:
         """One line when the length cannot run here, else ``None``."""
         if self.positions > self.window:
             return (
-                f"{self.positions} positions ({self.tokens} prompt tokens with the prefix, the tokens generated and "
-                f"the draft's look-ahead) exceed the target's {self.window}-token window — choose a shorter context"
+                f"{self.positions} positions ({self.tokens} prompt tokens with the prefix, the tokens generated, "
+                f"the draft's look-ahead and the backend's template or BOS) exceed the target's {self.window}-token window — choose a shorter context"
             )
         if not self.fit.fits:
             return f"{self.fit.describe()} — choose a shorter context or a smaller pair"
@@ -98,7 +100,9 @@ def context_needs(
     tokens = max(backend.count_tokens(p.text) for p in prompts)
     positions = tokens + generated + look_ahead + 1 + backend.template_tokens()
     held = float(backend.context_bytes(positions))
-    parts = (("weights", weight_bytes), (f"draft, caches and buffers at {positions} positions", held))
+    pair = getattr(backend, "pair", None)
+    counted = "caches, buffers and the draft" if getattr(pair, "draft", None) else "caches and buffers"
+    parts = (("weights", weight_bytes), (f"{counted} at {positions} positions", held))
     fit = MemoryFit(weight_bytes + held, usable_bytes, parts)
     return ContextNeeds(tokens, positions, backend.context_window(), fit)
 
@@ -111,9 +115,10 @@ def prefixed_prompts(
     if context <= 0:
         return tuple(prompts)
     if not isinstance(backend, KnowsContext):
+        lacking = [name for name in CONTEXT_METHODS if not callable(getattr(backend, name, None))]
         raise SpecdecUsageError(
-            f"backend {backend.name!r} cannot count its tokens, so it cannot build a {context}-token prefix — "
-            "run context comparisons on llama-cpp, llama-server or mlx"
+            f"backend {backend.name!r} lacks {', '.join(lacking)} (the KnowsContext protocol), so it cannot build "
+            f"and size a {context}-token prefix — run context comparisons on llama-cpp, llama-server or mlx"
         )
     window = backend.context_window()
     if context + generated + look_ahead + 1 > window:  # before counting a prefix that cannot run

@@ -178,6 +178,9 @@ def test_an_early_exit_copy_of_gemma_drafts_for_it(gemma: Path) -> None:
     try:
         _, sd = run(backend, Arm("sd", True, 3))
         assert backend.fingerprint().details["spec_type"] == "draft-simple"
+        # at -c 2048: both servers' caches, the draft's cache (12 of Gemma's 18 layers) and its weights
+        per_position = 18 * 1 * 512 * 2
+        assert backend.context_bytes(1000) == 2 * per_position * 2048 + 12 * 512 * 2 * 2048 + draft.stat().st_size
     finally:
         backend.close()
     assert sd.drafted > 0  # type: ignore[attr-defined]
@@ -311,19 +314,39 @@ def test_a_server_that_cannot_start_at_the_grown_context_goes_back_to_the_one_be
 
     backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
     arguments = backend._arguments
+    refused: set[tuple[str, int]] = set()  # (spec type, -c) pairs the real server is made to refuse
 
-    def refused_at_4096(arm: ArmServer, port: int) -> list[str]:  # the real server refuses a flag it lacks
-        return [*arguments(arm, port), *(["--no-such-flag"] if backend._ctx == 4096 else [])]
+    def with_refusals(arm: ArmServer, port: int) -> list[str]:  # the real server refuses a flag it lacks
+        refuse = (arm.spec_type, backend._ctx) in refused or (arm.num_draft, backend._ctx) == (5, 4096)
+        return [*arguments(arm, port), *(["--no-such-flag"] if refuse else [])]
 
-    monkeypatch.setattr(backend, "_arguments", refused_at_4096)
+    monkeypatch.setattr(backend, "_arguments", with_refusals)
+    sd = Arm("sd", speculative=True, num_draft=3)  # short prompts: what matters is the -c each server starts with
     try:
+        refused.add((NO_SPECULATION, 4096))
         backend.prepare_context(3000)
         with pytest.raises(NotMeasurableHere, match=r"could not start with -c 4096 \(.+\) — .* go back to -c 2048$"):
-            run(backend, Arm("plain"), 8, "word " * 2500)
-        tokens, _ = run(backend, Arm("sd", speculative=True, num_draft=3), 8)
+            run(backend, Arm("plain"), 8)
+        tokens, _ = run(backend, sd, 8)
         assert len(tokens) == 8, "the comparisons after it still run"
         assert backend.fingerprint().details["n_ctx"] == "2048"
         props = backend._service(ArmServer(NO_SPECULATION)).get("/props")
         assert props["default_generation_settings"]["n_ctx"] == 2048
+
+        refused.clear()
+        refused.add(("ngram-simple", 4096))  # the plain server starts at the grown -c, the SD server cannot
+        backend.prepare_context(3000)
+        assert len(run(backend, Arm("plain"), 4)[0]) == 4
+        with pytest.raises(NotMeasurableHere, match=r"could not start with -c 4096"):
+            run(backend, sd, 4)
+        assert backend.fingerprint().details["n_ctx"] == "2048"
+        assert not backend._servers, "the plain server at the grown -c was stopped too"
+
+        refused.clear()  # both start at the grown -c: a later failure is the server's, not the context's
+        backend.prepare_context(3000)
+        assert len(run(backend, Arm("plain"), 4)[0]) == len(run(backend, sd, 4)[0]) == 4
+        with pytest.raises(ModelLoadError, match="check the model path and the server flags"):
+            run(backend, Arm("sd", speculative=True, num_draft=5), 4)
+        assert backend.fingerprint().details["n_ctx"] == "4096"
     finally:
         backend.close()

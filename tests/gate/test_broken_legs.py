@@ -1,7 +1,8 @@
 """A leg whose backend fails mid-run, or whose run is cut short: red in its own word, with its own issue.
 
-The night's steps run as the workflow runs them (``specdec gate measure``, ``night``,
-``verdict``), on the simulated backend with the fault injected into the library, so the
+The steps of the night that decide this run as the workflow runs them (``specdec gate
+measure``, ``night``, ``verdict``; ``confirm`` has nothing to re-run when no comparison
+finished, ``lock`` records the environment), on the simulated backend with the fault injected into the library, so the
 benchmarks really crash or are really interrupted under pytest. The workflow itself, with
 its claim-level red states, runs under act in tests/test_gate_act.py.
 """

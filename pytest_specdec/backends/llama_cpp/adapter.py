@@ -45,7 +45,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.context import gguf_context, llama_cpp_compute_bytes
+from pytest_specdec.backends.context import gguf_context, gguf_file_metadata, llama_cpp_buffer_bytes
 from pytest_specdec.backends.files import files_digest, resolve_gguf
 from pytest_specdec.backends.llama_cpp.drafters import (
     count_acceptance,
@@ -166,25 +166,29 @@ class LlamaCppBackend:
         return min(trained, self._load_options["n_ctx"]) if self._fixed_ctx else trained
 
     def context_bytes(self, tokens: int) -> int:
-        """At the ``n_ctx`` that ``tokens`` loads: every instance's KV cache and compute buffer, the SD
-        instance's scores, and the draft's weights.
+        """At the ``n_ctx`` that ``tokens`` loads: every instance's KV cache and buffers, the SD instance's
+        scores, and the draft's weights.
 
         llama-cpp-python sizes a ``logits_all`` instance's score matrix at ``n_ctx`` rows of the whole
         vocabulary in float32 (llama_cpp/llama.py: ``Llama.__init__``, ``self.scores``) and writes a row for
         every position it evaluates (``Llama.eval``): on a 262K-token vocabulary that is ~1 MB per position.
-        Each context's compute buffer: :func:`~pytest_specdec.backends.context.llama_cpp_compute_bytes`.
+        The buffers: :func:`~pytest_specdec.backends.context.llama_cpp_buffer_bytes`, from each GGUF's
+        metadata read whole (per-layer arrays included, which ``Llama.metadata`` leaves out).
         """
         n_ctx = self._load_options["n_ctx"]
         if not self._fixed_ctx:  # what prepare_context loads: never below what is loaded now
             n_ctx = max(n_ctx, 1 << (tokens - 1).bit_length())
-        flash = bool(self._load_options["flash_attn"])
-        loaded = [self._llm] * (2 if self._plain_instance == "own" else 1)
-        loaded += [self._draft_llm] if self._draft_llm is not None else []
+        flash, batch = bool(self._load_options["flash_attn"]), int(self._load_options["n_batch"])
+        loaded = [(self._target_path, self._llm, True)]  # the SD instance keeps every position's logits
+        loaded += [(self._target_path, self._plain_llm, False)] if self._plain_instance == "own" else []
+        loaded += [(self._draft_path, self._draft_llm, False)] if self._draft_path and self._draft_llm else []
         held = tokens * self._llm.n_vocab() * 4.0
-        for llm in loaded:
-            metadata = dict(llm.metadata)
+        for path, llm, all_logits in loaded:
+            metadata = gguf_file_metadata(path)
             held += gguf_context(metadata)[1] * n_ctx
-            held += llama_cpp_compute_bytes(metadata, llm.n_vocab(), n_ctx, flash_attention=flash)
+            held += llama_cpp_buffer_bytes(
+                metadata, llm.n_vocab(), n_ctx, flash_attention=flash, all_logits=all_logits, n_batch=batch
+            )
         if self._draft_path is not None:
             held += self._draft_path.stat().st_size
         return int(held)

@@ -97,6 +97,7 @@ class LlamaServerBackend(PlainServerQueries):
         self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
         self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (PlainServerQueries)
         self._ctx_before_growth: int | None = None
+        self._started_since_growth: set[bool] = set()
         self._timeout_s = reader.number("timeout", 600.0, low=0.1, high=86_400)
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
@@ -192,21 +193,26 @@ class LlamaServerBackend(PlainServerQueries):
             known = ArmServer(NO_SPECULATION) if arm.spec_type == NO_SPECULATION else ArmServer(self._spec_type)
             return self._services[known]
         if arm not in self._services:
+            speculative = arm.spec_type != NO_SPECULATION
+            # a γ this spec type would not draft is refused before any server stops or starts
+            drafts = draft_length(arm.spec_type, arm.num_draft, self._model).note if speculative else ""
             if self._one_at_a_time:
                 self._stop_all()
-                self._restarted += 1
-            elif arm.spec_type != NO_SPECULATION:  # a γ sweep: the previous γ's SD server makes way
+            elif speculative:  # a γ sweep: the previous γ's SD server makes way
                 self._stop(lambda other: other.spec_type != NO_SPECULATION)
-            if arm.spec_type != NO_SPECULATION:  # a γ this spec type would not draft is refused, not recorded
-                self._draft_lengths[arm] = draft_length(arm.spec_type, arm.num_draft, self._model).note
             server = ServerProcess(
                 f"llama-server-{arm.label.replace(' ', '-')}", lambda port: self._arguments(arm, port)
             )
             try:
                 server.start()
             except BackendUnavailable as error:
-                self._no_grown_context(error)
+                self._no_grown_context(error, speculative)
                 raise ModelLoadError(f"{error} — check the model path and the server flags") from None
+            self._restarted += self._one_at_a_time  # counted once the server runs: what the fingerprint reports
+            if speculative:
+                self._draft_lengths[arm] = drafts
+            if self._ctx_before_growth is not None:
+                self._started_at_grown_context(speculative)
             self._servers[arm] = server
             self._services[arm] = HttpService(
                 "llama-server", server.base_url, self._timeout_s, "it stopped: see its log"

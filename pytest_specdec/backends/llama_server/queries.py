@@ -30,6 +30,7 @@ class PlainServerQueries:
     _ctx: int
     _ctx_set: bool
     _ctx_before_growth: int | None  # the -c to go back to if the servers cannot start at the grown one
+    _started_since_growth: set[bool]  # which arm kinds (speculative or not) have started at the grown -c
     _one_at_a_time: bool
 
     def _plain_service(self) -> Any:
@@ -68,7 +69,8 @@ class PlainServerQueries:
         """Both servers' KV caches (one where they run one at a time) at the ``-c`` that ``tokens`` needs,
         and the draft's weights in the SD server.
 
-        The target's weights are mapped once for both servers (llama.cpp maps the GGUF by default). A
+        The target's weights are mapped once for both servers (llama.cpp maps the GGUF by default; whether
+        both servers may run at once, ``_both_fit``, counts them twice to be safe). A
         server's compute buffer barely grows with ``-c`` (flash attention on by default, one logits row:
         measured 21.3 MiB at ``-c 2048``, 27.3 MiB at 8192 for Gemma 3 270M, ``-lv 4``) and is left out.
         """
@@ -86,10 +88,18 @@ class PlainServerQueries:
         if wanted != self._ctx:
             self._stop_all()
             self._ctx_before_growth, self._ctx = self._ctx, wanted
+            self._started_since_growth = set()
 
-    def _no_grown_context(self, error: BackendUnavailable) -> None:
-        """A server that cannot start at a ``-c`` grown for a long context: back to the one before, and say so."""
-        if self._ctx_before_growth is None:
+    def _started_at_grown_context(self, speculative: bool) -> None:
+        """A server started at the grown ``-c``: once both kinds have, a later failure is not the context's."""
+        self._started_since_growth.add(speculative)
+        if len(self._started_since_growth) == 2:
+            self._ctx_before_growth = None
+
+    def _no_grown_context(self, error: BackendUnavailable, speculative: bool) -> None:
+        """A server that cannot start at a ``-c`` grown for a long context (its kind has not run at it yet):
+        back to the ``-c`` before, every server stopped, and one line that says so."""
+        if self._ctx_before_growth is None or speculative in self._started_since_growth:
             return
         grown, self._ctx = self._ctx, self._ctx_before_growth
         self._ctx_before_growth = None
