@@ -17,8 +17,9 @@ A real backend needs minutes a check on a small CPU, so ``--record FILE`` keeps 
 line per finished run and a later call with the same file and settings goes on from
 there (``--runs`` is the total per arm); lines of other settings (backend, profile, model
 digest, sample size, α) are left alone and not counted. Calls sharing one file count each
-other's lines before every check, so one call per core (``--threads 1`` on llama-cpp, whose
-thread count does not change what is drawn) fills it together and stops at the total.
+other's lines before every check and stop at the total together; on this 2-core CPU two
+llama-cpp calls at once finished no check in 20 minutes where one alone finishes one a
+minute (llama.cpp's threads wait by spinning), so run one.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class HotterSD:
         return "distribution"
 
 
-def _backends(name: str, profile: str, threads: int) -> tuple[Backend, Backend]:
+def _backends(name: str, profile: str) -> tuple[Backend, Backend]:
     """The lossless backend and its hotter twin."""
     if name == "simulated":
         options: Mapping[str, str] = {"draws": "distribution"}
@@ -70,8 +71,6 @@ def _backends(name: str, profile: str, threads: int) -> tuple[Backend, Backend]:
     if profile == "gemma":
         pair = ModelPair(GEMMA_GGUF, None)
     options = {"spec": "prompt-lookup"} if name == "llama-cpp" and pair.draft is None else {}
-    if name == "llama-cpp" and threads:
-        options["n_threads"] = str(threads)
     backend = load_backend(name, pair, options)
     return backend, HotterSD(backend)  # type: ignore[return-value]
 
@@ -107,14 +106,8 @@ def main() -> None:
     parser.add_argument(
         "--record", type=Path, default=None, help="a JSON-lines file to keep each run in and go on from"
     )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="llama-cpp: CPU threads per instance (0: its default); the draws are the same",
-    )
     args = parser.parse_args()
-    lossless, hotter = _backends(args.backend, args.profile, args.threads)
+    lossless, hotter = _backends(args.backend, args.profile)
     style = "continuation" if args.profile == "gemma" else "instruction"
     plan = ComparisonPlan(
         "code", prompts_for("code", style), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 2, 2, 0.98
