@@ -17,9 +17,9 @@ A real backend needs minutes a check on a small CPU, so ``--record FILE`` keeps 
 line per finished run and a later call with the same file and settings goes on from
 there (``--runs`` is the total per arm); lines of other settings (backend, profile, model
 digest, sample size, α) are left alone and not counted. Calls sharing one file count each
-other's lines before every check and stop at the total together; on this 2-core CPU two
-llama-cpp calls at once finished no check in 20 minutes where one alone finishes one a
-minute (llama.cpp's threads wait by spinning), so run one.
+other's lines before every check and stop at the total together. On this 2-core CPU two
+llama-cpp calls at once, with tests running besides, finished no check in 20 minutes where
+one alone finishes one a minute: run one.
 """
 
 from __future__ import annotations
