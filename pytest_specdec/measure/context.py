@@ -25,8 +25,8 @@ from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
 CountTokens = Callable[[str], int]
-# What a backend answers for a long context (backends.context.KnowsContext), named when one is missing.
-CONTEXT_METHODS = ("count_tokens", "template_tokens", "context_window", "context_bytes", "prepare_context")
+# What a backend answers for a long context, read from the protocol itself: named when one is missing.
+CONTEXT_METHODS = tuple(name for name, member in vars(KnowsContext).items() if callable(member) and name[0] != "_")
 
 
 def _filler(start: int) -> str:
