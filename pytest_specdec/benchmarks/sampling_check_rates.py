@@ -61,17 +61,17 @@ class HotterSD:
         return "distribution"
 
 
-def _backends(name: str, profile: str) -> tuple[Backend, Backend]:
-    """The lossless backend and its hotter twin."""
+def _backends(name: str, profile: str, extra: Mapping[str, str]) -> tuple[Backend, Backend]:
+    """The lossless backend and its hotter twin (``extra``: the user's backend options)."""
     if name == "simulated":
-        options: Mapping[str, str] = {"draws": "distribution"}
+        options: Mapping[str, str] = {"draws": "distribution", **extra}
         pair = profile_pairs("embedded")["simulated"]
         return load_backend(name, pair, options), load_backend(name, pair, {**options, "sd_temperature": str(HOT_T)})
     pair = profile_pairs(profile)[name]
     if profile == "gemma":
         pair = ModelPair(GEMMA_GGUF, None)
     options = {"spec": "prompt-lookup"} if name == "llama-cpp" and pair.draft is None else {}
-    backend = load_backend(name, pair, options)
+    backend = load_backend(name, pair, {**options, **extra})
     return backend, HotterSD(backend)  # type: ignore[return-value]
 
 
@@ -106,8 +106,13 @@ def main() -> None:
     parser.add_argument(
         "--record", type=Path, default=None, help="a JSON-lines file to keep each run in and go on from"
     )
+    parser.add_argument(
+        "--backend-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a backend option, e.g. n_threads=2 on llama-cpp (it changes the speed, not the draws)",
+    )  # fmt: skip
     args = parser.parse_args()
-    lossless, hotter = _backends(args.backend, args.profile)
+    extra = dict(item.partition("=")[::2] for item in args.backend_option)
+    lossless, hotter = _backends(args.backend, args.profile, extra)
     style = "continuation" if args.profile == "gemma" else "instruction"
     plan = ComparisonPlan(
         "code", prompts_for("code", style), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 2, 2, 0.98

@@ -1,0 +1,107 @@
+"""Each red state of a required leg, in its own word and with its own issue, through the night's steps.
+
+The steps that decide a night, run as the workflow runs them (``specdec gate measure``,
+``night``, ``verdict``; ``confirm`` has nothing to re-run when no flip was measured,
+``lock`` records the environment), on the simulated backend with the fault in the library:
+a backend that fails mid-run and a run cut short really crash or are really interrupted
+under pytest; an SD arm that changes the output, and one that no longer engages after a
+night with SD engaged was accepted (``accept-candidates``), are the claim-level states.
+The workflow itself, with the release flip and the nights that are not red, runs under act
+in tests/test_gate_act.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import write_pyproject
+from .test_night import GH, gh_calls, specdec
+
+MACHINE = "Broken-Leg-Runner"
+GATE = """[tool.specdec.gate.legs.simulated]
+required = true
+targets = ["bench/"]
+pytest-args = "--specdec-model=sim-target --specdec-draft=sim-draft --specdec-max-tokens=16 --specdec-backend-option {option}"
+"""
+CLAIM = """import pytest
+
+
+@pytest.mark.claim(id="r", source="test", quote="SD does not pay off with this backend")
+@pytest.mark.speedup(max=1.0)
+def test_sd_does_not_pay_off(specdec):
+    specdec.compare(category="copy")
+"""
+
+
+@pytest.mark.parametrize(
+    ("option", "state", "said"),
+    [
+        (
+            "crash_after=5",
+            "backend failed",
+            "1 test(s) could not measure (first: test_sd_does_not_pay_off: Failed: backend 'simulated' failed while "
+            "measuring: RuntimeError: simulated library failure (crash_after) — no result was kept)",
+        ),
+        ("interrupt_after=5", "run cut short", "the run was cut short (interrupted): not every claim measured"),
+    ],
+)
+def test_a_leg_broken_mid_run_is_red_in_its_own_word_with_its_own_issue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, state: str, said: str
+) -> None:
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+    write_pyproject(tmp_path, GATE.format(option=option))
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    out = tmp_path / "artifacts" / "specdec-simulated"
+    measured = specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out))
+    assert measured.returncode == 0, "the measure step reports; the night decides"
+    assert json.loads((out / "status.json").read_text())["broken"]
+    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
+    assert night.returncode == 1, night.stdout + night.stderr
+    assert f"simulated: {state} — leg: {said}" in night.stdout
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
+    assert verdict.returncode == 1
+    assert f"::error title=specdec gate::simulated: {state} — leg" in verdict.stdout
+    calls = gh_calls(tmp_path)
+    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
+    assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — leg on {MACHINE} (simulated)"
+
+
+@pytest.mark.parametrize(
+    ("option", "state", "said"),
+    [
+        ("lossless=false", "SD changed the output", "SD changed the output"),
+        ("engaged=false", "SD no longer engaged", "its accepted baseline was measured with SD engaged"),
+    ],
+)
+def test_a_claim_whose_sd_arm_is_lossy_or_no_longer_engaged_is_red_in_its_own_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, state: str, said: str
+) -> None:
+    """The claim-level red states; "no longer" engaged needs a night with SD engaged accepted first."""
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+    accepted_first = option == "engaged=false"
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    if accepted_first:
+        write_pyproject(tmp_path, GATE.format(option="engaged=true"))
+        accepted = tmp_path / "accepted" / "specdec-simulated"
+        assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(accepted)).returncode == 0
+        accept = specdec(tmp_path, "accept-candidates", "--artifacts", str(accepted.parent))
+        assert accept.returncode == 0, accept.stdout + accept.stderr
+        assert (tmp_path / "baselines" / MACHINE / "simulated.json").is_file()
+    write_pyproject(tmp_path, GATE.format(option=option))
+    out = tmp_path / "artifacts" / "specdec-simulated"
+    assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
+    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
+    assert night.returncode == 1, night.stdout + night.stderr
+    assert f"simulated: {state} — claim r" in night.stdout
+    assert said in night.stdout
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
+    assert verdict.returncode == 1
+    assert f"::error title=specdec gate::simulated: {state} — claim r" in verdict.stdout
+    calls = gh_calls(tmp_path)
+    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
+    assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — claim r on {MACHINE} (simulated)"
