@@ -6,6 +6,10 @@ Every message names the problem and the fix. The pytest glue converts
 
 from __future__ import annotations
 
+# Ends the line a test fails with when its comparison recorded nothing (the gate's measure step
+# counts such a test as one that could not measure, never as a refuted claim).
+NO_RESULT_KEPT = "no result was kept"
+
 
 class SpecdecUsageError(ValueError):
     """Bad input from the user: an option, a marker, a model path, a config table."""

@@ -20,7 +20,7 @@ import pytest
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
-from pytest_specdec.errors import BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
+from pytest_specdec.errors import NO_RESULT_KEPT, BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
@@ -239,11 +239,11 @@ class SpecdecFixture:
                 raise
             pytest.skip(str(error))
         except (SpecdecUsageError, BackendRuntimeError) as error:
-            pytest.fail(str(error), pytrace=False)
+            pytest.fail(f"{error} — {NO_RESULT_KEPT}", pytrace=False)
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept
             name = self._session.settings.backend
             pytest.fail(
-                f"backend {name!r} failed while measuring: {type(error).__name__}: {error} — no result was kept",
+                f"backend {name!r} failed while measuring: {type(error).__name__}: {error} — {NO_RESULT_KEPT}",
                 pytrace=False,
             )
         finally:

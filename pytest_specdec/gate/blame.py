@@ -95,6 +95,17 @@ def release_options(
         yield new_options, old_options
 
 
+def _unjudged_flips(record: ComparisonRecord, baselines: Path, machine_class: str) -> list[str]:
+    """Bounds other than the speedup's (acceptance) that flipped: the old-versus-new run measures no such thing."""
+    entry = BaselineStore(baselines, machine_class).lookup(record)
+    before = entry.result.judgement.bound_verdicts if entry is not None else {}
+    decided = {Verdict.HOLDS, Verdict.REFUTED}
+    return [
+        bound.label for bound in record.judgement.bounds
+        if bound.metric != "speedup" and {bound.verdict, before.get(bound.label)} == decided
+    ]  # fmt: skip
+
+
 def _verdicts(ab: ReleaseAB, record: ComparisonRecord, baselines: Path, machine_class: str) -> Blame:
     chosen = Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
     for bound in (b for b in record.judgement.bounds if b.metric == "speedup"):
@@ -122,6 +133,11 @@ def ab_flips(
     for record in flips:
         pair = ModelPair(record.target, record.draft)
         key = (record.nodeid, record.category)
+        unjudged = _unjudged_flips(record, baselines, machine_class)
+        if unjudged:  # acceptance does not move with the machine's speed: the release (or the model) moved it
+            calls[key] = Blame(Call.RELEASE_CHANGED, f"{', '.join(unjudged)} flipped, and the old-versus-new run "
+                               "measures the speedup only — the flip stands")  # fmt: skip
+            continue
         try:
             plan = _plan(record)
             with release_options(leg, old, backend_options(arguments), out / "server-logs") as (new, before):
@@ -139,6 +155,12 @@ def ab_flips(
             continue
         except BackendRuntimeError as error:
             calls[key] = Blame(Call.RELEASE_CHANGED, f"the old-versus-new run failed ({error}) — the flip stands")
+            continue
+        except Exception as error:  # a worker that died mid-run, a pipe that broke: nothing clears the flip
+            calls[key] = Blame(
+                Call.RELEASE_CHANGED,
+                f"the old-versus-new run failed ({type(error).__name__}: {error}) — the flip stands",
+            )
             continue
         calls[key] = _verdicts(ab, record, baselines, machine_class)
     return calls

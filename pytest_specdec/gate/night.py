@@ -149,6 +149,11 @@ class FlipCall:
     line: str = ""
 
 
+# A flip the confirm step left no call on (it crashed, or never ran): nothing cleared it, so it stands.
+UNCALLED = FlipCall(
+    True, "", "the confirm step left no call on this flip (it did not finish: see the leg's log) — the flip stands"
+)
+
 # The confirm step's calls that are findings of their own when they clear a flip.
 CLEARED = {Call.MACHINE_MOVED.value: State.MACHINE_MOVED, Call.METRIC_CHANGED.value: State.METRIC_CHANGED}
 
@@ -162,7 +167,7 @@ def comparison_findings(
 ) -> list[Finding]:
     """Findings from tonight's comparisons.
 
-    ``flips`` holds the confirm step's call per (node id, category);
+    ``flips`` holds the confirm step's call per (node id, category); a flip without one stands;
     ``baseline_measurable`` says, per (node id, category), whether an accepted baseline
     exists that was measurable (for "SD no longer engaged").
     """
@@ -181,8 +186,8 @@ def comparison_findings(
                     f"engaged ({record.release})",
                 )
             )
-        elif check is not None and check.change is Change.FLIP and key in flips and record in run.flips:
-            said = flips[key]
+        elif check is not None and check.change is Change.FLIP and record in run.flips:
+            said = flips.get(key, UNCALLED)
             if said.confirmed:
                 findings.append(
                     _about(State.FLIP, record, f"{check.message}; {said.line}" if said.line else check.message)

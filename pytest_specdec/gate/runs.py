@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
-from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
+from pytest_specdec.errors import NO_RESULT_KEPT, BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
 from pytest_specdec.gate.blame import ab_flips, old_release
 from pytest_specdec.gate.budget import collect, plan, read_timings, record_timings, timings_path
@@ -145,7 +145,7 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
 
 
 def crashes(junit: Path) -> str:
-    """Tests that errored, or whose backend failed mid-measurement (no result kept): one line, or ``""``."""
+    """Tests that errored, or failed with no result kept (the backend broke, or refused): one line, or ``""``."""
     from xml.etree import ElementTree
 
     if not junit.is_file():
@@ -158,8 +158,7 @@ def crashes(junit: Path) -> str:
         (case.get("name", "?"), problem.get("message", "").splitlines()[0] if problem.get("message") else "")
         for case in root.iter("testcase")
         for problem in case
-        if problem.tag == "error"
-        or (problem.tag == "failure" and "failed while measuring" in problem.get("message", ""))
+        if problem.tag == "error" or (problem.tag == "failure" and NO_RESULT_KEPT in problem.get("message", ""))
     ]
     if not broken:
         return ""

@@ -10,6 +10,7 @@ no accepted baseline go into one accept pull request (:mod:`pytest_specdec.gate.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
@@ -18,15 +19,28 @@ from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour
 from pytest_specdec.gate.tonight import read_night
 
 
-def load_legs(artifacts: Path) -> tuple[list[LegNight], list[str]]:
-    """Each leg's night from ``artifacts/<leg>/night.json``; the refusals, one line each."""
+def load_legs(artifacts: Path, expected: Mapping[str, bool]) -> tuple[list[LegNight], list[str]]:
+    """Each planned leg's night from ``artifacts/specdec-<leg>/night.json``; the refusals, one line each.
+
+    The file was written by a job that ran tonight's upgraded packages, so what it says of
+    itself is checked: it must lie in its own leg's folder, the leg must be planned tonight,
+    and whether it is required comes from the configuration, not from the file.
+    """
     legs: list[LegNight] = []
     refused: list[str] = []
     for path in sorted(artifacts.glob(f"*/{NIGHT_FILE}")):
         try:
-            legs.append(read_night(path))
+            leg = read_night(path)
         except SpecdecUsageError as error:
             refused.append(str(error))
+            continue
+        if path.parent.name != f"specdec-{leg.backend}" or leg.backend not in expected:
+            refused.append(
+                f"{path} says it is the night of the {leg.backend!r} leg, which is not the leg of its folder or not "
+                "a leg planned tonight — nothing in it was used"
+            )
+            continue
+        legs.append(replace(leg, required=expected[leg.backend]))
     return legs, refused
 
 
@@ -98,5 +112,5 @@ def night_summary(colour: NightColour, legs: Sequence[LegNight], refused: Sequen
 
 def decide(artifacts: Path, expected: Mapping[str, bool]) -> tuple[NightColour, list[LegNight], list[str]]:
     """The night's legs as reported, its colour, and the files refused."""
-    legs, refused = load_legs(artifacts)
+    legs, refused = load_legs(artifacts, expected)
     return night_colour(legs, expected), legs, refused

@@ -44,7 +44,9 @@ def measured(tmp_path: Path, sample_run: RunRecord) -> Path:
     (out / "confirm").mkdir(parents=True)
     (out / "status.json").write_text(json.dumps({"measurable": True, "reason": "measured"}))
     (out / "results.json").write_text(dumps(results_document(sample_run)))
-    (out / "confirm" / "confirmed.json").write_text("[]\n")
+    (out / "confirm" / "confirmed.json").write_text(json.dumps([{
+        "nodeid": "benchmarks/test_claim_d.py::test_mlx_draft[code]", "category": "code", "confirmed": False,
+        "call": "re-run", "line": "did not repeat on a re-run"}]))  # fmt: skip
     (out / "release-changes.json").write_text('["mlx-lm 0.32.2 → 0.33.0"]')
     write_pyproject(tmp_path, "[tool.specdec.gate.legs.mlx]\nrequired = true\n")
     return out
@@ -79,6 +81,41 @@ def test_a_confirmed_flip_is_red_with_one_issue_found_again_the_next_night(tmp_p
     assert "- mlx-lm 0.32.2 → 0.33.0" in calls[1][calls[1].index("--body") + 1]
     night_and_verdict(tmp_path, measured)
     assert [c[:2] for c in gh_calls(tmp_path)[2:]] == [["issue", "list"], ["issue", "comment"]]
+
+
+def test_a_flip_the_confirm_step_left_no_call_on_stands(tmp_path: Path, measured: Path) -> None:
+    """A confirm step that crashed (or never ran) wrote no confirmed.json: nothing cleared the flip."""
+    (measured / "confirm" / "confirmed.json").unlink()
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert night.returncode == 1, night.stdout + night.stderr
+    assert verdict.returncode == 1
+    assert "the confirm step left no call on this flip (it did not finish: see the leg's log) — the flip stands" in (
+        night.stdout
+    )
+    assert "::error title=specdec gate::mlx: conclusion changed — claim d" in verdict.stdout
+
+
+@pytest.mark.parametrize(
+    ("tamper", "said"),
+    [
+        ({"required": False}, "mlx: conclusion changed — claim d"),  # the configuration says required
+        ({"backend": "ollama"}, "mlx: leg not measurable — the leg reported nothing"),  # another leg's word
+    ],
+)
+def test_what_a_night_file_says_of_itself_is_checked_against_the_configuration(
+    tmp_path: Path, measured: Path, tamper: dict[str, object], said: str
+) -> None:
+    """night.json is written by the job that ran tonight's upgraded packages: it cannot make its leg optional."""
+    (measured / "confirm" / "confirmed.json").write_text(
+        json.dumps([{"nodeid": "benchmarks/test_claim_d.py::test_mlx_draft[code]", "category": "code"}])
+    )
+    specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    path = measured / "night.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **tamper}))
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(measured.parent), "--gh", str(GH))
+    assert verdict.returncode == 1, verdict.stdout
+    assert f"::error title=specdec gate::{said}" in verdict.stdout
+    assert ("refused:" in verdict.stdout) is ("backend" in tamper), "a file in another leg's folder is refused"
 
 
 def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(

@@ -30,6 +30,11 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
             "1 test(s) could not measure (first: test_crash: backend 'mlx' failed while measuring",
         ),
         ('<testcase classname="b" name="test_setup"><error message="fixture broke"/></testcase>', "first: test_setup"),
+        (  # refused by the backend (a draft that no longer loads, a plain arm that speculates): nothing measured
+            '<testcase classname="b" name="test_refused"><failure message="the plain arm speculated (12 draft '
+            'tokens) — no result was kept"/></testcase>',
+            "1 test(s) could not measure (first: test_refused: the plain arm speculated",
+        ),
     ],
 )
 def test_crashes_are_told_apart_from_refuted_claims(tmp_path: Path, extra: str, expected: str) -> None:
