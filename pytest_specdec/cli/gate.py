@@ -37,14 +37,17 @@ def _machine_class() -> str:
     return machine_class()
 
 
-def _versions(args: argparse.Namespace, packages: list[str]) -> dict[str, str]:
-    """Versions as the leg's interpreter sees them (it may not be this one)."""
+def _versions(args: argparse.Namespace, packages: list[str], backend: str | None = None) -> dict[str, str]:
+    """Versions as the leg's interpreter sees them (it may not be this one); ``backend=""``: every server's."""
     code = (
         "import json,sys; from pytest_specdec.gate.releases import collect_versions as c; "
         "print(json.dumps(c(sys.argv[2:], sys.argv[1])))"
     )
     done = subprocess.run(
-        [args.python, "-c", code, args.backend, *packages], capture_output=True, text=True, check=False
+        [args.python, "-c", code, args.backend if backend is None else backend, *packages],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SpecdecUsageError(f"{args.python} cannot report versions: {done.stderr.strip()[-300:]}")
@@ -71,7 +74,9 @@ def install(args: argparse.Namespace) -> int:
         else f"{', '.join(missing)} not pinned by {lock}: newest releases (accept a run to pin them)"
     )
     print(f"specdec gate: {args.backend}: {', '.join(packages) or 'no packages'} — {said}")
-    releases.write_versions(args.out / BEFORE, _versions(args, packages))
+    # An earlier leg may have moved the servers tonight: this leg's "before" is their release before that.
+    upgrade = releases.night_upgrade(releases.night_upgrade_path())
+    releases.write_versions(args.out / BEFORE, releases.servers_before_tonight(_versions(args, packages), upgrade))
     return 0
 
 
@@ -85,10 +90,7 @@ def upgrade(args: argparse.Namespace) -> int:
     if packages:
         _pip(args.python, "--upgrade", *packages)
     if config.upgrade_servers:
-        print(f"specdec gate: {config.upgrade_servers}", flush=True)
-        done = subprocess.run(config.upgrade_servers, shell=True, check=False)  # the runner owner's own command
-        if done.returncode != 0:
-            print(f"specdec gate: warning: '{config.upgrade_servers}' exited {done.returncode}; servers unchanged")
+        _upgrade_servers(args, config.upgrade_servers)
     after = _versions(args, packages)
     releases.write_versions(args.out / AFTER, after)
     changes = releases.release_changes(before, after)
@@ -96,6 +98,35 @@ def upgrade(args: argparse.Namespace) -> int:
     for line in changes or ["no release changed"]:
         print(f"specdec gate: {line}")
     return 0
+
+
+def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
+    """The runner owner's server upgrade, once a night (a later leg finds it recorded); a failure fails the leg."""
+    from pytest_specdec.gate import releases
+    from pytest_specdec.gate.state import dump_state_json
+
+    record = releases.night_upgrade_path()
+    earlier = releases.night_upgrade(record)
+    if earlier is None:
+        before = _versions(args, [], backend="") if record is not None else {}
+        if record is not None:
+            dump_state_json(record, {"before": before, "exit": None})
+        print(f"specdec gate: {command}", flush=True)
+        code = subprocess.run(command, shell=True, check=False).returncode  # the runner owner's own command
+        if record is not None:
+            dump_state_json(record, {"before": before, "exit": code})
+    else:
+        said = earlier.get("exit")
+        code = said if isinstance(said, int) else 0
+        print("specdec gate: the servers were upgraded tonight by an earlier leg (their releases before it are "
+              "this leg's before)")  # fmt: skip
+    if code != 0:
+        reason = (
+            f"the server upgrade '{command}' exited {code}: tonight would measure last night's servers — fix "
+            "upgrade-servers in [tool.specdec.gate] or the runner"
+        )
+        write_atomically(args.out / "status.json", json.dumps({"measurable": False, "reason": reason}) + "\n")
+        raise SpecdecUsageError(reason)
 
 
 def lock(args: argparse.Namespace) -> int:

@@ -7,17 +7,25 @@
   and the servers' own answers (``ollama --version``, ``llama-server --version``,
   ``mtplx --version``). Before and after the upgrade they make the release change that
   a flip's issue names (``specdec-testbackend 1.0 → 1.1``).
+* ``server upgrade`` — the runner owner's command that moves the servers (``upgrade-servers``)
+  runs once a night, by the first leg that upgrades: the legs run one after another, and a
+  second run would clean away the keg the first one kept (so no old server to run beside
+  the new one) and find nothing to move (so no release change for a later leg). The
+  servers' releases before it ran are kept for the night (:func:`night_upgrade_path`), and
+  a later leg's "before" reads them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
 from pytest_specdec.backends import server_releases
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.state import read_state_json, state_root
 from pytest_specdec.store.files import read_json, write_atomically
 
 LOCK_NAME = "gate-lock.txt"
@@ -69,3 +77,27 @@ def read_versions(path: Path) -> dict[str, str]:
             f"{path} is not a versions file — re-run the set-up step ('.github/scripts/gate.sh setup')"
         )
     return {str(key): str(value) for key, value in data.items()}
+
+
+def night_upgrade_path() -> Path | None:
+    """Where tonight's server upgrade is recorded (one workflow run is one night); ``None`` outside a workflow."""
+    run = os.environ.get("GITHUB_RUN_ID", "")
+    if not run.isdigit():
+        return None
+    return state_root() / "server-upgrades" / f"{run}-{os.environ.get('GITHUB_RUN_ATTEMPT', '1')}.json"
+
+
+def night_upgrade(path: Path | None) -> dict[str, object] | None:
+    """What an earlier leg recorded of tonight's server upgrade (``before``: releases, ``exit``); ``None``: not run."""
+    if path is None or not path.is_file():
+        return None
+    found = read_state_json(path)
+    return found if isinstance(found.get("before"), dict) else None
+
+
+def servers_before_tonight(versions: Mapping[str, str], upgrade: Mapping[str, object] | None) -> dict[str, str]:
+    """``versions`` with each server an earlier leg's upgrade moved tonight at its release from before it."""
+    before = upgrade.get("before") if upgrade is not None else None
+    if not isinstance(before, dict):
+        return dict(versions)
+    return {name: str(before[name]) if name in before else value for name, value in versions.items()}

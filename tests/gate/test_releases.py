@@ -144,3 +144,68 @@ def test_install_pins_upgrade_moves_and_lock_records(
     assert ran == {
         "specdec-testbackend": Pin("specdec-testbackend", "1.1", (hashlib.sha256(newer.read_bytes()).hexdigest(),))
     }
+
+
+SERVER_LEGS = """[tool.specdec.gate]
+upgrade-servers = "{command}"
+
+[tool.specdec.gate.legs.mlx]
+required = true
+packages = []
+
+[tool.specdec.gate.legs.ollama]
+required = true
+packages = []
+"""
+
+
+def test_the_server_upgrade_runs_once_a_night_and_a_later_leg_sees_the_release_it_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The legs run one after another: the first leg's upgrade moves Ollama, the Ollama leg still names the change."""
+    served = tmp_path / "served-version"
+    served.write_text("0.12.0\n")
+    ran = tmp_path / "upgrades-run"
+    ollama = tmp_path / "bin" / "ollama"
+    ollama.parent.mkdir()
+    ollama.write_text(f'#!/bin/sh\necho "ollama version is $(cat {served})"\n')
+    ollama.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{ollama.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("GITHUB_RUN_ID", "7")
+    write_pyproject(tmp_path, SERVER_LEGS.format(command=f"echo 0.13.0 > {served}; echo ran >> {ran}"))
+
+    def gate(step: str, backend: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", backend,
+                   "--out", str(tmp_path / "out" / backend), "--python", sys.executable]  # fmt: skip
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    for step in ("install", "upgrade"):
+        assert gate(step, "mlx").returncode == 0
+    assert ran.read_text() == "ran\n"
+    assert gate("install", "ollama").returncode == 0
+    before = json.loads((tmp_path / "out" / "ollama" / "versions-before.json").read_text())
+    assert before["ollama (binary)"] == "0.12.0", "the release before tonight's upgrade, not after it"
+    upgraded = gate("upgrade", "ollama")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert ran.read_text() == "ran\n", "a second run would clean away the keg the first one kept"
+    assert "the servers were upgraded tonight by an earlier leg" in upgraded.stdout
+    changes = json.loads((tmp_path / "out" / "ollama" / "release-changes.json").read_text())
+    assert "ollama (binary) 0.12.0 → 0.13.0" in changes
+
+    monkeypatch.setenv("GITHUB_RUN_ID", "8")  # the next night, whose upgrade fails
+    write_pyproject(tmp_path, SERVER_LEGS.format(command=f"echo ran >> {ran}; exit 3"))
+    for backend in ("mlx", "ollama"):
+        assert gate("install", backend).returncode == 0
+        failed = gate("upgrade", backend)
+        assert failed.returncode == 2, "tonight would measure last night's servers: every leg fails"
+        assert "exited 3: tonight would measure last night's servers" in failed.stderr
+        status = json.loads((tmp_path / "out" / backend / "status.json").read_text())
+        assert status["measurable"] is False
+    assert ran.read_text() == "ran\nran\n"
+    night = subprocess.run(
+        [sys.executable, "-m", "pytest_specdec.cli", "gate", "night", "--backend", "ollama",
+         "--out", str(tmp_path / "out" / "ollama")],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert night.returncode == 1
+    assert "ollama: leg not measurable — leg: the server upgrade" in night.stdout
