@@ -198,15 +198,34 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         if changes:
             sys.stdout.write("specdec gate: no old release can run beside the new one for this backend — the flips "
                              "are re-run on the upgraded machine instead\n")  # fmt: skip
-        confirmed = _rerun(leg, first, python, arguments, out)
-        entries = [(r, "re-run", "flipped again on a re-run" if r in confirmed else "did not repeat on a re-run")
-                   for r in first]  # fmt: skip
+        repeated = _rerun(leg, first, python, arguments, out)
+        unchanged = _on_accepted_releases(repeated, Path("baselines"), run.machine_class)
+        confirmed = [r for r in repeated if r not in unchanged]
+        entries = [
+            (r, Call.MACHINE_MOVED.value, f"{Call.MACHINE_MOVED.value}: it flipped again on a re-run, on the very "
+             f"releases its baseline was accepted on ({r.release}) — nothing but the machine changed") if r in unchanged
+            else (r, "re-run", "flipped again on a re-run" if r in confirmed else "did not repeat on a re-run")
+            for r in first
+        ]  # fmt: skip
     for record, _call, line in entries:
         sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: {line}\n")
     listed = [{"nodeid": r.nodeid, "category": r.category, "call": call, "line": line, "confirmed": r in confirmed}
               for r, call, line in entries]  # fmt: skip
     write_atomically(out / "confirmed.json", json.dumps(listed, indent=2) + "\n")
     return confirmed
+
+
+def _on_accepted_releases(
+    flips: Sequence[ComparisonRecord], baselines: Path, machine_class: str
+) -> list[ComparisonRecord]:
+    """Flips measured on exactly the releases their accepted baseline was measured on: no release can be blamed."""
+    store = BaselineStore(baselines, machine_class)
+    found = []
+    for record in flips:
+        entry = store.lookup(record)
+        if entry is not None and entry.result.release == record.release and entry.result.versions == record.versions:
+            found.append(record)
+    return found
 
 
 def _rerun(

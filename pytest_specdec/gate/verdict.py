@@ -55,7 +55,7 @@ def issue_body(leg: LegNight, finding: Finding, run_url: str) -> str:
     lines = [f"**{finding.state.value}** on {leg.machine_class} ({leg.backend}).", "", f"- {where}{finding.message}"]
     if finding.history:
         lines += ["", "History (newest last; the plot is `history.png` in the night's artifact):", "", finding.history]
-    changed = [f"- {line}" for line in leg.release_changes] or ["- none recorded (the upgrade step did not run)"]
+    changed = [f"- {line}" for line in leg.release_changes] or ["- none tonight (no upgrade ran, or it moved nothing)"]
     lines += ["", "Releases changed by tonight's upgrade:", *changed, "", f"Run and artifacts: {run_url}", ""]
     return "\n".join(lines)
 

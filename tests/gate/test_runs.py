@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -76,3 +77,23 @@ def test_a_node_id_from_results_that_the_leg_does_not_collect_is_never_passed_to
     assert "refused to re-run '--basetemp=/etc': not a test this leg collects" in capsys.readouterr().out
     assert [r.nodeid for r in confirmed] == ["--basetemp=/etc"], "never re-measured, so the flip stands"
     assert not (tmp_path / "confirm" / "results.json").exists(), "pytest was not run with it"
+
+
+def test_a_flip_on_the_very_releases_of_its_baseline_is_the_machine_that_moved(
+    tmp_path: Path, sample_run: RunRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing was upgraded since the baseline was accepted: a flip that stands cannot be blamed on a release."""
+    from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
+    from pytest_specdec.store.records import Provenance
+
+    monkeypatch.chdir(tmp_path)
+    (flip,) = sample_run.flips
+    store = BaselineStore(tmp_path / "baselines", sample_run.machine_class)
+    store.write("mlx", {baseline_key(flip): BaselineEntry(flip, Provenance.MEASURED, "2026-11-01")})
+    results = tmp_path / "results.json"
+    results.write_text(dumps(results_document(sample_run)))
+    confirmed = confirm(GateConfig(), results, tmp_path / "confirm", sys.executable, [])
+    assert confirmed == [], "not a release's doing"
+    (listed,) = json.loads((tmp_path / "confirm" / "confirmed.json").read_text())
+    assert listed["call"] == "the machine moved, not the release"
+    assert "on the very releases its baseline was accepted on (mlx-lm 0.33.0)" in listed["line"]
