@@ -5,8 +5,10 @@ nights (from pytest's JUnit XML, kept in the runner's state folder per machine c
 backend). A test with no timing yet counts as the mean of those with one; with none at
 all the first night runs whole and says its duration is not known yet. A leg's share of
 ``window-minutes`` is the window divided among the configured legs; when the expected
-duration exceeds it, the longest claims are dropped first until the rest fits, and every
-dropped test is named.
+duration exceeds it, claims are dropped until the rest fits, and every dropped test is
+named. They take turns: those measured most recently are dropped first (the longest first
+among equals), and a claim never measured is dropped last, so a claim dropped tonight is
+among the first to run tomorrow and no claim goes ungated night after night.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -37,8 +40,19 @@ def read_timings(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and v >= 0}
 
 
-def record_timings(junit: Path, path: Path) -> None:
-    """Keep tonight's wall time of every test that ran (merged over the nights before)."""
+def last_measured_path(timings: Path) -> Path:
+    """Beside a leg's timings: when each test last ran (ISO time stamps)."""
+    return timings.with_name(timings.stem + "--last.json")
+
+
+def read_last_measured(timings: Path) -> dict[str, str]:
+    """When each test of the leg last ran; empty when none was kept."""
+    data = read_state_json(last_measured_path(timings))
+    return {str(k): v for k, v in data.items() if isinstance(v, str)}
+
+
+def record_timings(junit: Path, path: Path, now: str | None = None) -> None:
+    """Keep tonight's wall time of every test that ran (merged over the nights before), and when it ran."""
     if not junit.is_file():
         return
     try:
@@ -52,6 +66,8 @@ def record_timings(junit: Path, path: Path) -> None:
     }
     if found:
         dump_state_json(path, dict(read_timings(path) | found))
+        stamp = now or datetime.now(UTC).isoformat(timespec="seconds")
+        dump_state_json(last_measured_path(path), read_last_measured(path) | dict.fromkeys(found, stamp))
 
 
 @dataclass(frozen=True)
@@ -79,8 +95,14 @@ class Budget:
         return line
 
 
-def plan(nodeids: Sequence[str], timings: Mapping[str, float], allowed_s: float | None) -> Budget:
-    """The expected duration, and the longest tests dropped until the rest fits ``allowed_s``."""
+def plan(
+    nodeids: Sequence[str],
+    timings: Mapping[str, float],
+    allowed_s: float | None,
+    last_measured: Mapping[str, str] | None = None,
+) -> Budget:
+    """The expected duration, and tests dropped until the rest fits ``allowed_s`` (the most recently measured
+    first, the longest first among equals; never measured last)."""
     known = [timings[junit_key(n)] for n in nodeids if junit_key(n) in timings]
     if not nodeids or not known:
         return Budget(len(nodeids), None, allowed_s)
@@ -90,7 +112,10 @@ def plan(nodeids: Sequence[str], timings: Mapping[str, float], allowed_s: float 
     if allowed_s is None or expected <= allowed_s:
         return Budget(len(nodeids), expected, allowed_s)
     kept, dropped = dict(cost), []
-    for nodeid in sorted(cost, key=lambda n: (-cost[n], n)):
+    last = last_measured or {}
+    by_turn = sorted(cost, key=lambda n: (-cost[n], n))
+    by_turn.sort(key=lambda n: last.get(junit_key(n), ""), reverse=True)  # stable: the longest first among equals
+    for nodeid in by_turn:
         if sum(kept.values()) <= allowed_s or len(kept) == 1:
             break
         dropped.append(nodeid)

@@ -22,7 +22,14 @@ from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import NO_RESULT_KEPT, BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
 from pytest_specdec.gate.blame import ab_flips, old_release
-from pytest_specdec.gate.budget import collect, plan, read_timings, record_timings, timings_path
+from pytest_specdec.gate.budget import (
+    collect,
+    plan,
+    read_last_measured,
+    read_timings,
+    record_timings,
+    timings_path,
+)
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.state import keep_history
@@ -90,10 +97,11 @@ def _unmeasurable(out: Path, leg: LegConfig, reason: str) -> Leg:
 
 
 def _fit_budget(config: GateConfig, backend: str, python: str, out: Path, arguments: Sequence[str]) -> list[str]:
-    """Say the leg's expected duration before it starts; deselect the longest claims beyond its share."""
+    """Say the leg's expected duration before it starts; deselect claims beyond its share, in turns."""
     allowed = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
     nodeids = collect(pytest_command(python, backend, out, arguments, config.leg(backend).targets))
-    budget = plan(nodeids, read_timings(timings_path(machine_class(), backend)), allowed)
+    timings = timings_path(machine_class(), backend)
+    budget = plan(nodeids, read_timings(timings), allowed, read_last_measured(timings))
     write_atomically(out / "budget.txt", budget.text + "\n")
     sys.stdout.write(f"specdec gate: {backend}: budget: {budget.text}\n")
     return [item for nodeid in budget.dropped for item in ("--deselect", nodeid)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_specdec.gate.budget import junit_key, plan, read_timings, record_timings
+from pytest_specdec.gate.budget import junit_key, plan, read_last_measured, read_timings, record_timings
 
 IDS = [f"benchmarks/test_claim_{c}.py::test_x[code]" for c in "abcd"]
 
@@ -43,3 +43,23 @@ def test_timings_are_kept_from_junit_and_merged_over_nights(tmp_path: Path) -> N
     kept.write_text('{"older::test": 3.0}')
     record_timings(junit, kept)
     assert read_timings(kept) == {"older::test": 3.0, junit_key(IDS[0]): 12.5}, "a skipped test is not timed"
+
+
+def test_dropped_claims_take_turns_night_after_night(tmp_path: Path) -> None:
+    """The claims measured most recently are dropped first: over the nights every claim is measured."""
+    timings = {junit_key(n): s for n, s in zip(IDS, (60.0, 600.0, 120.0, 300.0), strict=True)}
+    kept = tmp_path / "timings.json"
+    measured: dict[str, int] = dict.fromkeys(IDS, 0)
+    for night in range(1, 5):
+        budget = plan(IDS, timings, 700.0, read_last_measured(kept))
+        ran = [n for n in IDS if n not in budget.dropped]
+        for nodeid in ran:
+            measured[nodeid] += 1
+        cases = "".join(
+            f'<testcase classname="{junit_key(n).split("::")[0]}" name="test_x[code]" time="{timings[junit_key(n)]}"/>'
+            for n in ran
+        )
+        (tmp_path / "junit.xml").write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+        record_timings(tmp_path / "junit.xml", kept, now=f"2026-11-0{night}T03:00:00+00:00")
+    assert min(measured.values()) >= 2, measured
+    assert budget.dropped, "the window is too small for all four every night"
