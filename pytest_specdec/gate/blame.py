@@ -33,7 +33,7 @@ from pytest_specdec.gate.legs import LegConfig, leg_server
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import ReleaseAB, run_release_ab
 from pytest_specdec.stats import Verdict
-from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.records import ComparisonRecord
 
 OLD_VENV = Path(".gate-venv-old")
@@ -127,12 +127,12 @@ def ab_flips(
     out: Path,
     baselines: Path,
     machine_class: str,
-) -> dict[tuple[str, str], Blame]:
-    """Each flipped comparison on both releases tonight; the blame per (node id, category)."""
-    calls: dict[tuple[str, str], Blame] = {}
+) -> dict[str, Blame]:
+    """Each flipped comparison on both releases tonight; the blame per result (its baseline key)."""
+    calls: dict[str, Blame] = {}
     for record in flips:
         pair = ModelPair(record.target, record.draft)
-        key = (record.nodeid, record.category)
+        key = baseline_key(record)
         unjudged = _unjudged_flips(record, baselines, machine_class)
         if unjudged:  # acceptance does not move with the machine's speed: the release (or the model) moved it
             calls[key] = Blame(Call.RELEASE_CHANGED, f"{', '.join(unjudged)} flipped, and the old-versus-new run "

@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from pytest_specdec.gate.change import Call
+from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
 
 NIGHT_SCHEMA_VERSION = 1
@@ -160,20 +161,20 @@ CLEARED = {Call.MACHINE_MOVED.value: State.MACHINE_MOVED, Call.METRIC_CHANGED.va
 
 def comparison_findings(
     run: RunRecord,
-    flips: Mapping[tuple[str, str], FlipCall],
-    baseline_measurable: Mapping[tuple[str, str], bool],
+    flips: Mapping[str, FlipCall],
+    baseline_measurable: Mapping[str, bool],
     history: Sequence[Mapping[str, Any]],
     thresholds: Thresholds,
 ) -> list[Finding]:
     """Findings from tonight's comparisons.
 
-    ``flips`` holds the confirm step's call per (node id, category); a flip without one stands;
-    ``baseline_measurable`` says, per (node id, category), whether an accepted baseline
+    ``flips`` holds the confirm step's call per result (its baseline key: a sweep's rows are results of
+    their own); a flip without one stands; ``baseline_measurable`` says, per result, whether an accepted baseline
     exists that was measurable (for "SD no longer engaged").
     """
     findings: list[Finding] = []
     for record in run.comparisons:
-        key = (record.nodeid, record.category)
+        key = baseline_key(record)
         conclusion, check = record.judgement.conclusion, record.check
         if conclusion is Conclusion.FAILED:
             findings.append(_about(State.LOSSY, record, record.judgement.failure or "SD changed the output"))

@@ -34,7 +34,7 @@ from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.state import keep_history
 from pytest_specdec.hardware import machine_class
-from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import load_run, read_json, write_atomically
 from pytest_specdec.store.records import ComparisonRecord
 
@@ -200,7 +200,7 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         sys.stdout.write(f"specdec gate: {old.release} (last night's) runs beside tonight's, paired and interleaved\n")
         calls = ab_flips(first, leg, old, new_python=python, arguments=arguments, out=out, baselines=Path("baselines"),
                          machine_class=run.machine_class)  # fmt: skip
-        entries = [(r, calls[(r.nodeid, r.category)].call.value, calls[(r.nodeid, r.category)].line) for r in first]
+        entries = [(r, calls[baseline_key(r)].call.value, calls[baseline_key(r)].line) for r in first]
         confirmed = [r for r, call, _ in entries if call == Call.RELEASE_CHANGED.value]
     else:
         if changes:
@@ -217,8 +217,8 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         ]  # fmt: skip
     for record, _call, line in entries:
         sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: {line}\n")
-    listed = [{"nodeid": r.nodeid, "category": r.category, "call": call, "line": line, "confirmed": r in confirmed}
-              for r, call, line in entries]  # fmt: skip
+    listed = [{"nodeid": r.nodeid, "category": r.category, "key": baseline_key(r), "call": call, "line": line,
+               "confirmed": r in confirmed} for r, call, line in entries]  # fmt: skip
     write_atomically(out / "confirmed.json", json.dumps(listed, indent=2) + "\n")
     return confirmed
 
@@ -253,11 +253,11 @@ def _rerun(
     except BackendUnavailable as error:
         sys.stdout.write(f"specdec gate: the re-run could not start ({error}) — the flips stand\n")
     rerun = load_run(out / "results.json") if (out / "results.json").is_file() else None
-    remeasured = {(r.nodeid, r.category, r.baseline_arm) for r in (rerun.comparisons if rerun else ())}
-    again = {(r.nodeid, r.category, r.baseline_arm) for r in (rerun.flips if rerun else ())}
+    remeasured = {(baseline_key(r), r.baseline_arm) for r in (rerun.comparisons if rerun else ())}
+    again = {(baseline_key(r), r.baseline_arm) for r in (rerun.flips if rerun else ())}
     # Only a re-run that measured the comparison and saw no flip clears it; a re-run that
     # crashed, was refused or skipped itself confirms nothing away.
     return [
-        r for r in first if (r.nodeid, r.category, r.baseline_arm) in again
-        or (r.nodeid, r.category, r.baseline_arm) not in remeasured
+        r for r in first if (baseline_key(r), r.baseline_arm) in again
+        or (baseline_key(r), r.baseline_arm) not in remeasured
     ]  # fmt: skip

@@ -30,7 +30,7 @@ from pytest_specdec.gate.night import (
     ungated_finding,
 )
 from pytest_specdec.gate.state import leg_history, nights
-from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import load_run, read_json, validate, write_atomically
 from pytest_specdec.store.records import RunRecord
 from pytest_specdec.store.trends import erosions
@@ -40,15 +40,32 @@ def _json(path: Path, default: Any) -> Any:
     return read_json(path) if path.is_file() else default
 
 
-def _baseline_measurable(run: RunRecord, baselines: Path) -> dict[tuple[str, str], bool]:
+def _baseline_measurable(run: RunRecord, baselines: Path) -> dict[str, bool]:
     store = BaselineStore(baselines, run.machine_class)
-    found: dict[tuple[str, str], bool] = {}
+    found: dict[str, bool] = {}
     for record in run.comparisons:
         entry = store.lookup(record)
-        found[(record.nodeid, record.category)] = entry is not None and not (
+        found[baseline_key(record)] = entry is not None and not (
             entry.result.judgement.conclusion.says_nothing_about_speed
         )
     return found
+
+
+def _flip_calls(listed: object, run: RunRecord) -> dict[str, FlipCall]:
+    """The confirm step's call per flipped result (by its key; an entry naming only a test and category
+    speaks for each of that test's results in it)."""
+    calls: dict[str, FlipCall] = {}
+    for item in listed if isinstance(listed, list) else []:
+        if not (isinstance(item, dict) and "nodeid" in item and "category" in item):
+            continue
+        call = FlipCall(bool(item.get("confirmed", True)), str(item.get("call", "")), str(item.get("line", "")))
+        if "key" in item:
+            calls[str(item["key"])] = call
+            continue
+        for record in run.flips:
+            if (record.nodeid, record.category) == (str(item["nodeid"]), str(item["category"])):
+                calls[baseline_key(record)] = call
+    return calls
 
 
 def _leg_findings(status: dict[str, Any]) -> list[Finding]:
@@ -72,14 +89,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
     findings = _leg_findings(status)
     awaiting = 0
     if run is not None:
-        listed = _json(out / "confirm" / "confirmed.json", [])
-        flips = {
-            (str(item["nodeid"]), str(item["category"])): FlipCall(
-                bool(item.get("confirmed", True)), str(item.get("call", "")), str(item.get("line", ""))
-            )
-            for item in (listed if isinstance(listed, list) else [])
-            if isinstance(item, dict) and "nodeid" in item and "category" in item
-        }
+        flips = _flip_calls(_json(out / "confirm" / "confirmed.json", []), run)
         history = leg_history(backend, baselines, run.machine_class)
         counted = nights(backend, run.machine_class)
         findings += comparison_findings(run, flips, _baseline_measurable(run, baselines), counted, thresholds)

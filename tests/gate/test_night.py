@@ -258,3 +258,19 @@ def test_a_tampered_results_file_is_refused_with_one_line_and_nothing_is_sent(tm
     assert len(refused) == 1
     assert "results.json: field 'comparisons.0.speedup'" in refused[0]
     assert "webhook" not in done.stdout, "nothing from a refused file is sent"
+
+
+def test_each_row_of_a_sweep_keeps_its_own_call_on_its_flip(sample_run: RunRecord) -> None:
+    """Two flipped rows of one test and category (γ 3 and 5): one confirmed, one not — one red finding, not zero."""
+    from pytest_specdec.gate.night import FlipCall, comparison_findings
+    from pytest_specdec.store.baselines import baseline_key
+
+    (flip,) = sample_run.flips
+    other = replace(flip, num_draft=5)
+    run = replace(sample_run, comparisons=(flip, other))
+    calls = {baseline_key(flip): FlipCall(True, "re-run", "flipped again on a re-run"),
+             baseline_key(other): FlipCall(False, "re-run", "did not repeat on a re-run")}  # fmt: skip
+    found = comparison_findings(run, calls, {}, [], Thresholds())
+    assert [(f.state, f.message.endswith("flipped again on a re-run")) for f in found] == [(State.FLIP, True)]
+    found = comparison_findings(run, dict(reversed(list(calls.items()))), {}, [], Thresholds())
+    assert len(found) == 1, "whichever order the calls come in"
