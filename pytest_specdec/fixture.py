@@ -181,7 +181,7 @@ class SpecdecFixture:
         if wanted and points:
             path = Path(wanted) if plot else Path(wanted).with_name(f"{Path(wanted).stem}-context-{_slug(nodeid)}.png")
             try:
-                context_plot(points, path, f"{nodeid}: speedup by context [{category}]")
+                context_plot(points, path, f"{nodeid}: speedup by context [{category}]", skipped)
                 self.note(f"context sweep plot: {path}")
             except ImportError as error:
                 self.note(f"cannot draw {path}: {error.name} is not installed — pip install 'pytest-specdec[plot]'")

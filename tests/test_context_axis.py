@@ -207,6 +207,14 @@ def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pyt
     decode = [d for d in drawn if d["metric"] == "decode"]
     assert [d["context"] for d in decode] == [0, 1024, 4096]
     assert decode[0]["low"] > 1.0 > decode[1]["high"]
+    acceptance = [d for d in drawn if d["metric"] == "acceptance"]
+    assert [d["context"] for d in acceptance] == [0, 1024, 4096]
+    assert [r["acceptance"]["estimate"] for r in records] == [d["estimate"] for d in acceptance]
+    assert [d for d in drawn if d["metric"] == "verdict change"] == [
+        {"metric": "verdict change", "context": 1024, "said": "holds → refuted"}
+    ], "the length from which the verdict changes, as the summary line says"
+    (absent,) = [d["reason"] for d in drawn if d["metric"] == "not measured"]
+    assert "context=2000000 is not measurable here" in absent
 
 
 def test_one_comparison_beyond_the_window_skips_and_a_negative_context_is_a_usage_line(

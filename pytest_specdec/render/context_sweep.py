@@ -3,8 +3,9 @@
 :func:`context_sweep_line` is the run summary's line: each length's prompt tokens (as the
 backend counted them), decode and end-to-end speedups with their intervals and the
 acceptance, then where each answer changes — "pays off up to ctx=2K, slower from ctx=8K" —
-and where the test's verdict changes. :func:`context_plot` draws the same numbers. Both read
-only what was measured; a length that could not run here is listed with its reason.
+and where the test's verdict changes. :func:`context_plot` draws the same numbers (the
+acceptance on a second axis, a line where the verdict changes). Both read only what was
+measured; a length that could not run here is listed with its reason.
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ def context_sweep_line(nodeid: str, category: str, points: Sequence[ContextPoint
     return line + "".join(f"; not measured here: {reason}" for reason in skipped)
 
 
+def verdict_change(points: Sequence[ContextPoint]) -> tuple[ContextPoint, str] | None:
+    """The first length whose decided verdict differs from the decided one before it, and ``holds → refuted``."""
+    decided = [p for p in points if not p.failed and p.verdict in ("holds", "refuted")]
+    for before, point in itertools.pairwise(decided):
+        if point.verdict != before.verdict:
+            return point, f"{before.verdict} → {point.verdict}"
+    return None
+
+
 def _shown(interval: Interval | None) -> str:
     return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]" if interval is not None else "-"
 
@@ -108,17 +118,18 @@ def _end_to_end(point: ContextPoint) -> Interval | None:
     return point.end_to_end
 
 
-def context_plot(points: Sequence[ContextPoint], path: Path, title: str) -> Path:
-    """Speedup against prompt tokens, decode and end to end, each with its interval; 1x marked.
+def context_plot(points: Sequence[ContextPoint], path: Path, title: str, skipped: Sequence[str] = ()) -> Path:
+    """Speedup against prompt tokens, decode and end to end, each with its interval, and 1x marked; the
+    acceptance on a second axis; a line where the verdict changes; the lengths not measured, with why.
 
     The PNG carries the drawn values as a ``specdec`` text chunk, like every figure of this package.
     """
     from pytest_specdec.render.plots import Drawing, _pyplot, _save
 
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(7.5, 4.2))
+    figure, axes = plt.subplots(figsize=(7.5, 4.6 if skipped else 4.2))
     xs = [max(p.context, 1) for p in points]
-    drawn = []
+    drawn: list[dict[str, object]] = []
     series: tuple[tuple[str, str, float, Callable[[ContextPoint], Interval | None]], ...] = (
         ("decode", "#1565c0", 0.97, _decode),
         ("end to end", "#6a1b9a", 1.03, _end_to_end),
@@ -137,12 +148,38 @@ def context_plot(points: Sequence[ContextPoint], path: Path, title: str) -> Path
             {"metric": name, "context": p.context, "estimate": i.estimate, "low": i.low, "high": i.high}
             for _, i, p in shown
         ]
+    rates = [(x, p.acceptance, p) for x, p in zip(xs, points, strict=True) if p.acceptance is not None]
+    if rates:
+        second = axes.twinx()
+        second.errorbar(
+            [x for x, _, _ in rates], [a.estimate for _, a, _ in rates],
+            yerr=[[a.estimate - a.low for _, a, _ in rates], [a.high - a.estimate for _, a, _ in rates]],
+            fmt="s:", color="#2e7d32", capsize=3, alpha=0.8, label="acceptance (right axis)",
+        )  # fmt: skip
+        second.set_ylim(0.0, 1.05)
+        second.set_ylabel("acceptance", color="#2e7d32")
+        second.legend(loc="lower left", fontsize=8)
+        drawn += [
+            {"metric": "acceptance", "context": p.context, "estimate": a.estimate, "low": a.low, "high": a.high}
+            for _, a, p in rates
+        ]
+    change = verdict_change(points)
+    if change is not None:
+        point, said = change
+        axes.axvline(max(point.context, 1), color="#c62828", linestyle=":", linewidth=1.5)
+        axes.annotate(f"verdict {said} from {point.label}", (max(point.context, 1), 1.0), xytext=(-4, -12),
+                      xycoords=("data", "axes fraction"), textcoords="offset points", ha="right",
+                      color="#c62828", fontsize=8)  # fmt: skip
+        drawn.append({"metric": "verdict change", "context": point.context, "said": said})
+    if skipped:
+        figure.text(0.01, 0.01, "not measured here: " + "; ".join(skipped), fontsize=7, color="#616161", wrap=True)
+        drawn += [{"metric": "not measured", "reason": reason} for reason in skipped]
     axes.axhline(1.0, color="#757575", linestyle="--", linewidth=1)
     axes.set_xscale("symlog", linthresh=512)
     axes.set_xticks(xs, [p.label.removeprefix("ctx=") for p in points])
     axes.set_xlabel("tokens of context before each prompt")
-    axes.set_ylabel("SD ÷ plain (tok/s)")
+    axes.set_ylabel("speedup (plain time ÷ SD time)")
     axes.set_title(title, fontsize=10)
-    axes.legend(loc="best", fontsize=8)
-    figure.tight_layout()
+    axes.legend(loc="upper right", fontsize=8)
+    figure.tight_layout(rect=(0, 0.06 if skipped else 0, 1, 1))
     return _save(Drawing(figure, drawn), path)
