@@ -396,10 +396,19 @@ def record_outcome(
         claim_id=claim.id if claim else None,
         claim_quote=claim.quote if claim else None,
         samples=tuple(
-            SampleRecord(p.prompt_id, p.first, p.baseline.decode_tps, p.treatment.decode_tps) for p in c.pairs
+            SampleRecord(
+                p.prompt_id,
+                p.first,
+                p.baseline.decode_tps,
+                p.treatment.decode_tps,
+                p.baseline.ttft_s,
+                p.treatment.ttft_s,
+            )
+            for p in c.pairs
         ),
         notes=tuple(notes),
         theory=theory,
         scope=dict(scope or {}),
+        other_speedup=c.other_metric,
         protocol=MEASUREMENT_PROTOCOL,
     )

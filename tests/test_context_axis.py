@@ -213,6 +213,10 @@ def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pyt
     assert [d for d in drawn if d["metric"] == "verdict change"] == [
         {"metric": "verdict change", "context": 1024, "said": "holds → refuted"}
     ], "the length from which the verdict changes, as the summary line says"
+    end_to_end = [d["estimate"] for d in drawn if d["metric"] == "end to end"]
+    assert [r["other_speedup"]["estimate"] for r in records] == end_to_end, "kept in the results, not only drawn"
+    assert all(s["baseline_first_token_s"] > 0 and s["treatment_first_token_s"] > 0
+               for r in records for s in r["samples"]), "each pair's time to first token, both arms"  # fmt: skip
     (absent,) = [d["reason"] for d in drawn if d["metric"] == "not measured"]
     assert "context=2000000 is not measurable here" in absent
 

@@ -117,12 +117,14 @@ class Provenance(StrEnum):
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """One paired trial: both arms' decode tok/s on one prompt."""
+    """One paired trial: both arms' decode tok/s on one prompt, and each arm's time to first token."""
 
     prompt_id: str
     first: str
     baseline_tps: float
     treatment_tps: float
+    baseline_first_token_s: float | None = None  # None: written before it was kept
+    treatment_first_token_s: float | None = None
 
     @property
     def log_ratio(self) -> float:
@@ -236,6 +238,9 @@ class ComparisonRecord:
     check: CheckRecord | None = None
     theory: TheoryRecord | None = None
     scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms and other context of the verdict
+    # The speedup the verdict does not read (end to end where it reads decode, or the reverse); None before
+    # it was kept, or where fewer than two pairs ran.
+    other_speedup: Interval | None = None
     protocol: int = 1  # MEASUREMENT_PROTOCOL it was measured under (absent in files written before it: 1)
 
     @property
