@@ -160,3 +160,19 @@ def test_baseline_keys_keep_sampled_and_end_to_end_results_apart(make_record: Ca
     assert "[code, γ=3, " in baseline_key(greedy)  # greedy decode keys are the ones stored before
     assert "[code, γ=3, T=0.7, " in baseline_key(sampled)
     assert "[code, γ=3, end-to-end, " in baseline_key(timed)
+
+
+def test_arms_on_backends_of_their_own_compare_distributions_and_a_greedy_only_arm_is_named() -> None:
+    """Two configurations (here two simulated backends) draw alike for one seed by no rule: the distribution check."""
+    from pytest_specdec.backends.arms import ArmRouter
+
+    plain, sd = simulated(draws="same"), simulated(draws="same")
+    router = ArmRouter({"plain": plain, "sd": sd})  # type: ignore[dict-item]
+    assert check_method(router, greedy=False) == DISTRIBUTION
+
+    class GreedyOnly:
+        name = "ollama"
+        pair = plain.pair  # type: ignore[attr-defined]
+
+    with pytest.raises(SpecdecUsageError, match=r"^the sd arm's backend ollama decodes greedily only here"):
+        check_method(ArmRouter({"plain": plain, "sd": GreedyOnly()}), greedy=False)  # type: ignore[dict-item]

@@ -100,5 +100,20 @@ class ArmRouter:
         arm = replace(request.arm, options={})
         return backend.generate(replace(request, arm=arm))
 
+    def sampled_draws_per_seed(self) -> str:
+        """``distribution``: the arms run on backends (or configurations) of their own, and nothing makes two
+        of them draw alike for one seed, so their outputs' distributions are compared; an arm whose backend
+        decodes greedily only is refused, by name."""
+        from pytest_specdec.backends.sampling import Samples
+        from pytest_specdec.errors import SpecdecUsageError
+
+        for label, backend in self._backends.items():
+            if not isinstance(backend, Samples):
+                raise SpecdecUsageError(
+                    f"the {label} arm's backend {backend.name} decodes greedily only here — drop temperature/top_p, "
+                    "or give that arm llama-cpp, llama-server or mlx"
+                )
+        return "distribution"
+
     def close(self) -> None:
         """The session owns the backends and closes them."""
