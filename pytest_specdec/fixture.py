@@ -92,9 +92,9 @@ class SpecdecFixture:
         if temperature is not None or top_p is not None:  # over the test's sampling marker, where it has one
             marked = self._request.node.stash.get(expectations_key, Expectations()).sampling
             try:
-                sampling = Sampling(
-                    marked.temperature if temperature is None else temperature, marked.top_p if top_p is None else top_p
-                )
+                heat = marked.temperature if temperature is None else temperature
+                cut = (marked.top_p if heat else 1.0) if top_p is None else top_p  # greedy over a marker: no cut
+                sampling = Sampling(heat, cut)
             except SpecdecUsageError as error:
                 raise pytest.UsageError(f"compare(): {error}") from None
         spec = ComparisonSpec(
@@ -136,13 +136,16 @@ class SpecdecFixture:
         temperatures: Sequence[float],
         category: str = "code",
         *,
-        top_p: float = 1.0,
+        top_p: float | None = None,
         max_tokens: int | None = None,
         max_trials: int | None = None,
     ) -> list[Result]:
-        """``compare`` at each temperature (0: greedy): the speedup and acceptance by temperature, then fails if any failed."""
+        """``compare`` at each temperature (0: greedy): the speedup and acceptance by temperature, then fails if any failed.
+
+        ``top_p`` (else the test's ``sampling`` marker's) applies to every temperature above 0."""
+        cut = self._request.node.stash.get(expectations_key, Expectations()).sampling.top_p if top_p is None else top_p
         try:
-            samplings = [Sampling(t, top_p) for t in temperatures]
+            samplings = [Sampling(t, cut if t else 1.0) for t in temperatures]
         except SpecdecUsageError as error:
             raise pytest.UsageError(f"temperature_sweep(): {error}") from None
         results = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -176,3 +177,22 @@ def test_arms_on_backends_of_their_own_compare_distributions_and_a_greedy_only_a
 
     with pytest.raises(SpecdecUsageError, match=r"^the sd arm's backend ollama decodes greedily only here"):
         check_method(ArmRouter({"plain": plain, "sd": GreedyOnly()}), greedy=False)  # type: ignore[dict-item]
+
+
+def test_top_p_without_a_temperature_is_a_usage_line_and_a_sweep_takes_the_markers_top_p(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        "import pytest\n\n"
+        "def test_cut_alone(specdec):\n    specdec.compare('code', top_p=0.9)\n\n"
+        "@pytest.mark.sampling(temperature=0.7, top_p=0.9)\n"
+        "def test_greedy_over_the_marker(specdec):\n    specdec.compare('code', temperature=0)\n\n"
+        "@pytest.mark.sampling(temperature=0.7, top_p=0.9)\n"
+        "def test_sweep(specdec):\n    specdec.temperature_sweep([0, 0.7], max_trials=4)\n"
+    )
+    result = pytester.runpytest(*SIM, "--specdec-json=run.json", "--specdec-distribution-samples=24")
+    result.stdout.fnmatch_lines(["*compare(): top_p=0.9 cuts nothing at temperature 0*drop top_p*"])
+    records = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    said = {(r["nodeid"].split("::")[-1], r["scope"]["sampling"]) for r in records}
+    assert said == {("test_greedy_over_the_marker", "greedy"), ("test_sweep", "greedy"),
+                    ("test_sweep", "T=0.7, top_p=0.9")}  # fmt: skip

@@ -25,6 +25,11 @@ class Sampling:
             raise SpecdecUsageError(f"temperature={self.temperature:g} is outside 0-5 — give 0 for greedy or e.g. 0.7")
         if not 0.0 < self.top_p <= 1.0:
             raise SpecdecUsageError(f"top_p={self.top_p:g} must be in (0, 1] — e.g. 0.95, or 1 for no cut")
+        if self.temperature == 0.0 and self.top_p < 1.0:
+            raise SpecdecUsageError(
+                f"top_p={self.top_p:g} cuts nothing at temperature 0 (greedy decoding takes the most likely token) "
+                "— give a temperature above 0 with it, or drop top_p"
+            )
 
     @property
     def greedy(self) -> bool:
