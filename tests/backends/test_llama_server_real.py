@@ -350,3 +350,27 @@ def test_a_server_that_cannot_start_at_the_grown_context_goes_back_to_the_one_be
         assert backend.fingerprint().details["n_ctx"] == "4096"
     finally:
         backend.close()
+
+
+def test_a_users_servers_own_sampler_settings_do_not_act_under_the_label(
+    gemma: Path, managed: LlamaServerBackend
+) -> None:
+    """Servers started with penalties of their own: each request turns every sampler off but the stated."""
+    binary = find_binary("")
+    own = ["--repeat-penalty", "1.8", "--presence-penalty", "1.0"]
+    started = [
+        ServerProcess(f"llama-server-{spec}", lambda port, spec=spec: [
+            binary, "-m", gemma, "--port", str(port), "--host", "127.0.0.1", "--spec-type", spec, *own,
+        ]).start()
+        for spec in ("none", "ngram-simple")
+    ]  # fmt: skip
+    backend = LlamaServerBackend(
+        ModelPair(str(gemma)), {"plain_url": started[0].base_url, "sd_url": started[1].base_url}
+    )
+    try:
+        tokens, _ = run(backend, Arm("plain"))
+        assert tokens == run(managed, Arm("plain"))[0], "greedy, as on a server started without them"
+    finally:
+        backend.close()
+        for server in started:
+            server.stop()

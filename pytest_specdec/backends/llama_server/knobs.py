@@ -95,9 +95,20 @@ def mtp_heads(model: Path) -> int | None:
     return None
 
 
-def sampling_fields(sampling: Sampling) -> dict[str, float | int]:
+# Every other sampler of the server, off: a request's field defaults to the server's own command line
+# (tools/server/server-schema.cpp, each field_num's default is params.sampling.*), so a server the user
+# started with --repeat-penalty or --mirostat would otherwise act under a "greedy" or "T=0.7" label.
+# The values that disable each: common/common.h, common_params_sampling.
+SAMPLERS_OFF: dict[str, float | int | list[str]] = {
+    "repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "dry_multiplier": 0.0,
+    "typical_p": 1.0, "xtc_probability": 0.0, "top_n_sigma": -1.0, "dynatemp_range": 0.0, "mirostat": 0,
+    "samplers": ["top_k", "top_p", "min_p", "temperature"],  # the default order without the ones switched off
+}  # fmt: skip
+
+
+def sampling_fields(sampling: Sampling) -> dict[str, float | int | list[str]]:
     """The /completion fields for greedy or sampled decoding; only the stated knobs act (the server's
     own defaults would add top_k 40 and min_p 0.05: common/common.h, common_params_sampling)."""
     if sampling.greedy:
-        return {"temperature": 0.0, "top_k": 1}
-    return {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0, "min_p": 0.0}
+        return {**SAMPLERS_OFF, "temperature": 0.0, "top_k": 1}
+    return {**SAMPLERS_OFF, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0, "min_p": 0.0}
