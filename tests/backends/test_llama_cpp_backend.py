@@ -366,3 +366,16 @@ def test_the_tokens_around_a_prompt_are_gemmas_bos_and_none_for_the_synthetic_pa
         assert synthetic.template_tokens() == 0  # its tokenizer adds no BOS
     finally:
         synthetic.close()
+
+
+def test_the_drafts_prefill_is_done_before_the_first_token_as_llama_server_does(aligned: LlamaCppBackend) -> None:
+    """The draft reads the prompt before the target's first token (time to first token), not at its first draft."""
+    prompt = prompts_for("code")[0].text
+    stream = aligned.generate(GenerationRequest(prompt, Arm("sd", True, 3), 8))
+    next(stream)
+    drafter = aligned.last_drafter.inner
+    assert (drafter.calls, drafter.evaluated_tokens) == (0, len(aligned.prompt_tokens(prompt)))
+    rest = [t for burst in stream for t in burst.token_ids]
+    assert drafter.calls > 0
+    assert len(rest) == 7
+    assert drafter.evaluated_tokens < len(aligned.prompt_tokens(prompt)) + 8 + 3 * drafter.calls, "read once"

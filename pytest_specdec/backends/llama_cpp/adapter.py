@@ -350,6 +350,8 @@ class LlamaCppBackend:
             llm.set_seed(request.seed)  # read when generate() builds its sampler chain (add_dist(seed))
             knobs = {"temp": sampling.temperature, "top_k": 0, "top_p": sampling.top_p}
         stream = llm.generate(prompt, **knobs, min_p=0.0, repeat_penalty=1.0, reset=True)
+        if drafter is not None and hasattr(drafter.inner, "prefill"):  # a second model: its prefill first
+            drafter.inner.prefill(prompt)
         try:
             for token in stream:
                 emitted.append(int(token))

@@ -121,6 +121,13 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
                     self.evaluated_tokens += 1
             return np.array(proposed, dtype=np.intc)
 
+        def prefill(self, prompt: Sequence[int]) -> None:
+            """Evaluate the prompt on the draft before the target's first token, as llama.cpp's server does
+            (tools/server/server-context.cpp passes every target batch, the prompt's included, through
+            common_speculative_process; common/speculative.cpp, draft-simple ``process``): the draft's prefill
+            is part of the time to first token, not of decode."""
+            self._sync(prompt)
+
         def reset(self) -> None:
             """Forget the cache (a new generation starts)."""
             self.context = []
