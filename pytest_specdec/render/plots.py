@@ -77,11 +77,12 @@ def short_name(reference: str | None) -> str:
 
 
 def row_label(record: ComparisonRecord) -> str:
-    """``gemma-3-270m-q4_k_m.gguf + draft-aligned · copy · γ=3``: models, category and γ."""
+    """``gemma-3-270m-q4_k_m.gguf + draft-aligned · copy · γ=3``: models, category and γ, and the conditions
+    beyond greedy decode at a short prompt (``· T=0.7 · ctx=8K``), so a sweep's rows are told apart."""
     models = short_name(record.target)[:26]
     if record.draft:
         models += f" + {short_name(record.draft)[:18]}"
-    return f"{models} · {record.category} · γ={draft_label(record.num_draft)}"
+    return " · ".join((models, record.category, f"γ={draft_label(record.num_draft)}", *record.conditions))
 
 
 def speedup_axis(axes: Any, low: float, high: float, *, horizontal: bool = True) -> None:
@@ -170,7 +171,7 @@ def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
         drawn.append(
             {
                 "row": row,
-                "label": f"{record.nodeid} [{record.category}]",
+                "label": f"{record.nodeid} [{', '.join((record.category, *record.conditions))}]",
                 "estimate": s.estimate,
                 "low": s.low,
                 "high": s.high,
@@ -184,7 +185,8 @@ def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
     axes.set_ylim(-0.8, len(records) - 0.3)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
     speedup_axis(axes, min(extremes), max(extremes))
-    axes.set_xlabel("speedup (SD tok/s ÷ plain tok/s), log scale; | = claimed bound; grey = accepted baseline")
+    axes.set_xlabel("speedup (plain time ÷ SD time: decode, or end to end where a row says so), log scale; "
+                    "| = claimed bound; grey = accepted baseline")  # fmt: skip
     axes.set_title("\n".join(part for part in (title, measured_with(records)) if part))
     handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=v) for v, c in COLOURS.items()]
     if same:

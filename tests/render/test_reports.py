@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from pytest_specdec.render.exports import benchmark_document, results_document
 from pytest_specdec.render.plots import forest_plot, history_plot
 from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.files import dumps, load_run
-from pytest_specdec.store.records import RunRecord
+from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -60,6 +61,24 @@ def test_forest_plot_is_a_png_drawn_from_the_given_rows(tmp_path: Path, sample_r
     assert sorted(row["baseline"][0] for row in drawn) == [0.94, 1.0]
     assert {row["low"] for row in drawn} == {c.speedup.low for c in run.comparisons}
     assert sorted(str(row["change"]) for row in drawn) == ["flip", "re-confirmed"], "the flipped row is marked"
+
+
+def test_a_sweeps_rows_in_a_forest_plot_are_told_apart_by_their_conditions(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    from PIL import Image
+
+    from pytest_specdec.render.plots import row_label
+
+    greedy = make_record("code", 1.2, "holds", None)
+    sampled = replace(greedy, scope={**greedy.scope, "sampling": "T=0.7"})
+    long = replace(greedy, scope={**greedy.scope, "context": "8192", "speedup_of": "end-to-end"})
+    labels = [row_label(r) for r in (greedy, sampled, long)]
+    assert labels[1].endswith("· code · γ=3 · T=0.7")
+    assert labels[2].endswith("· code · γ=3 · end-to-end · ctx=8K")
+    with Image.open(forest_plot([greedy, sampled, long], tmp_path / "f.png", "sweep")) as image:
+        drawn = json.loads(image.text["specdec"])
+    assert len({row["label"] for row in drawn}) == 3
 
 
 def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
