@@ -294,6 +294,7 @@ class LiveLine:
         self._reporter = config.pluginmanager.get_plugin("terminalreporter")
         self._capture = config.pluginmanager.get_plugin("capturemanager")
         self._started = time.monotonic()
+        self._stage = ("pair", self._started)  # the stage shown and when it began (its time left is its own)
         self._below = False  # a live line is on the row under pytest's
 
     def _uncaptured(self) -> Any:
@@ -303,7 +304,12 @@ class LiveLine:
         """Show one update."""
         if self._reporter is None:
             return
-        line = "    " + report.progress_line(update, time.monotonic() - self._started)
+        now = time.monotonic()
+        if update.stage != self._stage[0]:
+            self._stage = (update.stage, now)
+        line = "    " + report.progress_line(
+            update, now - (self._started if update.stage == "pair" else self._stage[1])
+        )
         with self._uncaptured():
             if self._reporter.isatty():
                 width = self._reporter._tw.fullwidth  # the terminal's width, as pytest measured it
@@ -312,7 +318,7 @@ class LiveLine:
                 sys.stdout.write(("" if self._below else "\n") + "\r" + line[: max(1, width - 1)] + "\x1b[K")
                 sys.stdout.flush()
                 self._below = True
-            elif update.done in (1, update.planned_max) or update.done % 5 == 0:
+            elif update.done in (1, update.planned_max) or update.done % max(5, update.planned_max // 20) == 0:
                 self._reporter.ensure_newline()
                 self._reporter.write_line(line)
 

@@ -97,6 +97,9 @@ def test_the_sampling_marker_samples_both_arms_and_labels_the_result(pytester: p
     )
     smaller.assert_outcomes(passed=1)
     smaller.stdout.fnmatch_lines(["*lossless check at T=0.7 by distribution: 24 continuations*"])
+    # the check's own progress, about every twentieth generation in a log, with the time it has left
+    smaller.stdout.fnmatch_lines(["*specdec code: distribution check 9/192, * s*"])
+    assert "distribution check 5/192" not in smaller.stdout.str()
 
 
 def test_compare_overrides_the_marker_and_a_hotter_arm_fails_the_test(pytester: pytest.Pytester) -> None:

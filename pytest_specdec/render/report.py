@@ -288,6 +288,12 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
 
 def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
     """``specdec code: pair 7 of at most 72, speedup 1.52x [1.31, 1.76], 41 s, at most ~6 min left``."""
+    if update.stage == "distribution check":  # generations of one length each: the rate so far tells the rest
+        timing = ""
+        if elapsed_s is not None:
+            left = elapsed_s / update.done * (update.planned_max - update.done)
+            timing = f", {_duration(elapsed_s)}" + (f", ~{_duration(left)} left" if left >= 1 else "")
+        return f"specdec {update.category}: {update.stage} {update.done}/{update.planned_max}{timing}"
     if update.stage != "pair":  # "specdec code: engagement probe 3/8": no speedup, no time left to guess
         return f"specdec {update.category}: {update.stage} {update.done}/{update.planned_max}"
     interval = update.interval

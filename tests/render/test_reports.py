@@ -197,3 +197,5 @@ def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
     assert early == "specdec code: pair 2/72, 3 s, at most ~2 min left"
     later = progress_line(Progress("code", 16, 72, Interval(1.52, 1.31, 1.76, 0.98, 16)), 40.0)
     assert later == "specdec code: pair 16/72, speedup 1.52x [1.31, 1.76], 40 s, at most ~2 min left"
+    check = progress_line(Progress("code", 256, 1024, None, stage="distribution check"), 600.0)
+    assert check == "specdec code: distribution check 256/1024, 10 min, ~30 min left", "a long check says how long"
