@@ -296,9 +296,15 @@ def beside_result(
     here = [row for row in usable if row.sampling is None]
     if sampling != "greedy":
         sampled = [row for row in usable if row.sampling is not None]
-        if sampled:
-            shown = ", ".join(f"{row.speedup:.2f}x at {row.sampling} ({row.id}, {row.family})" for row in sampled)
-            return [f"published on this chip, sampled: {shown} — beside this {sampling} result"]
+        if sampled:  # this runtime's family first; another runtime's figure is said to be one
+            family = backend_family(backend)
+            lines = []
+            for said, told in (("", [r for r in sampled if r.family == family]),
+                               (", other runtimes", [r for r in sampled if r.family != family])):  # fmt: skip
+                if told:
+                    shown = ", ".join(f"{row.speedup:.2f}x at {row.sampling} ({row.id}, {row.family})" for row in told)
+                    lines.append(f"published on this chip, sampled{said}: {shown} — beside this {sampling} result")
+            return lines
         return (
             [
                 f"published on this chip: {len(usable)} figures, none saying it sampled — not set beside this {sampling} result"

@@ -190,6 +190,10 @@ def test_a_sampled_result_is_set_beside_sampled_figures_only_and_a_greedy_one_be
     assert line.endswith("figures, none saying it sampled — not set beside this T=0.7 result")
     assert beside_result("NVIDIA-H200", "mlx", 0.8, 0.7, 0.9, sampling="T=0.7") == []
     (sampled,) = beside_result("Apple-M5-Max-48GB", "mlx", 1.2, 1.1, 1.3, sampling="T=0.7")
-    assert sampled == "published on this chip, sampled: 1.52x at T=1 (R10-temp1, other) — beside this T=0.7 result"
+    assert sampled == (
+        "published on this chip, sampled, other runtimes: 1.52x at T=1 (R10-temp1, other) — beside this T=0.7 result"
+    ), "mlx-vlm's DFlash is not mlx-lm's family: said so"
+    (same,) = beside_result("Apple-M5-Max-48GB", "other", 1.2, 1.1, 1.3, sampling="T=0.7")
+    assert same.startswith("published on this chip, sampled: 1.52x at T=1 (R10-temp1, other)")
     greedy = " ".join(beside_result("Apple-M5-Max-48GB", "mlx", 1.2, 1.1, 1.3))
     assert "1.52" not in greedy  # the T=1 figure is not set beside a greedy result
