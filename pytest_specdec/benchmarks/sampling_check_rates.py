@@ -1,7 +1,7 @@
 """The distribution check's two error rates: false alarms on a lossless SD arm, catches of a hotter one.
 
 Run: ``python benchmarks/sampling_check_rates.py --backend simulated --runs 400``
-(``--backend llama-cpp`` / ``mlx`` run the embedded pair, ``--profile gemma`` Gemma 3 270M
+(``--backend llama-cpp`` / ``llama-server`` / ``mlx`` run the embedded pair, ``--profile gemma`` Gemma 3 270M
 on llama-cpp). Not collected by pytest.
 
 Each run draws the plugin's default sample (``ComparisonPlan.distribution_generations``
@@ -99,7 +99,7 @@ def tally(done: Mapping[str, int], labels: tuple[str, ...]) -> tuple[dict[str, i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default="simulated", choices=("simulated", "llama-cpp", "mlx"))
+    parser.add_argument("--backend", default="simulated", choices=("simulated", "llama-cpp", "llama-server", "mlx"))
     parser.add_argument("--profile", default="embedded", choices=("embedded", "gemma"))
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--generations", type=int, default=0, help="continuations per arm and prompt (0: default)")
