@@ -24,6 +24,7 @@ def test_only_finished_nights_count() -> None:
         run("push", "2026-12-01T09:00:00Z"),  # not a night
         run("schedule", "2026-12-01T03:40:00Z", "cancelled"),  # a cancelled night did not happen
         run("workflow_dispatch", "2026-11-30T03:40:00Z", status="in_progress"),
+        run("workflow_dispatch", "2026-12-01T05:00:00Z"),  # a manual run of one leg is not the night
     ]
     assert last_night(runs) == datetime(2026, 11, 28, 3, 40, tzinfo=UTC)
     assert last_night([]) is None
