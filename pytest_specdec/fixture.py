@@ -295,6 +295,7 @@ class LiveLine:
         self._capture = config.pluginmanager.get_plugin("capturemanager")
         self._started = time.monotonic()
         self._stage = ("pair", self._started)  # the stage shown and when it began (its time left is its own)
+        self._last = self._started  # when the last update came
         self._below = False  # a live line is on the row under pytest's
 
     def _uncaptured(self) -> Any:
@@ -305,8 +306,9 @@ class LiveLine:
         if self._reporter is None:
             return
         now = time.monotonic()
-        if update.stage != self._stage[0]:
-            self._stage = (update.stage, now)
+        if update.stage != self._stage[0]:  # a new stage began when the last one's final update was shown
+            self._stage = (update.stage, self._last)
+        self._last = now
         line = "    " + report.progress_line(
             update, now - (self._started if update.stage == "pair" else self._stage[1])
         )

@@ -110,6 +110,7 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
     if earlier is None:
         before = _versions(args, [], backend="") if record is not None else {}
         if record is not None:
+            releases.forget_other_nights(record)
             dump_state_json(record, {"before": before, "exit": None})
         print(f"specdec gate: {command}", flush=True)
         code = subprocess.run(command, shell=True, check=False).returncode  # the runner owner's own command
@@ -117,12 +118,13 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
             dump_state_json(record, {"before": before, "exit": code})
     else:
         said = earlier.get("exit")
-        code = said if isinstance(said, int) else 0
+        code = said if isinstance(said, int) else -1  # never finished: the job was killed while it ran
         print("specdec gate: the servers were upgraded tonight by an earlier leg (their releases before it are "
               "this leg's before)")  # fmt: skip
     if code != 0:
+        ended = "did not finish (an earlier leg's job ended while it ran)" if code == -1 else f"exited {code}"
         reason = (
-            f"the server upgrade '{command}' exited {code}: tonight would measure last night's servers — fix "
+            f"the server upgrade '{command}' {ended}: tonight would measure last night's servers — fix "
             "upgrade-servers in [tool.specdec.gate] or the runner"
         )
         write_atomically(args.out / "status.json", json.dumps({"measurable": False, "reason": reason}) + "\n")

@@ -95,7 +95,7 @@ def release_options(
         yield new_options, old_options
 
 
-def _unjudged_flips(record: ComparisonRecord, baselines: Path, machine_class: str) -> list[str]:
+def unjudged_flips(record: ComparisonRecord, baselines: Path, machine_class: str) -> list[str]:
     """Bounds other than the speedup's (acceptance) that flipped: the old-versus-new run measures no such thing."""
     entry = BaselineStore(baselines, machine_class).lookup(record)
     before = entry.result.judgement.bound_verdicts if entry is not None else {}
@@ -133,7 +133,7 @@ def ab_flips(
     for record in flips:
         pair = ModelPair(record.target, record.draft)
         key = baseline_key(record)
-        unjudged = _unjudged_flips(record, baselines, machine_class)
+        unjudged = unjudged_flips(record, baselines, machine_class)
         if unjudged:  # acceptance does not move with the machine's speed: the release (or the model) moved it
             calls[key] = Blame(Call.RELEASE_CHANGED, f"{', '.join(unjudged)} flipped, and the old-versus-new run "
                                "measures the speedup only — the flip stands")  # fmt: skip

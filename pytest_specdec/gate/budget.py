@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from xml.etree import ElementTree
 
+from pytest_specdec.errors import NO_RESULT_KEPT
 from pytest_specdec.gate.state import dump_state_json, read_state_json, state_root
 
 
@@ -64,10 +65,18 @@ def record_timings(junit: Path, path: Path, now: str | None = None) -> None:
         for case in root.iter("testcase")
         if not any(child.tag == "skipped" for child in case)
     }
+    # Measured tonight: ran, and did not error or fail with nothing kept (it goes first again tomorrow).
+    measured = [
+        f"{case.get('classname', '')}::{case.get('name', '')}"
+        for case in root.iter("testcase")
+        if not any(child.tag in ("skipped", "error") or NO_RESULT_KEPT in (child.get("message") or "")
+                   for child in case)
+    ]  # fmt: skip
     if found:
         dump_state_json(path, dict(read_timings(path) | found))
+    if measured:
         stamp = now or datetime.now(UTC).isoformat(timespec="seconds")
-        dump_state_json(last_measured_path(path), read_last_measured(path) | dict.fromkeys(found, stamp))
+        dump_state_json(last_measured_path(path), read_last_measured(path) | dict.fromkeys(measured, stamp))
 
 
 @dataclass(frozen=True)

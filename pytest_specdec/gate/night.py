@@ -7,7 +7,8 @@ talks to GitHub.
 
 A required leg is red on a confirmed flip, a lossless failure, SD no longer engaged
 (not measurable where the accepted baseline was measurable), a backend that failed
-mid-run, a run cut short, a leg that could not be measured, or results left without an
+mid-run, a claim that measured nothing (refused by the backend or by its own arguments),
+a run cut short, a leg that could not be measured, or results left without an
 accepted baseline for too many nights. An optional leg's red findings are warnings.
 Undecided and eroding conclusions open an issue without turning the night red.
 """
@@ -34,6 +35,7 @@ class State(StrEnum):
     LOSSY = "SD changed the output"
     NOT_ENGAGED = "SD no longer engaged"
     CRASHED = "backend failed"
+    NOT_MEASURED = "claim not measured"
     CUT_SHORT = "run cut short"
     UNMEASURABLE = "leg not measurable"
     UNGATED = "not gated for too long"

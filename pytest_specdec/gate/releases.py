@@ -80,11 +80,20 @@ def read_versions(path: Path) -> dict[str, str]:
 
 
 def night_upgrade_path() -> Path | None:
-    """Where tonight's server upgrade is recorded (one workflow run is one night); ``None`` outside a workflow."""
+    """Where tonight's server upgrade is recorded: one workflow run is one night, its re-run attempts
+    included (they find the servers already moved); ``None`` outside a workflow, and under act, whose
+    every run has the same id."""
     run = os.environ.get("GITHUB_RUN_ID", "")
-    if not run.isdigit():
+    if not run.isdigit() or os.environ.get("ACT"):
         return None
-    return state_root() / "server-upgrades" / f"{run}-{os.environ.get('GITHUB_RUN_ATTEMPT', '1')}.json"
+    return state_root() / "server-upgrades" / f"{run}.json"
+
+
+def forget_other_nights(path: Path) -> None:
+    """Remove the records of earlier nights' upgrades (only tonight's is ever read)."""
+    for other in path.parent.glob("*.json"):
+        if other != path:
+            other.unlink(missing_ok=True)
 
 
 def night_upgrade(path: Path | None) -> dict[str, object] | None:

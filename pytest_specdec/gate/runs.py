@@ -21,7 +21,7 @@ from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import NO_RESULT_KEPT, BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
-from pytest_specdec.gate.blame import ab_flips, old_release
+from pytest_specdec.gate.blame import ab_flips, old_release, unjudged_flips
 from pytest_specdec.gate.budget import (
     collect,
     plan,
@@ -59,6 +59,7 @@ class Leg:
     broken: str = ""  # comparisons crashed or the run was cut short: fails the gate
     crashed: str = ""  # tests whose backend failed mid-measurement, one line
     cut_short: bool = False  # the run was interrupted (Ctrl-C, the job's time-out) before its end
+    refused: str = ""  # claims that measured nothing: refused by the backend or by their own arguments, one line
 
     @property
     def fails_gate(self) -> bool:
@@ -133,10 +134,14 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if done.returncode == 4:  # usage error: unreachable server, missing model …
         first = next((line for line in done.stderr.splitlines() if line.startswith("ERROR")), done.stderr.strip())
         return _unmeasurable(out, leg, first.removeprefix("ERROR: ").strip() or "pytest refused the run")
-    crashed = crashes(out / "junit.xml")
+    crashed, refused = crashes(out / "junit.xml"), refusals(out / "junit.xml")
     run = load_run(out / "results.json") if (out / "results.json").is_file() else None
     cut_short = done.returncode == pytest_exit_interrupted or (run is not None and run.interrupted)
-    broken = crashed or ("the run was cut short (interrupted): not every comparison was measured" if cut_short else "")
+    broken = (
+        crashed
+        or refused
+        or ("the run was cut short (interrupted): not every comparison was measured" if cut_short else "")
+    )
     if run is None or not run.comparisons:
         if broken:  # the backend failed, or the run was cut, before a comparison finished
             return Leg(backend, False, f"not measurable here: {broken}", done.returncode, leg.required, broken,
@@ -149,29 +154,50 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
         shutil.copyfile(candidates, out / CANDIDATES)
     if not extra:  # a night with the job's own budget or options is not part of the trend
         keep_history(run)
-    return Leg(backend, True, "measured", done.returncode, leg.required, broken, crashed, cut_short)
+    return Leg(backend, True, "measured", done.returncode, leg.required, broken, crashed, cut_short, refused)
 
 
-def crashes(junit: Path) -> str:
-    """Tests that errored, or failed with no result kept (the backend broke, or refused): one line, or ``""``."""
+def _failures(junit: Path) -> list[tuple[str, str, str]]:
+    """``(tag, test name, first line of its message)`` of every errored or failed testcase."""
     from xml.etree import ElementTree
 
     if not junit.is_file():
-        return ""
+        return []
     try:
         root = ElementTree.parse(junit).getroot()
     except ElementTree.ParseError as error:
-        return f"{junit} cannot be read ({error})"
-    broken = [
-        (case.get("name", "?"), problem.get("message", "").splitlines()[0] if problem.get("message") else "")
-        for case in root.iter("testcase")
-        for problem in case
-        if problem.tag == "error" or (problem.tag == "failure" and NO_RESULT_KEPT in problem.get("message", ""))
-    ]
+        return [("error", junit.name, f"{junit} cannot be read ({error})")]
+    return [
+        (problem.tag, case.get("name", "?"), (problem.get("message") or "").splitlines()[0] if problem.get("message")
+         else "")
+        for case in root.iter("testcase") for problem in case if problem.tag in ("error", "failure")
+    ]  # fmt: skip
+
+
+def _one_line(broken: Sequence[tuple[str, str, str]], said: str) -> str:
     if not broken:
         return ""
-    name, message = broken[0]
-    return f"{len(broken)} test(s) could not measure (first: {name}: {message[:200]})"
+    _, name, message = broken[0]
+    return f"{len(broken)} test(s) {said} (first: {name}: {message[:200]})"
+
+
+def crashes(junit: Path) -> str:
+    """Tests that errored, or whose backend failed mid-measurement (no result kept): one line, or ``""``."""
+    return _one_line(
+        [f for f in _failures(junit) if f[0] == "error" or "failed while measuring" in f[2]], "could not measure"
+    )
+
+
+def refusals(junit: Path) -> str:
+    """Claims that measured nothing without a backend failing: the backend refused the comparison (a plain arm
+    that speculated, a draft that does not load) or the test's own arguments were refused — one line, or ``""``.
+    A refuted or lossy claim kept its result and is none of these."""
+    refused = [
+        f for f in _failures(junit)
+        if f[0] == "failure" and "failed while measuring" not in f[2]
+        and (NO_RESULT_KEPT in f[2] or f[2].startswith(("pytest.UsageError", "UsageError")))
+    ]  # fmt: skip
+    return _one_line(refused, "measured nothing")
 
 
 def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Sequence[str]) -> list[ComparisonRecord]:
@@ -206,13 +232,20 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         if changes:
             sys.stdout.write("specdec gate: no old release can run beside the new one for this backend — the flips "
                              "are re-run on the upgraded machine instead\n")  # fmt: skip
-        repeated = _rerun(leg, first, python, arguments, out)
-        unchanged = _on_accepted_releases(repeated, Path("baselines"), run.machine_class)
-        confirmed = [r for r in repeated if r not in unchanged]
+        again, unmeasured = _rerun(leg, first, python, arguments, out)
+        # Flipped again on exactly the releases of its baseline: nothing but the machine changed. A flip
+        # the re-run did not measure stands, and so does an acceptance flip (acceptance does not move
+        # with the machine's speed).
+        unchanged = [
+            r for r in _on_accepted_releases(again, Path("baselines"), run.machine_class)
+            if not unjudged_flips(r, Path("baselines"), run.machine_class)
+        ]  # fmt: skip
+        confirmed = [r for r in [*again, *unmeasured] if r not in unchanged]
         entries = [
             (r, Call.MACHINE_MOVED.value, f"{Call.MACHINE_MOVED.value}: it flipped again on a re-run, on the very "
              f"releases its baseline was accepted on ({r.release}) — nothing but the machine changed") if r in unchanged
-            else (r, "re-run", "flipped again on a re-run" if r in confirmed else "did not repeat on a re-run")
+            else (r, "re-run", "flipped again on a re-run" if r in again else "the re-run did not measure it"
+                  if r in unmeasured else "did not repeat on a re-run")
             for r in first
         ]  # fmt: skip
     for record, _call, line in entries:
@@ -238,8 +271,9 @@ def _on_accepted_releases(
 
 def _rerun(
     leg: LegConfig, first: Sequence[ComparisonRecord], python: str, arguments: Sequence[str], out: Path
-) -> list[ComparisonRecord]:
-    """Re-run each flipped comparison once (with the leg's server); the flips that flip again."""
+) -> tuple[list[ComparisonRecord], list[ComparisonRecord]]:
+    """Re-run each flipped comparison once (with the leg's server): the flips that flip again, and those the
+    re-run did not measure (both stand)."""
     # A node id from results.json becomes a pytest argument: only ids of tests the leg collects
     # are passed (one starting with "-" would be an option).
     collected = set(collect(pytest_command(python, leg.backend, out, arguments, leg.targets)))
@@ -257,7 +291,6 @@ def _rerun(
     again = {(baseline_key(r), r.baseline_arm) for r in (rerun.flips if rerun else ())}
     # Only a re-run that measured the comparison and saw no flip clears it; a re-run that
     # crashed, was refused or skipped itself confirms nothing away.
-    return [
-        r for r in first if (baseline_key(r), r.baseline_arm) in again
-        or (baseline_key(r), r.baseline_arm) not in remeasured
-    ]  # fmt: skip
+    flipped_again = [r for r in first if (baseline_key(r), r.baseline_arm) in again]
+    not_remeasured = [r for r in first if (baseline_key(r), r.baseline_arm) not in remeasured]
+    return flipped_again, not_remeasured

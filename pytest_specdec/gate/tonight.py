@@ -72,6 +72,8 @@ def _leg_findings(status: dict[str, Any]) -> list[Finding]:
     found = []
     if status.get("crashed"):
         found.append(Finding(State.CRASHED, "leg", str(status["crashed"])))
+    if status.get("refused"):
+        found.append(Finding(State.NOT_MEASURED, "leg", str(status["refused"])))
     if status.get("cut_short"):
         found.append(Finding(State.CUT_SHORT, "leg", "the run was cut short (interrupted): not every claim measured"))
     if not status.get("measurable") and not found:

@@ -33,7 +33,8 @@ def last_night(runs: list[dict[str, object]]) -> datetime | None:
 
 def check_nights(gh: str, workflow: str, hours: float, now: datetime | None = None) -> tuple[bool, list[str]]:
     """``(quiet, lines)``: whether no night completed within ``hours``, and what was done."""
-    listed = gh_output(gh, "run", "list", "--workflow", workflow, "--limit", "50",
+    # Scheduled runs only: a week of manual runs would otherwise push the last night out of the 50.
+    listed = gh_output(gh, "run", "list", "--workflow", workflow, "--event", "schedule", "--limit", "50",
                        "--json", "status,conclusion,event,createdAt,updatedAt")  # fmt: skip
     try:
         runs = json.loads(listed or "[]")

@@ -48,7 +48,9 @@ HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchang
 #   3  the speedup is total plain ÷ SD decode time (stalls left out), pairs in coin-flipped
 #      balanced order, a t interval on half the residual df (it was a stratified Huber
 #      location of per-pair log ratios, with the arm order alternating)
-MEASUREMENT_PROTOCOL = 3
+#   4  llama-cpp's second-model draft reads the prompt before the first token, as llama.cpp's
+#      server does: its prefill is time to first token, no longer decode time
+MEASUREMENT_PROTOCOL = 4
 # num_draft of a backend whose engine picks the draft length each round (no γ was sent).
 ADAPTIVE = 0
 

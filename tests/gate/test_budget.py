@@ -63,3 +63,19 @@ def test_dropped_claims_take_turns_night_after_night(tmp_path: Path) -> None:
         record_timings(tmp_path / "junit.xml", kept, now=f"2026-11-0{night}T03:00:00+00:00")
     assert min(measured.values()) >= 2, measured
     assert budget.dropped, "the window is too small for all four every night"
+
+
+def test_a_claim_that_crashed_or_measured_nothing_is_not_counted_as_measured(tmp_path: Path) -> None:
+    kept = tmp_path / "timings.json"
+    (tmp_path / "junit.xml").write_text(
+        "<testsuites><testsuite>"
+        '<testcase classname="benchmarks.test_claim_a" name="test_x[code]" time="12"/>'
+        '<testcase classname="benchmarks.test_claim_b" name="test_x[code]" time="3"><error message="boom"/></testcase>'
+        '<testcase classname="benchmarks.test_claim_c" name="test_x[code]" time="2"><failure message="Failed: the '
+        'plain arm speculated — no result was kept"/></testcase>'
+        '<testcase classname="benchmarks.test_claim_d" name="test_x[code]" time="9"><failure message="1.4x is '
+        'outside the claimed max=1.3"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    record_timings(tmp_path / "junit.xml", kept, now="2026-11-02T03:00:00+00:00")
+    assert sorted(read_last_measured(kept)) == [junit_key(IDS[0]), junit_key(IDS[3])], "a refuted claim was measured"

@@ -105,3 +105,22 @@ def test_a_claim_whose_sd_arm_is_lossy_or_no_longer_engaged_is_red_in_its_own_wo
     calls = gh_calls(tmp_path)
     assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
     assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — claim r on {MACHINE} (simulated)"
+
+
+def test_a_claim_that_measured_nothing_is_red_and_not_blamed_on_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim refused before it measured (here its own arguments, as a stricter plugin release would refuse them)."""
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+    write_pyproject(tmp_path, GATE.format(option="lossless=true"))
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    (tmp_path / "bench" / "test_refused.py").write_text(
+        "def test_cut_alone(specdec):\n    specdec.compare(category='copy', top_p=0.9)\n", encoding="utf-8"
+    )
+    out = tmp_path / "artifacts" / "specdec-simulated"
+    assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
+    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
+    assert night.returncode == 1, night.stdout + night.stderr
+    assert "simulated: claim not measured — leg: 1 test(s) measured nothing (first: test_cut_alone" in night.stdout
+    assert "backend failed" not in night.stdout

@@ -160,7 +160,7 @@ packages = []
 
 
 def test_the_server_upgrade_runs_once_a_night_and_a_later_leg_sees_the_release_it_moved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner_state: Path
 ) -> None:
     """The legs run one after another: the first leg's upgrade moves Ollama, the Ollama leg still names the change."""
     served = tmp_path / "served-version"
@@ -172,6 +172,7 @@ def test_the_server_upgrade_runs_once_a_night_and_a_later_leg_sees_the_release_i
     ollama.chmod(0o755)
     monkeypatch.setenv("PATH", f"{ollama.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("GITHUB_RUN_ID", "7")
+    monkeypatch.delenv("ACT", raising=False)
     write_pyproject(tmp_path, SERVER_LEGS.format(command=f"echo 0.13.0 > {served}; echo ran >> {ran}"))
 
     def gate(step: str, backend: str) -> subprocess.CompletedProcess[str]:
@@ -202,6 +203,14 @@ def test_the_server_upgrade_runs_once_a_night_and_a_later_leg_sees_the_release_i
         status = json.loads((tmp_path / "out" / backend / "status.json").read_text())
         assert status["measurable"] is False
     assert ran.read_text() == "ran\nran\n"
+    assert [p.name for p in (runner_state / "server-upgrades").iterdir()] == ["8.json"], "earlier nights forgotten"
+
+    monkeypatch.setenv("GITHUB_RUN_ID", "9")  # a night whose first leg was killed while its upgrade ran
+    (runner_state / "server-upgrades" / "9.json").write_text('{"before": {}, "exit": null}')
+    unfinished = gate("upgrade", "ollama")
+    assert unfinished.returncode == 2
+    assert "did not finish (an earlier leg's job ended while it ran)" in unfinished.stderr
+    assert ran.read_text() == "ran\nran\n", "not run again over a half-done upgrade"
     night = subprocess.run(
         [sys.executable, "-m", "pytest_specdec.cli", "gate", "night", "--backend", "ollama",
          "--out", str(tmp_path / "out" / "ollama")],

@@ -39,7 +39,9 @@ def gh_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_quiet_gate_is_red_with_one_issue_and_the_workflow_re_enabled(tmp_path: Path, gh_state: Path) -> None:
-    gh_state.write_text(json.dumps({"runs": [run("schedule", "2026-11-28T03:40:00Z")]}))
+    # sixty manual runs of single legs since the last scheduled night: more than one page of 50
+    manual = [run("workflow_dispatch", f"2026-11-{29 + i // 30}T{i % 24:02}:{i % 60:02}:00Z") for i in range(60)]
+    gh_state.write_text(json.dumps({"runs": [*manual, run("schedule", "2026-11-28T03:40:00Z")]}))
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
     assert quiet
     assert lines[0] == (
