@@ -36,6 +36,20 @@ def test_sd_does_not_pay_off(specdec):
 """
 
 
+def red_night(root: Path, out: Path, state: str, subject: str) -> str:
+    """The night and verdict steps on a measured leg: red, in ``state``'s word, with one issue; the night's output."""
+    night = specdec(root, "night", "--backend", "simulated", "--out", str(out))
+    assert night.returncode == 1, night.stdout + night.stderr
+    assert f"simulated: {state} — {subject}" in night.stdout
+    verdict = specdec(root, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
+    assert verdict.returncode == 1
+    assert f"::error title=specdec gate::simulated: {state} — {subject}" in verdict.stdout
+    calls = gh_calls(root)
+    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
+    assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — {subject} on {MACHINE} (simulated)"
+    return night.stdout
+
+
 @pytest.mark.parametrize(
     ("option", "state", "said"),
     [
@@ -59,15 +73,7 @@ def test_a_leg_broken_mid_run_is_red_in_its_own_word_with_its_own_issue(
     measured = specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out))
     assert measured.returncode == 0, "the measure step reports; the night decides"
     assert json.loads((out / "status.json").read_text())["broken"]
-    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
-    assert night.returncode == 1, night.stdout + night.stderr
-    assert f"simulated: {state} — leg: {said}" in night.stdout
-    verdict = specdec(tmp_path, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
-    assert verdict.returncode == 1
-    assert f"::error title=specdec gate::simulated: {state} — leg" in verdict.stdout
-    calls = gh_calls(tmp_path)
-    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
-    assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — leg on {MACHINE} (simulated)"
+    assert f"simulated: {state} — leg: {said}" in red_night(tmp_path, out, state, "leg")
 
 
 @pytest.mark.parametrize(
@@ -95,16 +101,7 @@ def test_a_claim_whose_sd_arm_is_lossy_or_no_longer_engaged_is_red_in_its_own_wo
     write_pyproject(tmp_path, GATE.format(option=option))
     out = tmp_path / "artifacts" / "specdec-simulated"
     assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
-    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
-    assert night.returncode == 1, night.stdout + night.stderr
-    assert f"simulated: {state} — claim r" in night.stdout
-    assert said in night.stdout
-    verdict = specdec(tmp_path, "verdict", "--artifacts", str(out.parent), "--gh", str(GH))
-    assert verdict.returncode == 1
-    assert f"::error title=specdec gate::simulated: {state} — claim r" in verdict.stdout
-    calls = gh_calls(tmp_path)
-    assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
-    assert calls[1][calls[1].index("--title") + 1] == f"specdec: {state} — claim r on {MACHINE} (simulated)"
+    assert said in red_night(tmp_path, out, state, "claim r")
 
 
 def test_a_claim_that_measured_nothing_is_red_and_not_blamed_on_the_backend(
@@ -120,7 +117,6 @@ def test_a_claim_that_measured_nothing_is_red_and_not_blamed_on_the_backend(
     )
     out = tmp_path / "artifacts" / "specdec-simulated"
     assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
-    night = specdec(tmp_path, "night", "--backend", "simulated", "--out", str(out))
-    assert night.returncode == 1, night.stdout + night.stderr
-    assert "simulated: claim not measured — leg: 1 test(s) measured nothing (first: test_cut_alone" in night.stdout
-    assert "backend failed" not in night.stdout
+    said = red_night(tmp_path, out, "claim not measured", "leg")
+    assert "simulated: claim not measured — leg: 1 test(s) measured nothing (first: test_cut_alone" in said
+    assert "backend failed" not in said
