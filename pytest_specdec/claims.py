@@ -1,6 +1,6 @@
 """Markers as data: what a test claims, and how a measurement answers it.
 
-``@pytest.mark.speedup(min=, max=)``, ``@pytest.mark.acceptance(min=)``,
+``@pytest.mark.speedup(min=, max=, of=)``, ``@pytest.mark.acceptance(min=)``,
 ``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` and the condition
 ``@pytest.mark.sampling(temperature=, top_p=)`` are parsed here into frozen
 dataclasses. Unknown or malformed arguments are usage errors with one line. A

@@ -45,7 +45,7 @@ deselected_key = pytest.StashKey[bool]()
 finish_key = pytest.StashKey[list[str]]()
 
 MARKERS = (
-    "speedup(min=None, max=None): the claimed range of the SD speedup (SD tok/s / plain tok/s)",
+    "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
     "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
     "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
     "sampling(temperature=0.0, top_p=1.0): both arms sample at this temperature and top-p (0: greedy)",

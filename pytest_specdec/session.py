@@ -269,6 +269,7 @@ class SpecdecSession:
             machine_info=dict(self.ledger.machine_info),
             commit_info=dict(self.ledger.commit_info),
             specdec_version=specdec_version(),
+            summary=tuple(self.notes),
         )
 
     def close(self) -> None:

@@ -316,6 +316,17 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _markdown_notes(records: Sequence[ComparisonRecord], summary: Sequence[str]) -> list[str]:
+    """The lines the terminal prints under its table: each row's notes (end to end, the lossless check,
+    published figures beside it, the theory) and the run's sweeps."""
+    noted = [(r, note) for r in records for note in (*r.notes, *([r.theory.text] if r.theory else []))]
+    if not (noted or summary):
+        return []
+    lines = ["", "## Notes", ""]
+    lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(note)}" for r, note in noted]
+    return lines + [f"- {_markdown_cell(line)}" for line in summary]
+
+
 def markdown_report(run: RunRecord) -> str:
     """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine."""
     records = sorted(
@@ -344,6 +355,7 @@ def markdown_report(run: RunRecord) -> str:
             f"Intervals are {records[0].speedup.confidence:.0%} repeated confidence intervals over each comparison's "
             "looks (group-sequential)."
         )
+    lines += _markdown_notes(records, run.summary)
     lines += ["", "## Machine and versions", ""]
     versions = sorted({f"{k} {v}" for r in records for k, v in r.versions.items()})
     info = run.machine_info

@@ -282,6 +282,7 @@ class RunRecord:
     specdec_version: str = ""
     schema_version: int = SCHEMA_VERSION
     interrupted: bool = False  # Ctrl-C or a failure cut the run short: fewer comparisons than planned
+    summary: tuple[str, ...] = ()  # run-level lines printed under the table (γ, temperature and context sweeps)
 
     @property
     def flips(self) -> list[ComparisonRecord]:

@@ -199,3 +199,23 @@ def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
     assert later == "specdec code: pair 16/72, speedup 1.52x [1.31, 1.76], 40 s, at most ~2 min left"
     check = progress_line(Progress("code", 256, 1024, None, stage="distribution check"), 600.0)
     assert check == "specdec code: distribution check 256/1024, 10 min, ~30 min left", "a long check says how long"
+
+
+def test_markdown_report_carries_the_notes_the_terminal_prints_under_its_table(sample_run: RunRecord) -> None:
+    """End to end, the lossless check and the sweeps' lines reach the step summary and ``specdec report``."""
+    code = replace(sample_run.comparisons[1], notes=("end-to-end speedup 1.02x [0.95, 1.10] | prefill-bound",))
+    sweep = "t.py::test_sweep context sweep [copy]: ctx=0 decode 1.40x — verdict holds up to ctx=0, refuted from ctx=8K"
+    run = replace(sample_run, comparisons=(sample_run.comparisons[0], code), summary=(sweep,))
+    text = markdown_report(run)
+    notes = text[text.index("## Notes") : text.index("## Machine and versions")]
+    assert "- `benchmarks/test_claim_d.py::test_mlx_draft[code]` [code]: end-to-end speedup 1.02x" in notes
+    assert "\\| prefill-bound" in notes, "a cell's pipe is escaped"
+    assert f"- {sweep}" in notes
+    assert "## Notes" not in markdown_report(sample_run), "no notes, no section"
+
+
+def test_a_runs_summary_lines_survive_the_results_file(tmp_path: Path, sample_run: RunRecord) -> None:
+    run = replace(sample_run, summary=("a γ sweep's line",))
+    path = tmp_path / "results.json"
+    path.write_text(dumps(results_document(run)))
+    assert load_run(path).summary == ("a γ sweep's line",)
