@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,16 @@ def test_report_renders_markdown_and_png_and_exits_1_on_a_flip(tmp_path: Path, s
     assert main(["report", str(results), "--md", str(md), "--png", str(png)]) == 1
     assert md.read_text().startswith("# pytest-specdec verdicts")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_of_several_results_files_keeps_each_files_summary_lines(tmp_path: Path, sample_run: RunRecord) -> None:
+    first, second, md = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.md"
+    first.write_text(dumps(replace(sample_run, summary=("a γ sweep's line",))))
+    second.write_text(dumps(replace(sample_run, summary=("a context sweep's line",))))
+    main(["report", str(first), str(second), "--md", str(md)])
+    text = md.read_text()
+    assert "- a γ sweep's line" in text
+    assert "- a context sweep's line" in text
 
 
 def test_plot_history_from_a_real_history_file(

@@ -23,7 +23,11 @@ def report(args: argparse.Namespace) -> int:
         if path is not None and not path.parent.is_dir():
             raise SpecdecUsageError(f"{option} {path}: the folder {path.parent} does not exist — create it first")
     runs = [load_run(path) for path in args.results]
-    run = replace(runs[0], comparisons=tuple(c for r in runs for c in r.comparisons))
+    run = replace(
+        runs[0],
+        comparisons=tuple(c for r in runs for c in r.comparisons),
+        summary=tuple(line for r in runs for line in r.summary),
+    )
     text = markdown_report(run)
     if args.md:
         write_atomically(args.md, text)

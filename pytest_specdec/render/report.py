@@ -317,9 +317,13 @@ def _markdown_cell(text: str) -> str:
 
 
 def _markdown_notes(records: Sequence[ComparisonRecord], summary: Sequence[str]) -> list[str]:
-    """The lines the terminal prints under its table: each row's notes (end to end, the lossless check,
-    published figures beside it, the theory) and the run's sweeps."""
-    noted = [(r, note) for r in records for note in (*r.notes, *([r.theory.text] if r.theory else []))]
+    """Each row's notes (end to end, the lossless check, published figures beside it, the theory, a warning) and
+    the run's summary lines (sweeps, the tests' own notes); failures and flips have sections of their own."""
+    noted = [
+        (r, note)
+        for r in records
+        for note in (*r.notes, *([r.theory.text] if r.theory else []), *filter(None, [r.judgement.warning]))
+    ]
     if not (noted or summary):
         return []
     lines = ["", "## Notes", ""]

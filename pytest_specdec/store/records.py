@@ -12,7 +12,8 @@ with the field that is wrong. States are enums whose values are the stored strin
      "started": ISO-8601, "finished": ISO-8601,
      "machine_info": {...pytest-benchmark's machine info...},
      "commit_info": {...pytest-benchmark's commit info...},
-     "comparisons": [ComparisonRecord, ...]}
+     "comparisons": [ComparisonRecord, ...],
+     "summary": [run-level lines: sweeps, specdec.note; optional]}
 
 Each comparison holds the arms, the speedup and acceptance intervals, tok/s per
 arm, its :class:`Judgement` (the conclusion, its role, the verdict per bound and why it
@@ -282,7 +283,7 @@ class RunRecord:
     specdec_version: str = ""
     schema_version: int = SCHEMA_VERSION
     interrupted: bool = False  # Ctrl-C or a failure cut the run short: fewer comparisons than planned
-    summary: tuple[str, ...] = ()  # run-level lines printed under the table (γ, temperature and context sweeps)
+    summary: tuple[str, ...] = ()  # run-level lines printed under the table (sweeps, specdec.note)
 
     @property
     def flips(self) -> list[ComparisonRecord]:

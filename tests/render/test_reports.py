@@ -203,14 +203,17 @@ def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
 
 def test_markdown_report_carries_the_notes_the_terminal_prints_under_its_table(sample_run: RunRecord) -> None:
     """End to end, the lossless check and the sweeps' lines reach the step summary and ``specdec report``."""
-    code = replace(sample_run.comparisons[1], notes=("end-to-end speedup 1.02x [0.95, 1.10] | prefill-bound",))
+    first, flipped = sample_run.comparisons
+    code = replace(flipped, notes=("end-to-end speedup 1.02x [0.95, 1.10] | prefill-bound",))
+    prose = replace(first, judgement=replace(first.judgement, warning="only 3 prompts measured"))
     sweep = "t.py::test_sweep context sweep [copy]: ctx=0 decode 1.40x — verdict holds up to ctx=0, refuted from ctx=8K"
-    run = replace(sample_run, comparisons=(sample_run.comparisons[0], code), summary=(sweep,))
+    run = replace(sample_run, comparisons=(prose, code), summary=(sweep,))
     text = markdown_report(run)
     notes = text[text.index("## Notes") : text.index("## Machine and versions")]
     assert "- `benchmarks/test_claim_d.py::test_mlx_draft[code]` [code]: end-to-end speedup 1.02x" in notes
     assert "\\| prefill-bound" in notes, "a cell's pipe is escaped"
     assert f"- {sweep}" in notes
+    assert "[prose]: only 3 prompts measured" in notes
     assert "## Notes" not in markdown_report(sample_run), "no notes, no section"
 
 
