@@ -5,8 +5,9 @@ Public names only; nothing here imports a backend runtime or matplotlib.
 
 from __future__ import annotations
 
+from pytest_specdec.axes import Conditions
 from pytest_specdec.backends.base import Arm, Backend, BackendSpec, Fingerprint, GenerationRequest, ModelPair
-from pytest_specdec.claims import Expectations, Outcome, SpeedupBounds
+from pytest_specdec.claims import Expectations, SpeedupBounds
 from pytest_specdec.measure import Comparison, ComparisonPlan
 from pytest_specdec.stats import Interval, Verdict
 
@@ -16,12 +17,12 @@ __all__ = [
     "BackendSpec",
     "Comparison",
     "ComparisonPlan",
+    "Conditions",
     "Expectations",
     "Fingerprint",
     "GenerationRequest",
     "Interval",
     "ModelPair",
-    "Outcome",
     "SpeedupBounds",
     "Verdict",
 ]

@@ -1,9 +1,10 @@
 """Markers as data: what a test claims, and how a measurement answers it.
 
-``@pytest.mark.speedup(min=, max=, of=)``, ``@pytest.mark.acceptance(min=)``,
-``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` and the condition
-``@pytest.mark.sampling(temperature=, top_p=)`` are parsed here into frozen
-dataclasses. Unknown or malformed arguments are usage errors with one line. A
+``@pytest.mark.speedup(min=, max=, of=)``, ``@pytest.mark.acceptance(min=)`` and
+``@pytest.mark.claim(id=, source=, quote=, applies_to=)`` are parsed here into frozen
+dataclasses; the markers of conditions (``sampling``, the speedup's ``of=`` …) are the axes'
+own (:mod:`pytest_specdec.axes`) and reach :class:`Expectations` as one
+:class:`~pytest_specdec.axes.Conditions`. Unknown or malformed arguments are usage errors with one line. A
 measured comparison is judged against them (:func:`judge_outcome`) and flattened into
 the stored record (:func:`record_outcome`).
 """
@@ -14,11 +15,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
 from pytest_specdec.backends.base import Fingerprint, ModelPair
-from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.measure import DECODE, END_TO_END, Comparison, StopRule
+from pytest_specdec.measure import Comparison, StopRule
 from pytest_specdec.measure.sampled import lossless_failure
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
 from pytest_specdec.store.records import (
@@ -39,13 +40,11 @@ class SpeedupBounds:
 
     min: float | None = None
     max: float | None = None
-    of: str = DECODE  # or END_TO_END: decode tok/s, or prompt in to last token out
 
     def describe(self) -> str:
-        """``min=1.0``, ``max=1.3`` or both (and ``of=end-to-end`` where the claim is about that)."""
+        """``min=1.0``, ``max=1.3`` or both (what the speedup times, ``of=``, is a condition: the metric axis)."""
         parts = [f"min={self.min:g}"] if self.min is not None else []
         parts += [f"max={self.max:g}"] if self.max is not None else []
-        parts += [f"of={self.of}"] if self.of != DECODE and parts else []
         return " ".join(parts) or "none"
 
 
@@ -77,7 +76,7 @@ class Expectations:
     speedup: SpeedupBounds = SpeedupBounds()
     acceptance: AcceptanceBound = AcceptanceBound()
     claim: ClaimInfo | None = None
-    sampling: Sampling = GREEDY  # a condition, not a claim: how both arms decode
+    conditions: Conditions = DEFAULT_CONDITIONS  # what the markers set to run under (not a claim): sampling, metric …
 
     @property
     def bound_count(self) -> int:
@@ -109,17 +108,13 @@ def _keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object],
 
 
 def parse_speedup(args: Sequence[object], kwargs: Mapping[str, object]) -> SpeedupBounds:
-    """``speedup(min=None, max=None, of="decode")`` → bounds, with ``min ≤ max`` enforced."""
+    """``speedup(min=None, max=None, of="decode")`` → bounds, with ``min ≤ max`` enforced (``of`` is the metric axis's)."""
     _keywords("speedup", args, kwargs, ("min", "max", "of"))
     low = kwargs.get("min")
     high = kwargs.get("max")
-    of = kwargs.get("of", DECODE)
-    if of not in (DECODE, END_TO_END):
-        raise SpecdecUsageError(f"@pytest.mark.speedup(of={of!r}): of is {DECODE!r} or {END_TO_END!r}")
     bounds = SpeedupBounds(
         min=None if low is None else _number("speedup", "min", low),
         max=None if high is None else _number("speedup", "max", high),
-        of=str(of),
     )
     if bounds.min is None and bounds.max is None:
         raise SpecdecUsageError("@pytest.mark.speedup needs min=, max= or both")
@@ -133,20 +128,6 @@ def parse_acceptance(args: Sequence[object], kwargs: Mapping[str, object]) -> Ac
     _keywords("acceptance", args, kwargs, ("min",))
     low = kwargs.get("min")
     return AcceptanceBound(min=None if low is None else _number("acceptance", "min", low, high=1.000001))
-
-
-def parse_sampling(args: Sequence[object], kwargs: Mapping[str, object]) -> Sampling:
-    """``sampling(temperature=0.7, top_p=1.0)`` → how both arms decode (temperature 0: greedy)."""
-    _keywords("sampling", args, kwargs, ("temperature", "top_p"))
-    values = {key: kwargs.get(key, default) for key, default in (("temperature", 0.0), ("top_p", 1.0))}
-    for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecdecUsageError(f"@pytest.mark.sampling({key}={value!r}): {key} must be a number")
-    try:
-        return Sampling(float(values["temperature"]), float(values["top_p"]))  # type: ignore[arg-type]
-    except SpecdecUsageError as error:
-        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        raise SpecdecUsageError(f"@pytest.mark.sampling({given}): {error}") from None
 
 
 def parse_claim(args: Sequence[object], kwargs: Mapping[str, object]) -> ClaimInfo:
@@ -171,45 +152,28 @@ def parse_claim(args: Sequence[object], kwargs: Mapping[str, object]) -> ClaimIn
     return ClaimInfo(str(merged["id"]), str(merged["source"]), str(merged["quote"]), tuple(applies))
 
 
-@dataclass(frozen=True)
-class BoundVerdict:
-    """The verdict on one bound, e.g. ``speedup max=1.3: refuted``."""
-
-    metric: str  # "speedup" or "acceptance"
-    kind: str  # "min" or "max"
-    bound: float
-    verdict: Verdict
-
-    @property
-    def label(self) -> str:
-        """``speedup max=1.3``."""
-        return f"{self.metric} {self.kind}={self.bound:g}"
-
-
-def judge(expect: Expectations, speedup: Interval, acceptance: Interval | None) -> tuple[BoundVerdict, ...]:
+def judge(expect: Expectations, speedup: Interval, acceptance: Interval | None) -> tuple[BoundRecord, ...]:
     """The verdict on every stated bound (acceptance bounds need acceptance data)."""
-    verdicts: list[BoundVerdict] = []
+    verdicts: list[BoundRecord] = []
     if expect.speedup.min is not None:
         verdicts.append(
-            BoundVerdict("speedup", "min", expect.speedup.min, verdict_at_least(speedup, expect.speedup.min))
+            BoundRecord("speedup", "min", expect.speedup.min, verdict_at_least(speedup, expect.speedup.min))
         )
     if expect.speedup.max is not None:
-        verdicts.append(
-            BoundVerdict("speedup", "max", expect.speedup.max, verdict_at_most(speedup, expect.speedup.max))
-        )
+        verdicts.append(BoundRecord("speedup", "max", expect.speedup.max, verdict_at_most(speedup, expect.speedup.max)))
     if expect.acceptance.min is not None:
         result = Verdict.INCONCLUSIVE if acceptance is None else verdict_at_least(acceptance, expect.acceptance.min)
-        verdicts.append(BoundVerdict("acceptance", "min", expect.acceptance.min, result))
+        verdicts.append(BoundRecord("acceptance", "min", expect.acceptance.min, result))
     return tuple(verdicts)
 
 
-def overall(verdicts: Sequence[BoundVerdict]) -> Verdict | None:
+def overall(verdicts: Sequence[BoundRecord]) -> Verdict | None:
     """One verdict for the test, or ``None`` when it states no bound."""
     return combine([v.verdict for v in verdicts]) if verdicts else None
 
 
 def refutation_message(
-    bound: BoundVerdict, speedup: Interval, acceptance: Interval | None, release: str, about: str = ""
+    bound: BoundRecord, speedup: Interval, acceptance: Interval | None, release: str, about: str = ""
 ) -> str:
     """The one line a refuted bound fails with; ``about`` says which prompts the speedup is a statement on."""
     if bound.metric == "acceptance" and acceptance is not None:
@@ -234,20 +198,6 @@ def stop_rule(expect: Expectations) -> StopRule:
     return decided
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """A comparison and what was measured with it, with its one :class:`Judgement`."""
-
-    nodeid: str
-    backend: str
-    pair: ModelPair
-    profile: str
-    fingerprint: Fingerprint
-    comparison: Comparison
-    expect: Expectations
-    judgement: Judgement
-
-
 def _role(expect: Expectations, profile: str, reference: bool) -> Role:
     if reference:
         return Role.REFERENCE_ROW
@@ -255,16 +205,14 @@ def _role(expect: Expectations, profile: str, reference: bool) -> Role:
 
 
 def judge_outcome(
-    nodeid: str,
     settings: Settings,
     fingerprint: Fingerprint,
     comparison: Comparison,
     expect: Expectations,
     *,
-    pair: ModelPair,
     unmeasurable: str | None = None,
     reference: bool = False,
-) -> Outcome:
+) -> Judgement:
     """The lossless check, then whether the arms can differ, then the bounds: one :class:`Judgement`.
 
     A comparison whose output check fails, or whose arms cannot differ
@@ -273,10 +221,9 @@ def judge_outcome(
     server's own plain mode when the verdict is against a faster plain runtime).
     """
     role = _role(expect, settings.profile, reference)
-    judgement = _judgement(
+    return _judgement(
         comparison, expect, role, strict=settings.strict, release=fingerprint.release, unmeasurable=unmeasurable
     )
-    return Outcome(nodeid, settings.backend, pair, settings.profile, fingerprint, comparison, expect, judgement)
 
 
 def _judgement(
@@ -296,7 +243,7 @@ def _judgement(
     speedup, acceptance = comparison.speedup, comparison.acceptance
     verdicts = judge(expect, speedup, acceptance)
     verdict = overall(verdicts)
-    bounds = tuple(BoundRecord(b.metric, b.kind, b.bound, b.verdict) for b in verdicts)
+    bounds = verdicts
     if verdict is None:
         return Judgement(Conclusion.MEASURED, role)
     judged = Judgement(Conclusion.of(verdict), role, bounds)
@@ -363,28 +310,33 @@ def judge_quantity(
 
 
 def record_outcome(
-    outcome: Outcome,
+    nodeid: str,
+    settings: Settings,
+    fingerprint: Fingerprint,
+    comparison: Comparison,
+    expect: Expectations,
+    *,
+    judgement: Judgement,
+    pair: ModelPair,
     model_digest: str,
     notes: Sequence[str] = (),
-    *,
     theory: TheoryRecord | None = None,
     scope: Mapping[str, str] | None = None,
 ) -> ComparisonRecord:
-    """Flatten a judged outcome into the record that baselines and reports keep (its judgement embedded)."""
-    c = outcome.comparison
-    claim = outcome.expect.claim
+    """The record that baselines, reports and the gate keep of a judged comparison: the one result shape."""
+    c = comparison
+    claim = expect.claim
     return ComparisonRecord(
-        nodeid=outcome.nodeid,
-        backend=outcome.backend,
-        release=outcome.fingerprint.release,
-        versions=dict(outcome.fingerprint.versions),
-        device=outcome.fingerprint.device,
-        target=outcome.pair.target,
-        draft=outcome.pair.draft,
+        nodeid=nodeid,
+        backend=settings.backend,
+        release=fingerprint.release,
+        versions=dict(fingerprint.versions),
+        device=fingerprint.device,
+        target=pair.target,
+        draft=pair.draft,
         model_digest=model_digest,
-        profile=outcome.profile,
+        profile=settings.profile,
         category=c.plan.category,
-        num_draft=c.plan.treatment.num_draft,
         baseline_arm=c.plan.baseline.label,
         treatment_arm=c.plan.treatment.label,
         baseline_tps=c.arm_tps("baseline"),
@@ -392,7 +344,7 @@ def record_outcome(
         speedup=c.speedup,
         acceptance=c.acceptance,
         trials=len(c.pairs),
-        judgement=outcome.judgement,
+        judgement=judgement,
         claim_id=claim.id if claim else None,
         claim_quote=claim.quote if claim else None,
         samples=tuple(
@@ -403,12 +355,14 @@ def record_outcome(
                 p.treatment.decode_tps,
                 p.baseline.ttft_s,
                 p.treatment.ttft_s,
+                p.baseline.prompt_tokens,
             )
             for p in c.pairs
         ),
         notes=tuple(notes),
         theory=theory,
         scope=dict(scope or {}),
+        conditions=c.plan.conditions,
         other_speedup=c.other_metric,
         protocol=MEASUREMENT_PROTOCOL,
     )

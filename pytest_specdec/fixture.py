@@ -10,30 +10,24 @@ import contextlib
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
+from pytest_specdec.axes import Conditions, from_keywords, sweep_axis
 from pytest_specdec.backends.base import Arm, Backend
-from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
 from pytest_specdec.errors import NO_RESULT_KEPT, BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
-from pytest_specdec.render.context_sweep import context_plot, context_point, context_sweep_line
-from pytest_specdec.session import (
-    ComparisonSpec,
-    Result,
-    SpecdecSession,
-    plain_runtimes_line,
-    sweep_summary,
-    temperature_sweep_summary,
-)
+from pytest_specdec.render.sweep import sweep_line, sweep_plot, sweep_point
+from pytest_specdec.session import ComparisonSpec, Result, SpecdecSession, plain_runtimes_line
 from pytest_specdec.stats import Interval
+from pytest_specdec.store.records import Unmeasured, UnmeasuredTest
 
 expectations_key = pytest.StashKey[Expectations]()
 
@@ -71,34 +65,23 @@ class SpecdecFixture:
         *,
         target: str | None = None,
         draft: str | None = None,
-        num_draft: int | None = None,
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        context: int = 0,
+        **conditions: object,
     ) -> Result:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
 
         ``baseline`` / ``treatment`` pair any two arms instead, e.g. flash attention off
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
-        (``Arm("7b", options={"model": "qwen2.5:7b"})``). ``temperature`` / ``top_p`` sample both
-        arms (over a ``sampling`` marker); SD is then checked lossless by its seeds or its distribution.
-        ``context`` puts that many tokens of text before every prompt; a length beyond the model's
-        window or this machine's memory skips the test with the numbers.
+        (``Arm("7b", options={"model": "qwen2.5:7b"})``). The conditions are keywords, one axis each
+        (:mod:`pytest_specdec.axes`), over the test's markers: ``num_draft`` (γ), ``temperature`` /
+        ``top_p`` (both arms sample; SD is then checked lossless by its seeds or its distribution),
+        ``context`` (that many tokens of text before every prompt; a length beyond the model's window
+        or this machine's memory skips the test with the numbers).
         """
-        sampling = None
-        if temperature is not None or top_p is not None:  # over the test's sampling marker, where it has one
-            marked = self._request.node.stash.get(expectations_key, Expectations()).sampling
-            try:
-                heat = marked.temperature if temperature is None else temperature
-                cut = (marked.top_p if heat else 1.0) if top_p is None else top_p  # greedy over a marker: no cut
-                sampling = Sampling(heat, cut)
-            except SpecdecUsageError as error:
-                raise pytest.UsageError(f"compare(): {error}") from None
         spec = ComparisonSpec(
-            category, target, draft, num_draft, max_tokens, baseline, treatment, sampling=sampling, context=context
+            category, target, draft, max_tokens, baseline, treatment, conditions=self._conditions(conditions, "compare")
         )
         other_plain = self._session.plain_runtime_arm(spec) if baseline is None and treatment is None else None
         if other_plain is not None:
@@ -116,20 +99,22 @@ class SpecdecFixture:
 
     def sweep(
         self,
-        num_draft: Sequence[int],
         category: str = "code",
         *,
         max_tokens: int | None = None,
         max_trials: int | None = None,
+        plot: str | Path | None = None,
+        **axis: Sequence[object],
     ) -> list[Result]:
-        """``compare`` at each γ; reports the best γ and each γ's break-even α, then fails if any γ failed."""
-        results = [
-            self._measure(ComparisonSpec(category, num_draft=gamma, max_tokens=max_tokens, max_trials=max_trials))
-            for gamma in num_draft
-        ]
-        self._session.notes.append(sweep_summary(stored_nodeid(self._request.node), category, results))
-        _enforce_each(results, lambda r: f"γ={r.record.num_draft}")
-        return results
+        """``compare`` at each value of one axis: ``sweep(num_draft=[1, 2, 4])``, ``sweep(temperature=[0, 0.7])``,
+        ``sweep(context=[0, 2048, 8192])``. The summary says, decode and end to end, where SD stops paying off
+        and where the verdict changes (over γ also the best γ and each γ's break-even α); a plot (``plot``,
+        else beside ``--specdec-plot``) draws it. A value this machine cannot run (a context beyond the
+        window or the memory) is not measured, and the summary says why. Then fails if any value failed.
+
+        Other axes keep the test's markers' values (a temperature sweep takes the marker's top-p).
+        """
+        return self._sweep(category, axis, max_tokens=max_tokens, max_trials=max_trials, plot=plot, where="sweep")
 
     def temperature_sweep(
         self,
@@ -140,21 +125,15 @@ class SpecdecFixture:
         max_tokens: int | None = None,
         max_trials: int | None = None,
     ) -> list[Result]:
-        """``compare`` at each temperature (0: greedy): the speedup and acceptance by temperature, then fails if any failed.
-
-        ``top_p`` (else the test's ``sampling`` marker's) applies to every temperature above 0."""
-        cut = self._request.node.stash.get(expectations_key, Expectations()).sampling.top_p if top_p is None else top_p
-        try:
-            samplings = [Sampling(t, cut if t else 1.0) for t in temperatures]
-        except SpecdecUsageError as error:
-            raise pytest.UsageError(f"temperature_sweep(): {error}") from None
-        results = [
-            self._measure(ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, sampling=sampling))
-            for sampling in samplings
-        ]
-        self._session.notes.append(temperature_sweep_summary(stored_nodeid(self._request.node), category, results))
-        _enforce_each(results, lambda r: r.record.scope.get("sampling", "greedy"))
-        return results
+        """``sweep(temperature=temperatures)`` (kept as an alias); ``top_p`` overrides the marker's for every T > 0."""
+        marked = self._expectations().conditions
+        if top_p is not None:
+            try:
+                marked = from_keywords({"temperature": 1.0, "top_p": top_p}, marked, "temperature_sweep")
+            except SpecdecUsageError as error:
+                self._kept_nothing(Unmeasured.REFUSED, f"temperature_sweep(): {error}")
+        return self._sweep(category, {"temperature": temperatures}, max_tokens=max_tokens, max_trials=max_trials,
+                           where="temperature_sweep", marked=marked)  # fmt: skip
 
     def context_sweep(
         self,
@@ -165,35 +144,71 @@ class SpecdecFixture:
         max_trials: int | None = None,
         plot: str | Path | None = None,
     ) -> list[Result]:
-        """``compare`` behind each length of context: decode and end-to-end speedup and acceptance per length,
-        where the answer changes, and a plot (``plot``, else beside ``--specdec-plot``); then fails if any failed.
+        """``sweep(context=lengths)`` (kept as an alias)."""
+        return self._sweep(category, {"context": lengths}, max_tokens=max_tokens, max_trials=max_trials, plot=plot,
+                           where="context_sweep")  # fmt: skip
 
-        A length beyond the model's window or this machine's memory is not measured, and the summary says why.
-        """
+    def _sweep(
+        self,
+        category: str,
+        given: Mapping[str, Sequence[object]],
+        *,
+        max_tokens: int | None,
+        max_trials: int | None,
+        plot: str | Path | None = None,
+        where: str,
+        marked: Conditions | None = None,
+    ) -> list[Result]:
+        try:
+            axis, values = sweep_axis(given, where)
+            base = self._expectations().conditions if marked is None else marked
+            settings = [from_keywords({axis.keyword: value}, base, where) for value in values]
+        except SpecdecUsageError as error:
+            self._kept_nothing(Unmeasured.REFUSED, f"{where}(): {error}")
         results, skipped = [], []
-        for length in lengths:
+        for conditions in settings:
             try:
-                spec = ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, context=length)
+                spec = ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, conditions=conditions)
                 results.append(self._measure(spec, skip_unmeasurable=False))
             except NotMeasurableHere as error:
                 skipped.append(str(error))
         nodeid = stored_nodeid(self._request.node)
-        points = [context_point(r.record, r.outcome.comparison) for r in results]
-        self._session.notes.append(context_sweep_line(nodeid, category, points, skipped))
+        points = [sweep_point(axis, r.record, r.comparison) for r in results]
+        self._session.notes.append(sweep_line(nodeid, axis, category, points, skipped))
         wanted = plot or self._session.settings.outputs.get("plot")
         if wanted and points:
-            path = Path(wanted) if plot else Path(wanted).with_name(f"{Path(wanted).stem}-context-{_slug(nodeid)}.png")
+            path = (
+                Path(wanted) if plot else Path(wanted).with_name(f"{Path(wanted).stem}-{axis.name}-{_slug(nodeid)}.png")
+            )
             try:
-                context_plot(points, path, f"{nodeid}: speedup by context [{category}]", skipped)
-                self.note(f"context sweep plot: {path}")
+                sweep_plot(axis, points, path, f"{nodeid}: speedup by {axis.title} [{category}]", skipped)
+                self.note(f"{axis.title} sweep plot: {path}")
             except ImportError as error:
                 self.note(f"cannot draw {path}: {error.name} is not installed — pip install 'pytest-specdec[plot]'")
             except (OSError, SpecdecUsageError) as error:
                 self.note(f"cannot write {path}: {error} — choose a writable .png path")
         if not results:
-            pytest.skip(f"no length of {list(lengths)} is measurable here: {'; '.join(skipped)}")
-        _enforce_each(results, lambda r: context_point(r.record, r.outcome.comparison).label)
+            pytest.skip(f"no value of {axis.keyword}={list(values)} is measurable here: {'; '.join(skipped)}")
+        labels = {id(r): p.label for r, p in zip(results, points, strict=True)}
+        _enforce_each(results, lambda r: labels[id(r)])
         return results
+
+    def _kept_nothing(self, kind: Unmeasured, line: str) -> NoReturn:
+        """Fail the test in one line, and say in the results why it kept nothing (the gate reads that, not the line)."""
+        self._session.unmeasured.append(UnmeasuredTest(stored_nodeid(self._request.node), kind, line))
+        pytest.fail(f"{line} — {NO_RESULT_KEPT}", pytrace=False)
+
+    def _expectations(self) -> Expectations:
+        found: Expectations = self._request.node.stash.get(expectations_key, Expectations())
+        return found
+
+    def _conditions(self, given: Mapping[str, object], where: str) -> Conditions:
+        """``compare``'s condition keywords over the markers' conditions; a bad one fails the test in one line."""
+        try:
+            return from_keywords({k: v for k, v in given.items() if v is not None}, self._expectations().conditions,
+                                 where)  # fmt: skip
+        except SpecdecUsageError as error:
+            self._kept_nothing(Unmeasured.REFUSED, f"{where}(): {error}")
 
     @property
     def machine(self) -> MachineProfile:
@@ -203,7 +218,7 @@ class SpecdecFixture:
     @property
     def gating(self) -> bool:
         """Whether this test's claim gates under the current profile (else its verdicts are reference)."""
-        expect = self._request.node.stash.get(expectations_key, Expectations())
+        expect = self._expectations()
         return expect.claim.gates(self.profile) if expect.claim else True
 
     def note(self, text: str) -> None:
@@ -242,12 +257,11 @@ class SpecdecFixture:
                 raise
             pytest.skip(str(error))
         except (SpecdecUsageError, BackendRuntimeError) as error:
-            pytest.fail(f"{error} — {NO_RESULT_KEPT}", pytrace=False)
+            self._kept_nothing(Unmeasured.REFUSED, str(error))
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept
             name = self._session.settings.backend
-            pytest.fail(
-                f"backend {name!r} failed while measuring: {type(error).__name__}: {error} — {NO_RESULT_KEPT}",
-                pytrace=False,
+            self._kept_nothing(
+                Unmeasured.CRASHED, f"backend {name!r} failed while measuring: {type(error).__name__}: {error}"
             )
         finally:
             live.finish()

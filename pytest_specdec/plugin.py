@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_specdec.axes import from_markers, registered_axes
 from pytest_specdec.backends import (
     backend_spec,
     distribution_versions,
@@ -24,13 +25,7 @@ from pytest_specdec.backends import (
     require_runtime,
 )
 from pytest_specdec.backends.base import Backend, ModelPair
-from pytest_specdec.claims import (
-    Expectations,
-    parse_acceptance,
-    parse_claim,
-    parse_sampling,
-    parse_speedup,
-)
+from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
@@ -39,6 +34,7 @@ from pytest_specdec.render import report
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
 from pytest_specdec.store.ledger import default_root
+from pytest_specdec.store.records import Unmeasured, UnmeasuredTest
 
 session_key = pytest.StashKey[SpecdecSession]()
 deselected_key = pytest.StashKey[bool]()
@@ -48,8 +44,7 @@ MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
     "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
     "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
-    "sampling(temperature=0.0, top_p=1.0): both arms sample at this temperature and top-p (0: greedy)",
-)
+)  # and each axis's own marker (pytest_specdec.axes)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,7 +88,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register markers, validate settings and create the session object."""
-    for marker in MARKERS:
+    for marker in (*MARKERS, *(axis.marker_help for axis in registered_axes() if axis.marker)):
         config.addinivalue_line("markers", marker)
     config.pluginmanager.register(_backend_fixtures(), "specdec-backend-fixtures")
     try:
@@ -139,20 +134,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _expectations(item: pytest.Item) -> Expectations:
-    parsers = {
-        "speedup": parse_speedup,
-        "acceptance": parse_acceptance,
-        "claim": parse_claim,
-        "sampling": parse_sampling,
-    }
-    parsed: dict[str, Any] = {}
-    for name, parse in parsers.items():
+    parsers = {"speedup": parse_speedup, "acceptance": parse_acceptance, "claim": parse_claim}
+
+    def lookup(name: str) -> tuple[tuple[object, ...], dict[str, object]] | None:
         marker = item.get_closest_marker(name)
-        if marker is not None:
-            try:
-                parsed[name] = parse(marker.args, marker.kwargs)
-            except SpecdecUsageError as error:
-                raise pytest.UsageError(f"{item.nodeid}: {error}") from None
+        return None if marker is None else (tuple(marker.args), dict(marker.kwargs))
+
+    parsed: dict[str, Any] = {}
+    try:
+        for name, parse in parsers.items():
+            if (found := lookup(name)) is not None:
+                parsed[name] = parse(*found)
+        parsed["conditions"] = from_markers(lookup)
+    except SpecdecUsageError as error:
+        raise pytest.UsageError(f"{item.nodeid}: {error}") from None
     return Expectations(**parsed)
 
 
@@ -247,6 +242,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ledger.machine_info = pytest_benchmark_generate_machine_info()
         ledger.commit_info = get_commit_info()
     collected, scopes = _whole_suite(session)
+    specdec_session.unmeasured += _errored(config)
     lines: list[str] = []
     errors: list[str] = []
     try:
@@ -255,9 +251,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         lines += finished.lines
         errors += [finished.error] if finished.error else []
         errors += [f"{line} (--specdec-fail-on-drift)" for line in finished.failed]
-        if specdec_session.records:
+        if specdec_session.records or specdec_session.unmeasured:
             base = config.invocation_params.dir
-            wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()}
+            wanted = {key: base / value for key, value in specdec_session.settings.outputs.items()
+                      if specdec_session.records or key == "json"}  # fmt: skip
             written, output_errors = render_outputs(specdec_session.run_record(interrupted=interrupted), wanted)
             lines += [f"wrote {path}" for path in written]
             errors += output_errors
@@ -268,6 +265,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[finish_key] = lines + [f"ERROR: {error}" for error in errors]
     if errors and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _errored(config: pytest.Config) -> list[UnmeasuredTest]:
+    """Tests that errored while collected, set up or torn down: they kept nothing, as crashed (for the gate)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    reports = reporter.stats.get("error", []) if reporter is not None else []
+    found = []
+    for errored in reports:
+        text = str(getattr(errored, "longreprtext", "") or "").strip()
+        lines = [line.removeprefix("E").strip() for line in text.splitlines() if line.startswith("E ")]
+        said = (lines or text.splitlines() or ["errored"])[-1][:300]
+        found.append(UnmeasuredTest(errored.nodeid or "(collection)", Unmeasured.CRASHED, f"errored: {said}"))
+    return found
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_specdec.backends.base import Arm, Backend
-from pytest_specdec.measure import ComparisonPlan, Trial, run_trial
+from pytest_specdec.measure import END_TO_END, ComparisonPlan, Trial, run_trial
 from pytest_specdec.measure.looks import ratio_interval
+from pytest_specdec.measure.sampled import pair_seed
 from pytest_specdec.sequential import Estimate, pair_schedule, ratio_change, total_time_ratio
 from pytest_specdec.stats import Interval, mean_interval
 
@@ -69,14 +70,20 @@ def _metric(plain: Trial, sd: Trial) -> float | None:
 
 
 def run_release_ab(backend: Backend, plan: ComparisonPlan, clock: Clock = time.perf_counter) -> ReleaseAB:
-    """Warm up the four arms, then ``plan.max_trials`` (whole blocks) paired quadruples."""
+    """Warm up the four arms, then ``plan.max_trials`` (whole blocks) paired quadruples, under the plan's conditions.
+
+    Sampled, the four generations of a quadruple draw with one seed; end to end, each arm's seconds
+    include its time to first token (as the comparison that flipped read them).
+    """
+    plan = plan.with_order()
     arms = {(release, kind): _arm(base, release) for release in ("old", "new")
             for kind, base in (("plain", plan.baseline), ("sd", plan.treatment))}  # fmt: skip
+    greedy = plan.sampling.greedy
     for arm in arms.values():
-        run_trial(backend, plan.prompts[0], arm, plan, clock)
+        run_trial(backend, plan.prompts[0], arm, plan, clock, seed=None if greedy else pair_seed(plan.order, -1))
     block = 2 * len(plan.prompts)
     count = max(block, plan.max_trials - plan.max_trials % block)
-    schedule = pair_schedule(len(plan.prompts), count, plan.with_order().order)
+    schedule = pair_schedule(len(plan.prompts), count, plan.order)
     seconds: dict[tuple[str, str], list[float]] = {key: [] for key in arms}
     metric: list[float | None] = []
     prompts: list[str] = []
@@ -85,10 +92,13 @@ def run_release_ab(backend: Backend, plan: ComparisonPlan, clock: Clock = time.p
         prompt = plan.prompts[prompt_index]
         kinds = ("sd", "plain") if sd_first else ("plain", "sd")
         releases = ("new", "old") if index % 2 else ("old", "new")
-        trials = {(r, k): run_trial(backend, prompt, arms[(r, k)], plan, clock) for r in releases for k in kinds}
+        seed = None if greedy else pair_seed(plan.order, index)
+        trials = {(r, k): run_trial(backend, prompt, arms[(r, k)], plan, clock, seed=seed)
+                  for r in releases for k in kinds}  # fmt: skip
         tokens = trials[("old", "plain")].decode_tokens  # every arm's seconds for the same tokens
         for key, trial in trials.items():
-            seconds[key].append(tokens / trial.decode_tps)
+            first = trial.ttft_s if plan.speedup_of == END_TO_END else 0.0
+            seconds[key].append(first + tokens / trial.decode_tps)
         before, after = (_metric(trials[(r, "plain")], trials[(r, "sd")]) for r in ("old", "new"))
         metric.append(None if before is None or after is None else after - before)
         prompts.append(prompt.id)

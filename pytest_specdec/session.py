@@ -14,53 +14,51 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
+from pytest_specdec.axes import Conditions
+from pytest_specdec.axes.num_draft import ADAPTIVE, NUM_DRAFT
 from pytest_specdec.backends.arms import needs_router
 from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, Fingerprint, ModelPair
 from pytest_specdec.backends.pool import BackendPool
-from pytest_specdec.backends.sampling import Sampling
-from pytest_specdec.claims import Expectations, Outcome, judge_outcome, record_outcome, stop_rule
+from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
 from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
-from pytest_specdec.measure.context import prefixed_prompts
+from pytest_specdec.measure.realise import Room, realise
 from pytest_specdec.render.conditions import condition_notes
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import now_iso, specdec_version
 from pytest_specdec.store.ledger import BaselineLedger, Decision, LedgerPolicy
-from pytest_specdec.store.records import ADAPTIVE, ComparisonRecord, RunRecord
+from pytest_specdec.store.records import ComparisonRecord, RunRecord, UnmeasuredTest
+
+# Conditions under which published figures (short prompts, one stream, decode) can stand beside a result.
+PUBLISHED_CONDITIONS = frozenset({"num_draft", "sampling"})
 
 
 @dataclass(frozen=True)
 class ComparisonSpec:
     """What a test asks to compare; ``None`` fields fall back to the settings.
 
-    ``baseline`` / ``treatment`` pair any two arms instead of plain vs SD.
+    ``baseline`` / ``treatment`` pair any two arms instead of plain vs SD. ``conditions``
+    (γ, sampling, context …, each axis checked as the test gave it) default to the test's
+    markers'; an unset γ is the run's ``--specdec-num-draft``.
     """
 
     category: str = "code"
     target: str | None = None
     draft: str | None = None
-    num_draft: int | None = None
     max_tokens: int | None = None
     baseline: Arm | None = None
     treatment: Arm | None = None
     max_trials: int | None = None
     reference: bool = False  # judged and shown, never gating
-    sampling: Sampling | None = None  # None: the test's sampling marker, else greedy
-    context: int = 0  # tokens of prefix before every prompt (measure.context)
+    conditions: Conditions | None = None  # None: the test's markers'
 
     def check(self) -> None:
         """The same limits as the command line's, one line naming the argument (before anything runs)."""
-        if self.context < 0:
-            raise SpecdecUsageError(
-                f"context={self.context} is negative — give the prefix length in tokens, 0 for none"
-            )
-        if self.num_draft is not None and self.num_draft < 1:
-            raise SpecdecUsageError(f"compare(num_draft={self.num_draft}) is below 1 — draft at least one token")
         if self.max_tokens is not None and self.max_tokens < 2:
             raise SpecdecUsageError(
                 f"compare(max_tokens={self.max_tokens}) is below 2 — decode timing needs two tokens"
@@ -77,9 +75,13 @@ class ComparisonSpec:
 
 @dataclass(frozen=True)
 class Result:
-    """A judged comparison, its record (with the baseline check) and what the ledger decided it does."""
+    """One comparison from the judge to the gate: what it measured, its record, and what the ledger decided.
 
-    outcome: Outcome
+    What did it conclude? ``record.judgement.conclusion`` (holds, refuted … against the test's bounds;
+    ``record.check`` says what changed against the accepted baseline). Does it fail? ``decision.failure``.
+    """
+
+    comparison: Comparison
     record: ComparisonRecord
     decision: Decision
 
@@ -105,6 +107,7 @@ class SpecdecSession:
     analysis: Analysis = field(default_factory=Analysis)
     results: list[Result] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # run-level lines for the summary (γ sweeps)
+    unmeasured: list[UnmeasuredTest] = field(default_factory=list)  # tests that kept no result, and why
     started: str = field(default_factory=now_iso)
 
     @classmethod
@@ -129,9 +132,10 @@ class SpecdecSession:
         """The configured backend (or ``name``'s) for ``pair``, loaded once."""
         return self.pool.backend(pair, name)
 
-    def arms(self, spec: ComparisonSpec) -> tuple[Arm, Arm]:
-        """Plain vs SD at the spec's (or the settings') γ, unless the spec names other arms."""
-        num_draft = self.settings.num_draft if spec.num_draft is None else spec.num_draft
+    def arms(self, spec: ComparisonSpec, conditions: Conditions | None = None) -> tuple[Arm, Arm]:
+        """Plain vs SD at the conditions' (or the settings') γ, unless the spec names other arms."""
+        asked = (conditions or spec.conditions or Conditions()).get(NUM_DRAFT)
+        num_draft = self.settings.num_draft if asked is None else asked
         return spec.baseline or Arm("plain"), spec.treatment or Arm("sd", speculative=True, num_draft=num_draft)
 
     def plain_runtime_arm(self, spec: ComparisonSpec) -> Arm | None:
@@ -152,7 +156,8 @@ class SpecdecSession:
     def plan(self, spec: ComparisonSpec, expect: Expectations, *, base_model: bool = False) -> ComparisonPlan:
         """The comparison's plan from the settings; a base model gets text to continue, not instructions."""
         settings = self.settings
-        baseline, treatment = self.arms(spec)
+        conditions = expect.conditions if spec.conditions is None else spec.conditions
+        baseline, treatment = self.arms(spec, conditions)
         return ComparisonPlan(
             category=spec.category,
             prompts=prompts_for(spec.category, "continuation" if base_model else "instruction"),
@@ -171,9 +176,7 @@ class SpecdecSession:
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
             distribution_generations=settings.distribution_samples,
-            sampling=spec.sampling or expect.sampling,
-            speedup_of=expect.speedup.of,
-            context=spec.context,
+            conditions=conditions.with_(num_draft=treatment.num_draft),  # γ as the SD arm drafts it (a given γ too)
         )
 
     def compare(
@@ -185,23 +188,26 @@ class SpecdecSession:
     ) -> Result:
         """Run one comparison, judge it, explain it and check it against its baseline."""
         spec.check()
-        baseline, treatment = self.arms(spec)
-        backend = self.pool.for_arms(baseline, treatment, spec.pair(self.settings.pair))
+        asked = expect.conditions if spec.conditions is None else spec.conditions
+        baseline, treatment = self.arms(spec, asked)
+        pair = spec.pair(self.settings.pair)
+        # What the configured backend cannot run is refused before one is loaded with the conditions' options.
+        refused = asked.refusals(self.pool.for_arms(baseline, treatment, pair))
+        if refused:
+            raise SpecdecUsageError("; ".join(refused))
+        backend = self.pool.for_arms(baseline, treatment, pair, asked.backend_options())
         plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
         if isinstance(backend, AdaptsDraftLength) and backend.adapts_draft_length():
-            if spec.num_draft is not None:  # a γ sweep, or one γ, over a knob the engine does not have
+            given = asked.get(NUM_DRAFT)
+            if given is not None:  # a γ sweep, or one γ, over a knob the engine does not have
                 raise SpecdecUsageError(
                     f"{backend.name} picks the draft length itself each round (no γ is sent): "
-                    f"num_draft={spec.num_draft} would label one setting with a γ that did not run — drop num_draft"
+                    f"num_draft={given} would label one setting with a γ that did not run — drop num_draft"
                 )
-            plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE))
-        if plan.context:  # before anything runs: inside the window and this machine's memory, or not measurable
-            prompts = prefixed_prompts(
-                backend, plan.prompts, plan.context, generated=plan.max_tokens,
-                look_ahead=max(plan.treatment.num_draft, 0), weight_bytes=self.pool.weight_bytes(backend) or 0,
-                usable_bytes=machine_profile().usable_bytes,
-            )  # fmt: skip
-            plan = replace(plan, prompts=prompts)
+            plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE)).under(num_draft=ADAPTIVE)
+        # Before anything runs: each condition put into effect (a context prefix inside the window and the memory).
+        room = Room(self.pool.weight_bytes(backend) or 0, machine_profile().usable_bytes)
+        plan = realise(plan, backend, room)
         swapped_before = swap_ins()
         comparison = run_comparison(backend, plan, progress)
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
@@ -211,16 +217,15 @@ class SpecdecSession:
                 f"not measurable: the machine swapped ({swapped_after - swapped_before} pages swapped in during the "
                 "comparison) — the models did not fit beside what else runs; close it, or measure a smaller pair"
             )
-        outcome = judge_outcome(
-            nodeid, self.settings, backend.fingerprint(), comparison, expect, pair=backend.pair,
-            unmeasurable=unmeasurable, reference=spec.reference,
-        )  # fmt: skip
+        fingerprint = backend.fingerprint()
+        judgement = judge_outcome(
+            self.settings, fingerprint, comparison, expect, unmeasurable=unmeasurable, reference=spec.reference
+        )
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         notes += condition_notes(comparison)
         if (
-            not outcome.judgement.conclusion.says_nothing_about_speed
-            and plan.speedup_of == "decode"
-            and not plan.context
+            not judgement.conclusion.says_nothing_about_speed
+            and {axis.name for axis, _ in plan.conditions.items()} <= PUBLISHED_CONDITIONS
         ):
             s = comparison.speedup  # published short-prompt decode figures on this chip, beside it: never a verdict
             notes += beside_result(
@@ -229,23 +234,20 @@ class SpecdecSession:
             )  # fmt: skip
         record = self.ledger.check(
             record_outcome(
-                outcome, self.pool.digest(backend), notes,
-                theory=self.analysis.theory(backend, comparison),
-                scope=_scope(
-                    self.settings.profile, comparison, outcome.fingerprint,
-                    base_model=self.pool.is_base_model(backend),
-                ),
+                nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
+                model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
+                scope=_scope(self.settings.profile, comparison, fingerprint, base_model=self.pool.is_base_model(backend)),
             )
         )  # fmt: skip
-        result = Result(outcome, record, self.ledger.decide(record))
+        result = Result(comparison, record, self.ledger.decide(record))
         self.results.append(result)
         return result
 
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
         """Carry the end-of-run drift decisions into the results the report shows."""
 
-        def key(r: ComparisonRecord) -> tuple[str, ...]:  # a sweep's rows may differ only in their conditions
-            return (r.nodeid, r.category, str(r.num_draft), r.baseline_arm, *r.conditions)
+        def key(r: ComparisonRecord) -> tuple[object, ...]:  # a sweep's rows may differ only in their conditions
+            return (r.nodeid, r.category, r.baseline_arm, r.conditions)
 
         checks = {key(r): r.check for r in drifted}
         for index, result in enumerate(self.results):
@@ -270,6 +272,7 @@ class SpecdecSession:
             commit_info=dict(self.ledger.commit_info),
             specdec_version=specdec_version(),
             summary=tuple(self.notes),
+            unmeasured=tuple(self.unmeasured),
         )
 
     def close(self) -> None:
@@ -289,53 +292,9 @@ def _scope(profile: str, comparison: Comparison, fingerprint: Fingerprint, *, ba
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
         "prompt_count": str(len({p.prompt_id for p in comparison.pairs}) or len(plan.prompts)),
         "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
-        "sampling": plan.sampling.label(),  # greedy, or the temperature and top-p both arms sampled at
         "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
-        "speedup_of": plan.speedup_of,  # decode (first token to last) or end-to-end (prompt in, last token out)
-        **_context_scope(comparison),
         **({"n_ctx": loaded} if loaded else {}),
     }
-
-
-def _context_scope(comparison: Comparison) -> dict[str, str]:
-    """A long-context result's prefix length asked for, and the prompt tokens that ran (read from the backend)."""
-    if not comparison.plan.context:
-        return {}
-    ran = sorted(t.prompt_tokens for p in comparison.pairs for t in (p.baseline, p.treatment))
-    shown = f"{ran[0]}–{ran[-1]}" if ran and ran[0] != ran[-1] else str(ran[0] if ran else 0)
-    return {"context": str(comparison.plan.context), "prompt_tokens": shown}
-
-
-def sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
-    """``γ sweep [code]: best γ=3 (1.52x); break-even α γ=1 0.21, γ=2 0.30 …``."""
-    best = max(results, key=lambda r: r.record.speedup.estimate)
-    evens = []
-    for result in results:
-        theory = result.record.theory
-        even = theory.break_even_alpha if theory is not None else None
-        shown = "-" if theory is None or theory.c is None else ("none" if even is None else f"{even:.2f}")
-        evens.append(f"γ={result.record.num_draft} {shown}")
-    return (
-        f"{nodeid} γ sweep [{category}]: best γ={best.record.num_draft} ({best.record.speedup.estimate:.2f}x); "
-        f"break-even α: {', '.join(evens)}"
-    )
-
-
-def temperature_sweep_summary(nodeid: str, category: str, results: list[Result]) -> str:
-    """``temperature sweep [code]: T=0 1.52x (acceptance 0.98), T=0.7 1.10x (0.61); SD pays off up to T=0.7``."""
-    cells, paying = [], []
-    for result in results:
-        record = result.record
-        temperature = record.scope.get("sampling", "greedy").removeprefix("T=").split(",")[0]
-        label = "T=0" if temperature == "greedy" else f"T={temperature}"
-        rate = f"acceptance {record.acceptance.estimate:.2f}" if record.acceptance is not None else "acceptance -"
-        cells.append(
-            f"{label} {record.speedup.estimate:.2f}x [{record.speedup.low:.2f}, {record.speedup.high:.2f}] ({rate})"
-        )
-        if record.speedup.low > 1.0 and not result.failure and not record.judgement.conclusion.says_nothing_about_speed:
-            paying.append(label)  # a temperature that failed its lossless check pays off nothing
-    verdict = f"SD pays off at {', '.join(paying)}" if paying else "SD pays off at none of these temperatures"
-    return f"{nodeid} temperature sweep [{category}]: {'; '.join(cells)} — {verdict}"
 
 
 def plain_runtimes_line(category: str, own: Result, other: Result) -> str:

@@ -13,6 +13,7 @@ import pytest
 import scipy.stats  # noqa: F401
 
 import pytest_specdec.backends.simulated.adapter  # noqa: F401
+from pytest_specdec.axes import Conditions
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.records import (
     BoundRecord,
@@ -69,7 +70,6 @@ def _record(category: str, speedup: float, verdict: str, check: CheckRecord | No
         model_digest="abc123",
         profile="seed",
         category=category,
-        num_draft=3,
         baseline_arm="plain",
         treatment_arm="sd",
         baseline_tps=41.5,
@@ -82,6 +82,7 @@ def _record(category: str, speedup: float, verdict: str, check: CheckRecord | No
         claim_quote="0.9x-1.3x at best",
         samples=samples,
         check=check,
+        conditions=Conditions({"num_draft": 3}),
     )
 
 

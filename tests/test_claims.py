@@ -9,7 +9,6 @@ from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import (
     ClaimInfo,
     Expectations,
-    Outcome,
     SpeedupBounds,
     judge,
     judge_outcome,
@@ -24,7 +23,7 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import ComparisonPlan, run_comparison
 from pytest_specdec.stats import Interval, Verdict
-from pytest_specdec.store.records import Conclusion, Judgement, Role, migrate_comparison
+from pytest_specdec.store.records import ComparisonRecord, Conclusion, Judgement, Role, migrate_comparison
 
 
 def interval(estimate: float, low: float, high: float) -> Interval:
@@ -84,70 +83,63 @@ def test_a_quantity_outside_a_gating_bound_fails_and_a_reference_one_only_shows(
     assert shown.line.endswith("reference: refuted")
 
 
-def simulated_outcome(speedup: str, expect: Expectations, **options: str) -> Outcome:
+def judged(speedup: str, expect: Expectations, *, unmeasurable: str | None = None, **options: str) -> ComparisonRecord:
+    """A simulated comparison judged and recorded: the one shape from the judge to the gate."""
     backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": speedup, "noise": "0.01", **options})
     plan = ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 6, 6, 0.95
     )
     comparison = run_comparison(backend, plan)
     settings = Settings(backend="simulated", pair=backend.pair, profile="embedded")
-    return judge_outcome("t.py::test", settings, backend.fingerprint(), comparison, expect, pair=backend.pair)
+    found = backend.fingerprint()
+    judgement = judge_outcome(settings, found, comparison, expect, unmeasurable=unmeasurable)
+    return record_outcome(
+        "t.py::test", settings, found, comparison, expect, judgement=judgement, pair=backend.pair, model_digest="digest",
+        notes=["a note"],
+    )  # fmt: skip
 
 
 def test_a_refuted_gating_bound_fails_with_the_release_and_records_refuted() -> None:
-    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), release="9.9")
-    assert outcome.judgement.failure is not None
-    assert "SD now pays off (simulated 9.9)" in outcome.judgement.failure
-    record = record_outcome(outcome, "digest", ["a note"])
+    record = judged("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), release="9.9")
+    assert record.judgement.failure is not None
+    assert "SD now pays off (simulated 9.9)" in record.judgement.failure
     assert record.judgement.conclusion is Conclusion.REFUTED
     assert record.judgement.bounds[0].verdict is Verdict.REFUTED
     assert record.notes == ("a note",)
     assert record.trials == 6
     assert len(record.samples) == 6
+    assert record.num_draft == 3
 
 
 def test_a_claim_for_another_profile_is_reference_only() -> None:
     expect = Expectations(speedup=SpeedupBounds(max=1.3), claim=ClaimInfo("d", "doc", "q", ("seed",)))
-    outcome = simulated_outcome("1.6", expect)
-    assert outcome.judgement.failure is None
-    assert outcome.judgement.role is Role.OTHER_PROFILE
-    assert record_outcome(outcome, "digest").judgement.shown == "reference: refuted"
+    record = judged("1.6", expect)
+    assert record.judgement.failure is None
+    assert record.judgement.role is Role.OTHER_PROFILE
+    assert record.judgement.shown == "reference: refuted"
 
 
 def test_a_lossy_sd_arm_fails_whatever_the_speed_says() -> None:
-    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(min=1.0)), lossless="false")
-    assert outcome.judgement.failure is not None
-    assert "SD changed the output" in outcome.judgement.failure
-    assert outcome.judgement.conclusion is Conclusion.FAILED
+    record = judged("1.6", Expectations(speedup=SpeedupBounds(min=1.0)), lossless="false")
+    assert record.judgement.failure is not None
+    assert "SD changed the output" in record.judgement.failure
+    assert record.judgement.conclusion is Conclusion.FAILED
 
 
 def test_arms_that_cannot_differ_get_no_verdict_and_say_why() -> None:
-    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.6", "noise": "0.01"})
-    plan = ComparisonPlan(
-        "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 6, 6, 0.95
-    )
-    settings = Settings(backend="simulated", pair=backend.pair, profile="embedded")
     reason = "not measurable: SD not engaged (the sd arm drafted 0 tokens)"
-    outcome = judge_outcome(
-        "t.py::test",
-        settings,
-        backend.fingerprint(),
-        run_comparison(backend, plan),
-        Expectations(speedup=SpeedupBounds(max=1.3)),
-        pair=backend.pair,
-        unmeasurable=reason,
-    )
-    assert outcome.judgement.failure == reason
-    assert outcome.judgement.conclusion is Conclusion.NOT_MEASURABLE
-    assert record_outcome(outcome, "digest").judgement.bounds == (), "no verdict word on any bound"
+    record = judged("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), unmeasurable=reason)
+    assert record.judgement.failure == reason
+    assert record.judgement.conclusion is Conclusion.NOT_MEASURABLE
+    assert record.judgement.bounds == (), "no verdict word on any bound"
 
 
 def test_a_lossy_sd_arm_gets_no_verdict_even_when_the_bound_is_refuted() -> None:
-    outcome = simulated_outcome("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), lossless="false")
-    assert outcome.judgement.conclusion is Conclusion.FAILED
-    assert outcome.judgement.failure is not None
-    assert "differs from plain decoding at token 8" in outcome.judgement.failure
-    assert record_outcome(outcome, "digest").judgement.bounds == ()
+    record = judged("1.6", Expectations(speedup=SpeedupBounds(max=1.3)), lossless="false")
+    assert record.judgement.conclusion is Conclusion.FAILED
+    assert record.judgement.failure is not None
+    assert "differs from plain decoding at token 8" in record.judgement.failure
+    assert record.judgement.bounds == ()
 
 
 def test_conclusion_keeps_its_verdict_and_reference_is_said_by_the_role_alone() -> None:

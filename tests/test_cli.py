@@ -135,7 +135,7 @@ def test_rewriting_the_same_entries_leaves_the_file_untouched(
     assert path.stat().st_mtime_ns == stamp
     text = path.read_text()
     assert text.endswith("}\n")
-    assert json.loads(text)["schema_version"] == 2
+    assert json.loads(text)["schema_version"] == 3
     assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     assert not list(tmp_path.rglob("*.tmp")), "no temporary file is left behind"
 

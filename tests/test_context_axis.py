@@ -8,12 +8,14 @@ from dataclasses import replace
 
 import pytest
 
+from pytest_specdec.axes import Conditions
+from pytest_specdec.axes.context import CONTEXT
 from pytest_specdec.backends.context import config_context, gguf_context
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.measure.context import context_needs, prefix_text, prefixed_prompts, with_context
-from pytest_specdec.render.context_sweep import ContextPoint, change_line, context_sweep_line
 from pytest_specdec.render.report import category_cell
+from pytest_specdec.render.sweep import SweepPoint, change_line, sweep_line
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import ComparisonRecord
@@ -153,8 +155,8 @@ def test_the_kv_cache_per_token_is_read_from_a_config_and_from_gguf_keys() -> No
             [("ctx=0", "pays off"), ("ctx=2K", "undecided"), ("ctx=8K", "slower")],
             "pays off up to ctx=0, slower from ctx=8K",
         ),
-        ([("ctx=0", "holds"), ("ctx=2K", "holds")], "holds at every length decided (ctx=0, ctx=2K)"),
-        ([("ctx=0", "undecided"), ("ctx=2K", "inconclusive")], "undecided at every length"),
+        ([("ctx=0", "holds"), ("ctx=2K", "holds")], "holds at every value decided (ctx=0, ctx=2K)"),
+        ([("ctx=0", "undecided"), ("ctx=2K", "inconclusive")], "undecided at every value"),
     ],
 )
 def test_where_an_answer_changes_reads_decisive_answers_only(steps: list[tuple[str, str]], said: str) -> None:
@@ -164,12 +166,12 @@ def test_where_an_answer_changes_reads_decisive_answers_only(steps: list[tuple[s
 def test_a_length_whose_decode_speedup_was_not_read_shows_none_rather_than_the_end_to_end_one() -> None:
     faster, slower = Interval(1.4, 1.2, 1.6, 0.98, 8), Interval(0.8, 0.7, 0.9, 0.98, 8)
     points = [
-        ContextPoint(0, "95", faster, faster, None, "holds", failed=False),
-        ContextPoint(8192, "8271", None, slower, None, "refuted", failed=False),
+        SweepPoint("ctx=0", 0, 0.0, "95", faster, faster, None, "holds", failed=False),
+        SweepPoint("ctx=8K", 8192, 8192.0, "8271", None, slower, None, "refuted", failed=False),
     ]
-    line = context_sweep_line("t", "copy", points, [])
+    line = sweep_line("t", CONTEXT, "copy", points, [])
     assert "ctx=8K (8271 prompt tokens) decode -, end to end 0.80x [0.70, 0.90]" in line
-    assert "decode pays off at every length decided (ctx=0)" in line, "an unread decode is no answer"
+    assert "decode pays off at every value decided (ctx=0)" in line, "an unread decode is no answer"
     assert "end to end pays off up to ctx=0, slower from ctx=8K" in line
 
 
@@ -195,11 +197,12 @@ def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pyt
         ]
     )
     records = json.loads((pytester.path / "run.json").read_text())["comparisons"]
-    assert [(r["scope"].get("context"), r["scope"].get("prompt_tokens", "")[:1]) for r in records] == [
-        (None, ""),
-        ("1024", "1"),
-        ("4096", "4"),
+    assert [(r["conditions"].get("context"), str(r["samples"][0]["prompt_tokens"])[:1]) for r in records] == [
+        (None, "1"),
+        (1024, "1"),
+        (4096, "4"),
     ]  # the prompt tokens that ran, as the backend counted them (prefix and prompt)
+    assert not {"context", "prompt_tokens", "sampling", "speedup_of"} & {k for r in records for k in r["scope"]}
     plot = pytester.path / "run-context-test_sweep.png"
     from PIL import Image
 
@@ -243,11 +246,11 @@ def test_a_long_context_result_has_its_own_key_and_row_and_the_short_one_keeps_i
     make_record: Callable[..., ComparisonRecord],
 ) -> None:
     short = make_record("code", 1.5, "holds", None)
-    long = replace(short, scope={**short.scope, "context": "8192", "prompt_tokens": "8230–8262"})
+    long = replace(short, conditions=short.conditions.with_(context=8192))
     assert ", ctx=" not in baseline_key(short)
     assert baseline_key(long) == baseline_key(short).replace("γ=3,", "γ=3, ctx=8K,")
     assert category_cell(long) == "code, ctx=8K"
-    assert replace(short, scope={**short.scope, "context": "1000"}).conditions == ("ctx=1000",)
+    assert replace(short, conditions=Conditions({"num_draft": 3, "context": 1000})).conditions.labels == ("ctx=1000",)
 
 
 def test_a_plot_path_that_cannot_be_written_is_a_note_not_a_traceback(pytester: pytest.Pytester) -> None:

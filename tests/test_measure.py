@@ -159,7 +159,7 @@ def test_a_known_speedup_is_measured_exactly_when_the_clock_has_no_noise() -> No
 def test_end_to_end_adds_each_arms_time_to_first_token_and_the_other_metric_is_kept() -> None:
     clock = FakeClock()
     scripted = ScriptedBackend(clock)
-    comparison = run_comparison(scripted, plan(stop_when=lambda *_: False, speedup_of=END_TO_END), clock=clock)
+    comparison = run_comparison(scripted, plan(stop_when=lambda *_: False).under(metric=END_TO_END), clock=clock)
     # 8 tokens: plain 0.100 s prefill + 8 x 0.020 s, SD 0.100 s + 8 x 0.010 s, prompt in to last token out
     assert comparison.speedup.estimate == pytest.approx((0.1 + 8 * 0.02) / (0.1 + 8 * 0.01))
     assert comparison.other_metric is not None

@@ -291,7 +291,7 @@ def test_a_count_below_two_is_named_by_its_option(pytester: pytest.Pytester, arg
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ("num_draft=0", "compare(num_draft=0) is below 1 — draft at least one token"),
+        ("num_draft=0", "compare(): num_draft=0 is below 1 — draft at least one token"),
         ("max_tokens=1", "compare(max_tokens=1) is below 2 — decode timing needs two tokens"),
     ],
 )
@@ -303,7 +303,9 @@ def test_bad_compare_arguments_fail_before_anything_runs_and_are_never_blamed_on
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*{message}* — no result was kept"])  # how the gate tells it from a refuted claim
     assert "failed while measuring" not in result.stdout.str()
-    assert not (pytester.path / "run.json").exists(), "nothing was measured, nothing stored"
+    stored = json.loads((pytester.path / "run.json").read_text())
+    assert stored["comparisons"] == [], "nothing was measured, nothing stored"
+    assert [t["kind"] for t in stored["unmeasured"]] == ["refused"], "and the results say why, for the gate"
 
 
 @pytest.mark.parametrize(

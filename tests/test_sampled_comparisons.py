@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
+from pytest_specdec.axes import Conditions
+from pytest_specdec.axes.sampling import SAMPLING
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import Arm
 from pytest_specdec.backends.sampling import Sampling
@@ -22,7 +24,7 @@ SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 def plan(temperature: float) -> ComparisonPlan:
     return ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 8, 8, 0.98,
-        sampling=Sampling(temperature), order="5eed",
+        conditions=Conditions({"sampling": Sampling(temperature)}), order="5eed",
     )  # fmt: skip
 
 
@@ -87,7 +89,7 @@ def test_the_sampling_marker_samples_both_arms_and_labels_the_result(pytester: p
     pytester.makepyfile(
         "import pytest\n\n@pytest.mark.sampling(temperature=0.7)\n@pytest.mark.speedup(min=1.1)\n"
         "def test_claim(specdec):\n    r = specdec.compare('code')\n"
-        "    assert r.record.scope['sampling'] == 'T=0.7'\n    assert r.record.scope['lossless_check'] == 'distribution'\n"
+        "    assert r.record.conditions.labels == ('T=0.7',)\n    assert r.record.scope['lossless_check'] == 'distribution'\n"
     )
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
     result.assert_outcomes(passed=1)
@@ -122,7 +124,7 @@ def test_a_claim_can_name_the_end_to_end_speedup(pytester: pytest.Pytester) -> N
     pytester.makepyfile(
         "import pytest\n\n@pytest.mark.speedup(min=1.1, of='end-to-end')\n"
         "def test_claim(specdec):\n    r = specdec.compare('code')\n"
-        "    assert r.record.scope['speedup_of'] == 'end-to-end'\n"
+        "    assert r.record.conditions.labels == ('end-to-end',)\n"
     )
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.5", "-rA")
     result.assert_outcomes(passed=1)
@@ -133,14 +135,17 @@ def test_a_temperature_sweep_reports_speedup_and_acceptance_at_each_temperature(
     pytester.makepyfile(
         "def test_sweep(specdec):\n"
         "    results = specdec.temperature_sweep([0.0, 0.7], 'code', max_trials=16)\n"
-        "    assert [r.record.scope['sampling'] for r in results] == ['greedy', 'T=0.7']\n"
+        "    assert [r.record.conditions.labels for r in results] == [(), ('T=0.7',)]\n"
     )
     result = pytester.runpytest(
         *SIM, "--specdec-backend-option", "speedup=1.5", "--specdec-backend-option", "draws=same"
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*temperature sweep [[]code[]]: T=0 1.*x [[]*[]] (acceptance 0.*); T=0.7 1.*x*— SD pays off at T=0, T=0.7"]
+        [
+            "*temperature sweep [[]code[]]: T=0 decode 1.*x [[]*[]], end to end *, acceptance 0.*; T=0.7 decode 1.*x*"
+            " — decode pays off at every value decided (T=0, T=0.7)*"
+        ]
     )
     result.stdout.fnmatch_lines(["simulated *code, T=0.7 *"])  # the verdict table tells the sweep's rows apart
 
@@ -157,8 +162,8 @@ def test_baseline_keys_keep_sampled_and_end_to_end_results_apart(make_record: Ca
     from pytest_specdec.store.baselines import baseline_key
 
     greedy = make_record("code", 1.5, "holds", None)
-    sampled = replace(greedy, scope={**greedy.scope, "sampling": "T=0.7"})
-    timed = replace(greedy, scope={**greedy.scope, "speedup_of": "end-to-end"})
+    sampled = replace(greedy, conditions=greedy.conditions.with_(sampling=Sampling(0.7)))
+    timed = replace(greedy, conditions=greedy.conditions.with_(metric="end-to-end"))
     keys = {baseline_key(r) for r in (greedy, sampled, timed)}
     assert len(keys) == 3
     assert "[code, γ=3, " in baseline_key(greedy)  # greedy decode keys are the ones stored before
@@ -196,6 +201,6 @@ def test_top_p_without_a_temperature_is_a_usage_line_and_a_sweep_takes_the_marke
     result = pytester.runpytest(*SIM, "--specdec-json=run.json", "--specdec-distribution-samples=24")
     result.stdout.fnmatch_lines(["*compare(): top_p=0.9 cuts nothing at temperature 0*drop top_p*"])
     records = json.loads((pytester.path / "run.json").read_text())["comparisons"]
-    said = {(r["nodeid"].split("::")[-1], r["scope"]["sampling"]) for r in records}
+    said = {(r["nodeid"].split("::")[-1], Conditions.load(r["conditions"]).get(SAMPLING).label()) for r in records}
     assert said == {("test_greedy_over_the_marker", "greedy"), ("test_sweep", "greedy"),
                     ("test_sweep", "T=0.7, top_p=0.9")}  # fmt: skip

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdec.axes import Conditions
 from pytest_specdec.backends.base import Arm, Backend, ModelPair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds
@@ -36,7 +37,7 @@ def session(tmp_path: Path, **options: str) -> tuple[SpecdecSession, list[ModelP
 
 def test_a_spec_falls_back_to_the_settings(tmp_path: Path) -> None:
     made, _ = session(tmp_path)
-    plan = made.plan(ComparisonSpec("prose", num_draft=5), Expectations())
+    plan = made.plan(ComparisonSpec("prose", conditions=Conditions({"num_draft": 5})), Expectations())
     assert (plan.category, plan.max_tokens, plan.treatment.num_draft) == ("prose", 8, 5)
     assert plan.baseline == Arm("plain")
     assert plan.treatment.speculative

@@ -128,4 +128,6 @@ def test_gamma_sweep_reports_the_best_gamma(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest(*SIM, "--specdec-backend-option", "speedup=1.2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_sweep γ sweep [[]code]: best γ=? (1.*x); break-even α: γ=1 -, γ=2 -, γ=4 -"])
+    result.stdout.fnmatch_lines(
+        ["*test_sweep γ sweep [[]code]: γ=1 decode *; best γ=? (1.*x); break-even α: γ=1 -, γ=2 -, γ=4 -"]
+    )

@@ -42,6 +42,9 @@ class KnowsContext(Protocol):
         ...
 
 
+# The protocol's methods, read from it: named when one is missing, and all a release worker answers.
+CONTEXT_METHODS = tuple(name for name, member in vars(KnowsContext).items() if callable(member) and name[0] != "_")
+
 KV_BYTES_PER_VALUE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 

@@ -53,15 +53,22 @@ class BackendPool:
                 self._base_models.setdefault(identity, loaded.is_base_model())
         return self._backends[key]
 
-    def for_arms(self, baseline: Arm, treatment: Arm, pair: ModelPair | None) -> Backend:
-        """One backend for plain vs SD; a router over one backend per arm for other A/B pairs."""
+    def for_arms(
+        self, baseline: Arm, treatment: Arm, pair: ModelPair | None, options: Mapping[str, str] | None = None
+    ) -> Backend:
+        """One backend for plain vs SD; a router over one backend per arm for other A/B pairs.
+
+        ``options`` are what the comparison's conditions need the backend loaded with (a server's slots).
+        """
         if not needs_router(baseline, treatment):
-            return self.backend(pair)
+            return self.backend(pair, extra_options=options)
         base = pair or self.default_pair
         return ArmRouter(
             {
                 arm.label: self.backend(
-                    arm_pair(base, arm), name=arm_runtime(arm), extra_options=arm_backend_options(arm)
+                    arm_pair(base, arm),
+                    name=arm_runtime(arm),
+                    extra_options={**(options or {}), **arm_backend_options(arm)},
                 )
                 for arm in (baseline, treatment)
             }

@@ -26,7 +26,8 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
+from pytest_specdec.backends.context import KnowsContext
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 RELEASES = ("old", "new")
 
@@ -75,7 +76,7 @@ class WorkerProcess:
         """Send one request; yield its bursts as they arrive."""
         assert self._process.stdin is not None
         asked = {"prompt": request.prompt, "arm": asdict(request.arm), "max_tokens": request.max_tokens,
-                 "seed": request.seed}  # fmt: skip
+                 "seed": request.seed, "sampling": asdict(request.sampling)}  # fmt: skip
         self._process.stdin.write(json.dumps(asked) + "\n")
         self._process.stdin.flush()
         while True:
@@ -86,6 +87,16 @@ class WorkerProcess:
                 return GenerationStats(**message["stats"])
             flags = message.get("draft")
             yield TokenBurst(tuple(message["burst"]), tuple(flags) if isinstance(flags, list) else None)
+
+    def call(self, name: str, *args: object) -> Any:
+        """A long-context question (``count_tokens`` …) answered by the worker's backend."""
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps({"call": name, "args": list(args)}) + "\n")
+        self._process.stdin.flush()
+        message = self._read()
+        if "error" in message:
+            raise BackendRuntimeError(str(message["error"]))
+        return message.get("value")
 
     def close(self) -> None:
         """End the worker."""
@@ -127,6 +138,37 @@ class _Releases:
         """The request on the release its arm names."""
         answerer = self._answerer(release_of(request.arm))
         return answerer.generate(replace(request, arm=without_release(request.arm)))
+
+    def _ask(self, release: str, name: str, *args: object) -> Any:
+        answerer = self._answerer(release)
+        if isinstance(answerer, WorkerProcess):
+            return answerer.call(name, *args)
+        if not isinstance(answerer, KnowsContext):
+            raise SpecdecUsageError(f"backend {self._backend!r} lacks {name} (the KnowsContext protocol)")
+        return getattr(answerer, name)(*args)
+
+    # A context comparison re-measured on both releases: tonight's tokenizer builds the prefix (the
+    # prompts both run), and both releases are held in memory at once, so their needs add up.
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by tonight's release's tokenizer."""
+        return int(self._ask("new", "count_tokens", text))
+
+    def template_tokens(self) -> int:
+        """What tonight's release wraps a prompt in."""
+        return int(self._ask("new", "template_tokens"))
+
+    def context_window(self) -> int:
+        """The smaller window of the two releases (both must hold the context)."""
+        return min(int(self._ask(release, "context_window")) for release in RELEASES)
+
+    def context_bytes(self, tokens: int) -> int:
+        """Both releases' caches, buffers and drafts at ``tokens`` positions, added up (each beyond its target's weights)."""
+        return sum(int(self._ask(release, "context_bytes", tokens)) for release in RELEASES)
+
+    def prepare_context(self, tokens: int) -> None:
+        """Both releases make room for ``tokens`` positions."""
+        for release in RELEASES:
+            self._ask(release, "prepare_context", tokens)
 
 
 class ReleasePair(_Releases):

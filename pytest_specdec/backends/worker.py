@@ -5,9 +5,12 @@
 of the interpreter it runs in — so two workers on two virtual environments hold two
 releases of the same backend side by side — and answers one JSON line per request:
 
-* in: ``{"prompt", "arm": {"label", "speculative", "num_draft", "options"}, "max_tokens", "seed"}``
+* in: ``{"prompt", "arm": {"label", "speculative", "num_draft", "options"}, "max_tokens", "seed",
+  "sampling": {"temperature", "top_p"}}``
 * out: ``{"burst": [ids], "draft": [flags] | null}`` per burst as it is decoded, then
   ``{"stats": {…GenerationStats…}}``; a failure is ``{"error": "…"}``.
+* in: ``{"call": NAME, "args": […]}`` for a method of the long-context protocol
+  (:class:`~pytest_specdec.backends.context.KnowsContext`: ``count_tokens`` …); out: ``{"value": …}``.
 
 The first line it writes says it is ready: ``{"ready": release, "versions": {…}}``. The
 driver (:class:`~pytest_specdec.backends.release_pair.ReleasePair`) times the bursts as
@@ -25,6 +28,8 @@ from typing import TextIO
 
 from pytest_specdec.backends import load_backend
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.context import CONTEXT_METHODS, KnowsContext
+from pytest_specdec.backends.sampling import Sampling
 
 
 def _write(out: TextIO, message: dict[str, object]) -> None:
@@ -46,8 +51,13 @@ def serve(spec: dict[str, object], requests: TextIO, out: TextIO) -> int:
     try:
         for line in requests:
             asked = json.loads(line)
+            if "call" in asked:
+                _write(out, _answer(backend, str(asked["call"]), list(asked.get("args") or [])))
+                continue
             arm = Arm(**asked["arm"])
-            request = GenerationRequest(str(asked["prompt"]), arm, int(asked["max_tokens"]), int(asked["seed"]))
+            sampling = Sampling(**asked["sampling"]) if asked.get("sampling") else Sampling()
+            request = GenerationRequest(str(asked["prompt"]), arm, int(asked["max_tokens"]), int(asked["seed"]),
+                                        sampling)  # fmt: skip
             try:
                 stream = backend.generate(request)
                 while True:
@@ -62,6 +72,18 @@ def serve(spec: dict[str, object], requests: TextIO, out: TextIO) -> int:
     finally:
         backend.close()
     return 0
+
+
+def _answer(backend: object, name: str, args: list[object]) -> dict[str, object]:
+    """A long-context question answered by the loaded backend (only those methods are callable)."""
+    if name not in CONTEXT_METHODS:
+        return {"error": f"the worker answers {', '.join(CONTEXT_METHODS)}, not {name!r}"}
+    if not isinstance(backend, KnowsContext):
+        return {"error": f"this backend lacks {name} (the KnowsContext protocol)"}
+    try:
+        return {"value": getattr(backend, name)(*args)}
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

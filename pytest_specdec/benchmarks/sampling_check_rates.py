@@ -117,7 +117,7 @@ def main() -> None:
     plan = ComparisonPlan(
         "code", prompts_for("code", style), Arm("plain"), Arm("sd", speculative=True, num_draft=3), 16, 2, 2, 0.98
     )
-    plan = replace(plan, sampling=Sampling(PLAIN_T))
+    plan = plan.under(sampling=Sampling(PLAIN_T))
     if args.generations:
         plan = replace(plan, distribution_generations=args.generations)
     settings = {

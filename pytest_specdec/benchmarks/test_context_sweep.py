@@ -17,4 +17,4 @@ from pytest_specdec.fixture import SpecdecFixture
 
 def test_context_sweep_on_copy(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["llama-cpp", "llama-server", "mlx"])
-    specdec.context_sweep([0, 2048, 8192], category="copy")
+    specdec.sweep(context=[0, 2048, 8192], category="copy")

@@ -17,4 +17,4 @@ from pytest_specdec.fixture import SpecdecFixture
 
 def test_temperature_sweep_on_code(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["llama-cpp", "llama-server"])
-    specdec.temperature_sweep([0.0, 0.3, 0.7, 1.0], category="code", max_trials=16)
+    specdec.sweep(temperature=[0.0, 0.3, 0.7, 1.0], category="code", max_trials=16)

@@ -13,10 +13,11 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.files import read_json, write_atomically
+from pytest_specdec.store.files import write_atomically
 
 STEPS = ("install", "upgrade", "lock", "measure", "summary", "confirm")
 BEFORE, AFTER, CHANGES = "versions-before.json", "versions-after.json", "release-changes.json"
@@ -127,7 +128,10 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
             f"the server upgrade '{command}' {ended}: tonight would measure last night's servers — fix "
             "upgrade-servers in [tool.specdec.gate] or the runner"
         )
-        write_atomically(args.out / "status.json", json.dumps({"measurable": False, "reason": reason}) + "\n")
+        from pytest_specdec.gate import legs, runs
+
+        leg = legs.read_gate_config(Path.cwd()).leg(args.backend)
+        runs.write_leg(runs.unmeasurable_leg(leg, reason), args.out)
         raise SpecdecUsageError(reason)
 
 
@@ -141,18 +145,13 @@ def lock(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(out: Path) -> dict[str, object]:
-    found = read_json(out / "status.json") if (out / "status.json").is_file() else {}
-    return found if isinstance(found, dict) else {}
-
-
 def measure(args: argparse.Namespace) -> int:
     """Run the leg; what it means for the night is decided by ``night`` (and ``verdict``), not here."""
     from pytest_specdec.gate import legs, runs
 
     config = legs.read_gate_config(Path.cwd())
     leg = runs.measure(config, args.backend, args.out, args.python, shlex.split(args.pytest_args))
-    write_atomically(args.out / "status.json", json.dumps(leg.__dict__) + "\n")
+    runs.write_leg(leg, args.out)
     print(f"specdec gate: {args.backend}: {leg.reason}")
     if leg.fails_gate:
         print(f"specdec gate: FAIL — the required {args.backend} leg cannot be measured: {leg.reason}")
@@ -164,12 +163,14 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def summary(args: argparse.Namespace) -> int:
-    from pytest_specdec.gate import legs
+    from pytest_specdec.gate import legs, runs
     from pytest_specdec.gate.night import NIGHT_FILE
     from pytest_specdec.gate.summary import leg_summary
     from pytest_specdec.gate.tonight import read_night
 
-    status = {"required": legs.read_gate_config(Path.cwd()).leg(args.backend).required, **_status(args.out)}
+    config = legs.read_gate_config(Path.cwd()).leg(args.backend)
+    status = runs.read_leg(args.out) or runs.Leg(args.backend, False, "the measure step did not run")
+    status = replace(status, required=config.required)
     findings: list[str] = []
     if (args.out / NIGHT_FILE).is_file():
         night = read_night(args.out / NIGHT_FILE)
@@ -183,9 +184,11 @@ def confirm(args: argparse.Namespace) -> int:
     """Re-run the flipped comparisons once: only a flip that repeats is confirmed (a measured leg only)."""
     from pytest_specdec.gate import legs, runs
 
-    status = _status(args.out)
-    if not status.get("measurable", False):
-        print(f"specdec gate: {args.backend}: {status.get('reason', 'nothing was measured')} — nothing to confirm")
+    status = runs.read_leg(args.out)
+    if status is None or not status.measurable:
+        print(
+            f"specdec gate: {args.backend}: {status.reason if status else 'nothing was measured'} — nothing to confirm"
+        )
         return 0
     config = legs.read_gate_config(Path.cwd())
     confirmed = runs.confirm(

@@ -30,7 +30,9 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.gate.change import Blame, Call, blame
 from pytest_specdec.gate.legs import LegConfig, leg_server
+from pytest_specdec.hardware import machine_profile
 from pytest_specdec.measure import ComparisonPlan
+from pytest_specdec.measure.realise import Room, realise
 from pytest_specdec.release_ab import ReleaseAB, run_release_ab
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
@@ -60,18 +62,13 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
 
 
 def _plan(record: ComparisonRecord) -> ComparisonPlan:
-    """The flip's comparison again; one the release workers cannot re-measure as it ran is refused (its flip stands)."""
-    if record.conditions:
-        raise SpecdecUsageError(
-            "the release A/B re-measures greedy decode speedups at short prompts only, and this result is "
-            + ", ".join(record.conditions)
-        )
+    """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …)."""
     kind = record.scope.get("prompts", "instruction")
     return ComparisonPlan(
         record.category, prompts_for(record.category, kind), Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),
         max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=AB_PAIRS, max_trials=AB_PAIRS,
-        confidence=record.speedup.confidence,
+        confidence=record.speedup.confidence, conditions=record.conditions,
     )  # fmt: skip
 
 
@@ -140,12 +137,16 @@ def ab_flips(
             continue
         try:
             plan = _plan(record)
-            with release_options(leg, old, backend_options(arguments), out / "server-logs") as (new, before):
+            options = {**backend_options(arguments), **record.conditions.backend_options()}
+            with release_options(leg, old, options, out / "server-logs") as (new, before):
                 releases = ReleasePair(
                     old.python or new_python, new_python, record.backend, pair, new, old_options=before
                 )
                 try:
-                    ab = run_release_ab(releases, plan)
+                    refused = record.conditions.refusals(releases)
+                    if refused:
+                        raise SpecdecUsageError("; ".join(refused))
+                    ab = run_release_ab(releases, realise(plan, releases, Room(0.0, machine_profile().usable_bytes)))
                 finally:
                     releases.close()
         except SpecdecUsageError as error:  # a server or a worker that cannot start

@@ -5,7 +5,7 @@
     [tool.specdec.gate]
     allow-embedded = false                  # the synthetic pair as a gate profile on a self-hosted runner
     upgrade-servers = "brew upgrade ollama llama.cpp"   # how server releases enter (run by the upgrade step)
-    alert-on-erosion = false                # also open an issue when a conclusion creeps toward its bound
+    alert-on-erosion = true                 # open an issue when a conclusion creeps toward its bound (false: never)
 
     [tool.specdec.gate.legs.ollama]
     required = true                         # unmeasurable fails the gate (optional legs warn)

@@ -3,6 +3,11 @@
 A leg that cannot run (runtime not installed, server down, model absent, its managed
 server failing to start) is *not measurable*: a required leg fails the gate with that
 reason, an optional one is a warning in the step summary — never a silent pass.
+
+What the leg did is kept as typed facts (``status.json``: a :class:`Leg`, each
+:class:`LegFact` a :class:`~pytest_specdec.gate.night.State` and its line), read from what
+the plugin said of each test (the results file's ``unmeasured``), never from the words of a
+test's failure message.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
-from pytest_specdec.errors import NO_RESULT_KEPT, BackendUnavailable, SpecdecUsageError
+from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
 from pytest_specdec.gate.blame import ab_flips, old_release, unjudged_flips
 from pytest_specdec.gate.budget import (
@@ -32,11 +37,12 @@ from pytest_specdec.gate.budget import (
 )
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
+from pytest_specdec.gate.night import State
 from pytest_specdec.gate.state import keep_history
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
-from pytest_specdec.store.files import load_run, read_json, write_atomically
-from pytest_specdec.store.records import ComparisonRecord
+from pytest_specdec.store.files import dumps, load_run, read_json, validate, write_atomically
+from pytest_specdec.store.records import ComparisonRecord, RunRecord, Unmeasured
 
 pytest_exit_interrupted = 2  # pytest.ExitCode.INTERRUPTED (this module never imports pytest)
 REPORT_FILES = {
@@ -47,24 +53,55 @@ REPORT_FILES = {
 }
 
 
+# The leg-level states a leg's steps can say of it (each is a State of the night: its word, its issue).
+LEG_STATES = (State.CRASHED, State.NOT_MEASURED, State.CUT_SHORT, State.UNMEASURABLE)
+UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED}
+
+
+@dataclass(frozen=True)
+class LegFact:
+    """One thing a leg did that its night tells: a leg-level state and its one line."""
+
+    state: State
+    line: str
+
+
 @dataclass(frozen=True)
 class Leg:
-    """One backend's outcome in the gate."""
+    """One backend's outcome in the gate, as its measure step (or a failed upgrade) wrote it: ``status.json``."""
 
     backend: str
     measurable: bool
     reason: str
     pytest_exit: int | None = None
     required: bool = False
-    broken: str = ""  # comparisons crashed or the run was cut short: fails the gate
-    crashed: str = ""  # tests whose backend failed mid-measurement, one line
-    cut_short: bool = False  # the run was interrupted (Ctrl-C, the job's time-out) before its end
-    refused: str = ""  # claims that measured nothing: refused by the backend or by their own arguments, one line
+    facts: tuple[LegFact, ...] = ()
 
     @property
     def fails_gate(self) -> bool:
         """A required leg that could not be measured fails the gate."""
         return self.required and not self.measurable
+
+    @property
+    def broken(self) -> str:
+        """The facts that fail a measured leg (crashed, not measured, cut short), one line; ``""`` when none."""
+        return "; ".join(f.line for f in self.facts if f.state is not State.UNMEASURABLE)
+
+
+def write_leg(leg: Leg, out: Path) -> None:
+    """``status.json``: the leg as its step knew it."""
+    write_atomically(out / "status.json", dumps(leg))
+
+
+def read_leg(out: Path) -> Leg | None:
+    """The leg's ``status.json`` (``None``: no step wrote one), validated: a wrong file is one line."""
+    path = out / "status.json"
+    return validate(Leg, read_json(path), str(path)) if path.is_file() else None
+
+
+def unmeasurable_leg(leg: LegConfig, line: str) -> Leg:
+    """A leg that could not be measured at all, and the line that says why."""
+    return Leg(leg.backend, False, line, required=leg.required, facts=(LegFact(State.UNMEASURABLE, line),))
 
 
 def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], targets: Sequence[str]) -> list[str]:
@@ -92,7 +129,7 @@ def _run(command: list[str], out: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _unmeasurable(out: Path, leg: LegConfig, reason: str) -> Leg:
-    result = Leg(leg.backend, False, f"not measurable here: {reason}", required=leg.required)
+    result = unmeasurable_leg(leg, f"not measurable here: {reason}")
     (out / "report.md").write_text(f"# pytest-specdec: {leg.backend}\n\n{result.reason}\n", encoding="utf-8")
     return result
 
@@ -134,18 +171,13 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if done.returncode == 4:  # usage error: unreachable server, missing model …
         first = next((line for line in done.stderr.splitlines() if line.startswith("ERROR")), done.stderr.strip())
         return _unmeasurable(out, leg, first.removeprefix("ERROR: ").strip() or "pytest refused the run")
-    crashed, refused = crashes(out / "junit.xml"), refusals(out / "junit.xml")
     run = load_run(out / "results.json") if (out / "results.json").is_file() else None
     cut_short = done.returncode == pytest_exit_interrupted or (run is not None and run.interrupted)
-    broken = (
-        crashed
-        or refused
-        or ("the run was cut short (interrupted): not every comparison was measured" if cut_short else "")
-    )
+    facts = leg_facts(run, cut_short=cut_short)
     if run is None or not run.comparisons:
-        if broken:  # the backend failed, or the run was cut, before a comparison finished
-            return Leg(backend, False, f"not measurable here: {broken}", done.returncode, leg.required, broken,
-                       crashed, cut_short)  # fmt: skip
+        if facts:  # the backend failed, a claim was refused, or the run was cut, before a comparison finished
+            said = "; ".join(f.line for f in facts)
+            return Leg(backend, False, f"not measurable here: {said}", done.returncode, leg.required, facts)
         if done.returncode == 5 or run is not None:
             return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
@@ -154,50 +186,22 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
         shutil.copyfile(candidates, out / CANDIDATES)
     if not extra:  # a night with the job's own budget or options is not part of the trend
         keep_history(run)
-    return Leg(backend, True, "measured", done.returncode, leg.required, broken, crashed, cut_short, refused)
+    return Leg(backend, True, "measured", done.returncode, leg.required, facts)
 
 
-def _failures(junit: Path) -> list[tuple[str, str, str]]:
-    """``(tag, test name, first line of its message)`` of every errored or failed testcase."""
-    from xml.etree import ElementTree
-
-    if not junit.is_file():
-        return []
-    try:
-        root = ElementTree.parse(junit).getroot()
-    except ElementTree.ParseError as error:
-        return [("error", junit.name, f"{junit} cannot be read ({error})")]
-    return [
-        (problem.tag, case.get("name", "?"), (problem.get("message") or "").splitlines()[0] if problem.get("message")
-         else "")
-        for case in root.iter("testcase") for problem in case if problem.tag in ("error", "failure")
-    ]  # fmt: skip
-
-
-def _one_line(broken: Sequence[tuple[str, str, str]], said: str) -> str:
-    if not broken:
-        return ""
-    _, name, message = broken[0]
-    return f"{len(broken)} test(s) {said} (first: {name}: {message[:200]})"
-
-
-def crashes(junit: Path) -> str:
-    """Tests that errored, or whose backend failed mid-measurement (no result kept): one line, or ``""``."""
-    return _one_line(
-        [f for f in _failures(junit) if f[0] == "error" or "failed while measuring" in f[2]], "could not measure"
-    )
-
-
-def refusals(junit: Path) -> str:
-    """Claims that measured nothing without a backend failing: the backend refused the comparison (a plain arm
-    that speculated, a draft that does not load) or the test's own arguments were refused — one line, or ``""``.
-    A refuted or lossy claim kept its result and is none of these."""
-    refused = [
-        f for f in _failures(junit)
-        if f[0] == "failure" and "failed while measuring" not in f[2]
-        and (NO_RESULT_KEPT in f[2] or f[2].startswith(("pytest.UsageError", "UsageError")))
-    ]  # fmt: skip
-    return _one_line(refused, "measured nothing")
+def leg_facts(run: RunRecord | None, *, cut_short: bool) -> tuple[LegFact, ...]:
+    """What the plugin said of the tests that kept nothing, one fact a kind, and whether the run was cut short."""
+    facts = []
+    for kind, state in UNMEASURED_STATE.items():
+        tests = [t for t in (run.unmeasured if run is not None else ()) if t.kind is kind]
+        if tests:
+            said = "could not measure" if kind is Unmeasured.CRASHED else "measured nothing"
+            first = tests[0]
+            facts.append(LegFact(state, f"{len(tests)} test(s) {said} (first: {first.nodeid.rsplit('::', 1)[-1]}: "
+                                        f"{first.line[:200]})"))  # fmt: skip
+    if cut_short:
+        facts.append(LegFact(State.CUT_SHORT, "the run was cut short (interrupted): not every claim measured"))
+    return tuple(facts)
 
 
 def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Sequence[str]) -> list[ComparisonRecord]:

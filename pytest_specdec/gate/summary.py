@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_specdec.gate.runs import Leg
 from pytest_specdec.gate.state import leg_history
 from pytest_specdec.store.trends import erosions
 
@@ -15,16 +16,16 @@ def leg_summary(
     out: Path,
     baselines: Path,
     machine_class: str,
-    status: Mapping[str, object],
+    status: Leg,
     *,
     findings: Sequence[str] = (),
 ) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``; ``findings`` are the night's, each in its own word."""
     lines = [f"## specdec gate: {backend} on {machine_class}", ""]
-    reason = str(status.get("reason", "the measure step did not run"))
-    if status.get("measurable"):
-        lines.append(f"**measured** (pytest exit {status.get('pytest_exit')})")
-    elif status.get("required"):
+    reason = status.reason
+    if status.measurable:
+        lines.append(f"**measured** (pytest exit {status.pytest_exit})")
+    elif status.required:
         lines.append(f"**FAILED — required leg not measurable**: {reason}")
     else:
         lines.append(f"**warning — optional leg not measurable**: {reason}")

@@ -1,6 +1,6 @@
 """The measuring job's account of one leg's night: ``night.json``, from the files the steps left.
 
-Reads ``status.json`` (measure), ``results.json`` and ``junit.xml`` (pytest),
+Reads ``status.json`` (measure: a typed :class:`~pytest_specdec.gate.runs.Leg`), ``results.json`` (pytest),
 ``confirm/confirmed.json`` (the re-run), ``release-changes.json`` (the upgrade),
 ``budget.txt`` (the budget), the accepted baselines and the runner's history, and writes
 one :class:`~pytest_specdec.gate.night.LegNight`. Its findings are decided in
@@ -29,6 +29,7 @@ from pytest_specdec.gate.night import (
     history_table,
     ungated_finding,
 )
+from pytest_specdec.gate.runs import Leg, read_leg
 from pytest_specdec.gate.state import leg_history, nights
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import load_run, read_json, validate, write_atomically
@@ -68,26 +69,22 @@ def _flip_calls(listed: object, run: RunRecord) -> dict[str, FlipCall]:
     return calls
 
 
-def _leg_findings(status: dict[str, Any]) -> list[Finding]:
-    found = []
-    if status.get("crashed"):
-        found.append(Finding(State.CRASHED, "leg", str(status["crashed"])))
-    if status.get("refused"):
-        found.append(Finding(State.NOT_MEASURED, "leg", str(status["refused"])))
-    if status.get("cut_short"):
-        found.append(Finding(State.CUT_SHORT, "leg", "the run was cut short (interrupted): not every claim measured"))
-    if not status.get("measurable") and not found:
-        found.append(Finding(State.UNMEASURABLE, "leg", str(status.get("reason", "the measure step did not run"))))
+def _leg_findings(status: Leg | None) -> list[Finding]:
+    """The leg's own facts, each in its state's word; a leg no step reported on was not measured."""
+    if status is None:
+        return [Finding(State.UNMEASURABLE, "leg", "the measure step did not run")]
+    found = [Finding(fact.state, "leg", fact.line) for fact in status.facts]
+    if not status.measurable and not found:
+        found.append(Finding(State.UNMEASURABLE, "leg", status.reason))
     return found
 
 
 def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, machine_class: str) -> LegNight:
     """Gather one leg's night from its folder ``out``; writes nothing."""
-    status = _json(out / "status.json", {})
-    status = status if isinstance(status, dict) else {}
+    status = read_leg(out)
     thresholds = Thresholds(config.ungated_nights, config.undecided_nights)
     results = out / "results.json"
-    run = load_run(results) if status.get("measurable") and results.is_file() else None
+    run = load_run(results) if status is not None and status.measurable and results.is_file() else None
     findings = _leg_findings(status)
     awaiting = 0
     if run is not None:
@@ -98,7 +95,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         awaiting = awaiting_acceptance(run)
         waiting = ungated_finding(awaiting, counted, thresholds)
         findings += [waiting] if waiting else []
-        for trend in erosions(history):
+        for trend in erosions(history) if config.alert_on_erosion else ():
             lines = [line for line in history if line.get("key") == trend.key]
             subject = f"claim {trend.claim_id}" if trend.claim_id else trend.nodeid.split("::")[-1]
             findings.append(
@@ -111,7 +108,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         machine_class=run.machine_class if run is not None else machine_class,
         required=config.leg(backend).required,
         measured=run is not None,
-        reason=str(status.get("reason", "the measure step did not run")),
+        reason=status.reason if status is not None else "the measure step did not run",
         findings=tuple(findings),
         awaiting=awaiting,
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),

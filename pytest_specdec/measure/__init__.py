@@ -27,8 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
+from pytest_specdec.axes.context import CONTEXT
+from pytest_specdec.axes.metric import DECODE, END_TO_END, METRIC
+from pytest_specdec.axes.num_draft import NUM_DRAFT
+from pytest_specdec.axes.sampling import SAMPLING, Sampling
 from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
-from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.measure.looks import decided, futile_at, look_at
 from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless
@@ -37,7 +41,6 @@ from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
 from pytest_specdec.stats import Interval
 
 Clock = Callable[[], float]
-DECODE, END_TO_END = "decode", "end-to-end"  # what a speedup times: first token to last, or prompt in to last token
 StopRule = Callable[["Interval", "Interval | None"], bool]
 """Given the speedup and acceptance intervals at a look, whether the run may stop."""
 
@@ -124,21 +127,41 @@ class ComparisonPlan:
     # Seeds the coin flips of the arm order (:func:`~pytest_specdec.sequential.pair_schedule`); empty: drawn
     # fresh for each comparison, so no pattern of the machine lines up with the same order run after run.
     order: str = ""
-    sampling: Sampling = GREEDY
-    speedup_of: str = "decode"  # or END_TO_END: which seconds the speedup, its verdicts and its stopping use
+    # Every axis it runs under (γ, sampling, decode or end to end, context …): carried unchanged into its record.
+    conditions: Conditions = DEFAULT_CONDITIONS
     # The distribution check (sampled SD on a backend whose draws differ per seed): continuations per arm and
     # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
     distribution_generations: int = 128
     distribution_tokens: int = 16
-    context: int = 0  # tokens of prefix before every prompt (the prompts carry it: measure.context)
+
+    def __post_init__(self) -> None:
+        if self.conditions.get(NUM_DRAFT) is None:  # γ is the SD arm's, where the conditions leave it to the arm
+            object.__setattr__(self, "conditions", self.conditions.with_(num_draft=self.treatment.num_draft))
+
+    @property
+    def sampling(self) -> Sampling:
+        """How both arms decode (the sampling axis)."""
+        return self.conditions.get(SAMPLING)
+
+    @property
+    def speedup_of(self) -> str:
+        """``decode`` or ``end-to-end``: which seconds the speedup, its verdicts and its stopping use."""
+        return self.conditions.get(METRIC)
+
+    @property
+    def context(self) -> int:
+        """Tokens of prefix before every prompt (the prompts carry it: :mod:`~pytest_specdec.measure.context`)."""
+        return self.conditions.get(CONTEXT)
+
+    def under(self, **values: object) -> ComparisonPlan:
+        """This plan under other values of some axes (by axis name): ``plan.under(sampling=Sampling(0.7))``."""
+        return replace(self, conditions=self.conditions.with_(**values))
 
     def statement(self, measured: int | None = None) -> str:
         """What the verdict is about: ``these 4 code prompts`` or ``code prompts like these (4 measured)``."""
         count = len(self.prompts) if measured is None else measured
         kind = f"{self.category} prompts" if self.category not in ("all", "") else "prompts"
-        condition = "" if self.sampling.greedy else f" at {self.sampling.label()}"
-        condition += ", end to end" if self.speedup_of == END_TO_END else ""
-        condition += f", behind {self.context} tokens of context" if self.context else ""
+        condition = self.conditions.statement()
         if self.reading == "prompts-like-these":
             return f"{kind} like these ({count} measured){condition}"
         return f"these {count} {kind}{condition}"
@@ -291,7 +314,7 @@ def run_comparison(
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
     pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
     final = look_at(plan, pairs, looks)
-    other = replace(plan, speedup_of=DECODE if plan.speedup_of == END_TO_END else END_TO_END)
+    other = plan.under(metric=DECODE if plan.speedup_of == END_TO_END else END_TO_END)
 
     def shown(done: int, total: int) -> None:
         if progress is not None:
@@ -361,6 +384,7 @@ __all__ = [
     "END_TO_END",
     "Comparison",
     "ComparisonPlan",
+    "Conditions",
     "ExplainsDivergence",
     "OutputCheck",
     "Pair",

@@ -19,14 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_specdec.backends.base import Backend
-from pytest_specdec.backends.context import KnowsContext
+from pytest_specdec.backends.context import CONTEXT_METHODS, KnowsContext
 from pytest_specdec.embedded.prompts import CONTINUATION_SUITE, SUITE, Prompt
 from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
 CountTokens = Callable[[str], int]
-# What a backend answers for a long context, read from the protocol itself: named when one is missing.
-CONTEXT_METHODS = tuple(name for name, member in vars(KnowsContext).items() if callable(member) and name[0] != "_")
 
 
 def _filler(start: int) -> str:

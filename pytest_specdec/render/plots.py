@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdec.axes.num_draft import draft_label
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.files import write_atomically
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, draft_label
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion
 from pytest_specdec.store.trends import erosions
 
 COLOURS = {
@@ -82,7 +83,7 @@ def row_label(record: ComparisonRecord) -> str:
     models = short_name(record.target)[:26]
     if record.draft:
         models += f" + {short_name(record.draft)[:18]}"
-    return " · ".join((models, record.category, f"γ={draft_label(record.num_draft)}", *record.conditions))
+    return " · ".join((models, record.category, f"γ={draft_label(record.num_draft)}", *record.conditions.labels))
 
 
 def speedup_axis(axes: Any, low: float, high: float, *, horizontal: bool = True) -> None:
@@ -171,7 +172,7 @@ def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
         drawn.append(
             {
                 "row": row,
-                "label": f"{record.nodeid} [{', '.join((record.category, *record.conditions))}]",
+                "label": f"{record.nodeid} [{', '.join((record.category, *record.conditions.labels))}]",
                 "estimate": s.estimate,
                 "low": s.low,
                 "high": s.high,

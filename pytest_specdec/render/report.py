@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from pytest_specdec.axes.num_draft import draft_label
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Progress
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord, draft_label
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
 
 HEADERS = (
     "backend",
@@ -64,7 +65,7 @@ def interval_cell(interval: Interval | None, unit: str = "x") -> str:
 def category_cell(record: ComparisonRecord) -> str:
     """``code``; ``code (fa-off → fa-on)`` when the arms are not plain and SD; ``code, T=0.7, end-to-end, ctx=8K``
     when the comparison sampled, read end to end or ran behind a long prefix (a sweep's rows differ only there)."""
-    shown = "".join(f", {c}" for c in record.conditions)
+    shown = "".join(f", {c}" for c in record.conditions.labels)
     if (record.baseline_arm, record.treatment_arm) == ("plain", "sd"):
         return record.category + shown
     return f"{record.category}{shown} ({record.baseline_arm} → {record.treatment_arm})"

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from pytest_specdec.roofline import GB, ModelFootprint, kv_bytes_per_token
 
-DOCUMENT = "seed: Speculative Decoding on Apple silicon: Why It Does Not Work (M1 Max 64 GB)"
-SEED_MACHINE = "Apple-M1-Max-64GB"
 SEED_BANDWIDTH_GBS = 400.0
 # Metal's recommendedMaxWorkingSetSize reported on an M1 Max 64 GB (ggml-org/llama.cpp#22673, research §3.1).
 SEED_USABLE_BYTES = 53 * 2**30

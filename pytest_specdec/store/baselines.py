@@ -6,7 +6,7 @@ Layout under the baselines directory (``baselines/`` at the rootdir by default):
     candidates/<machine class>/<backend>.json  results without a baseline, for review
     history/<machine class>.jsonl              every result of every run, append-only
 
-A baseline file is ``{"schema_version": 2, "machine_class", "backend", "entries"}``
+A baseline file is ``{"schema_version": 3, "machine_class", "backend", "entries"}``
 with one :class:`BaselineEntry` per key (node id, prompt category, γ, model pair and
 model digest). Files are JSON with sorted keys, indent 2 and a trailing newline,
 written atomically (temporary file + rename) under a lock, once per session, and
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_specdec.axes.metric import DECODE, METRIC
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.stats import Verdict, drift_test
 from pytest_specdec.store.files import check_schema, dumps, finite_json, read_json, validate, write_atomically
@@ -62,39 +63,38 @@ class BaselineFile:
 
 
 def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
-    """``nodeid [category, γ=3, target + draft @digest]``: what makes results comparable."""
+    """``nodeid [category, γ=3, T=0.7, target + draft @digest]``: what makes results comparable.
+
+    Every axis its conditions set is in the key (γ always): a comparison under defaults keeps
+    the key it had before any later axis existed.
+    """
     models = record.target + (f" + {record.draft}" if record.draft else "")
-    return f"{record.nodeid} [{record.category}, γ={record.num_draft}{_condition(record)}, {models} @{digest or record.model_digest}]"
+    return f"{record.nodeid} [{_scope_text(record)}, {models} @{digest or record.model_digest}]"
 
 
-def _condition(record: ComparisonRecord) -> str:
-    """``, T=0.7`` for a sampled result, ``, end-to-end`` for one timed so, ``, ctx=8K`` behind a long prefix;
-    greedy decode results at short prompts keep their keys."""
-    return "".join(f", {c}" for c in record.conditions)
+def _scope_text(record: ComparisonRecord) -> str:
+    """``code, γ=3, T=0.7``: the category and every condition's label."""
+    return ", ".join((record.category, *record.conditions.key_labels))
 
 
-@dataclass(frozen=True)
-class BaselineCheck:
-    """The change, and the entry it was measured against."""
-
-    change: Change
-    message: str
-    entry: BaselineEntry | None = None
-    drift_ratio: float | None = None
-    drift_p_value: float | None = None
-
-    def as_record(self) -> CheckRecord:
-        """The check as stored with the result."""
-        baseline = self.entry.result if self.entry else None
-        return CheckRecord(
-            change=self.change,
-            message=self.message,
-            baseline_speedup=baseline.speedup if baseline else None,
-            baseline_release=baseline.release if baseline else None,
-            provenance=self.entry.provenance if self.entry else None,
-            drift_ratio=self.drift_ratio,
-            drift_p_value=self.drift_p_value,
-        )
+def _check(
+    change: Change,
+    message: str,
+    entry: BaselineEntry | None = None,
+    drift_ratio: float | None = None,
+    drift_p_value: float | None = None,
+) -> CheckRecord:
+    """The check as stored with the result, naming the baseline it was measured against."""
+    baseline = entry.result if entry else None
+    return CheckRecord(
+        change=change,
+        message=message,
+        baseline_speedup=baseline.speedup if baseline else None,
+        baseline_release=baseline.release if baseline else None,
+        provenance=entry.provenance if entry else None,
+        drift_ratio=drift_ratio,
+        drift_p_value=drift_p_value,
+    )
 
 
 def _interval_text(record: ComparisonRecord) -> str:
@@ -111,18 +111,18 @@ def release_change(old: str, new: str) -> str:
 
 def compare_with_baseline(
     new: ComparisonRecord, entry: BaselineEntry | None, machine_class: str, alpha: float, min_effect: float
-) -> BaselineCheck:
+) -> CheckRecord:
     """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline."""
     if entry is None or entry.provenance is Provenance.PUBLISHED:
         # A published figure is evidence, shown beside a result, never a baseline to flip against.
-        return BaselineCheck(
+        return _check(
             Change.NEW,
-            f"not yet gated: no accepted baseline for {new.nodeid} [{new.category}, γ={new.num_draft}{_condition(new)}] on "
+            f"not yet gated: no accepted baseline for {new.nodeid} [{_scope_text(new)}] on "
             f"{machine_class} — accept with --specdec-update-baselines",
         )
     old = entry.result
     if entry.provenance is Provenance.MEASURED and old.protocol != new.protocol:
-        return BaselineCheck(
+        return _check(
             Change.REBASELINE,
             f"re-baseline: the baseline ({_interval_text(old)}, {old.release}) was measured under measurement "
             f"protocol {old.protocol}, this result under {new.protocol} — a change of pytest-specdec, not of "
@@ -138,7 +138,7 @@ def compare_with_baseline(
     ]
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
-        return BaselineCheck(
+        return _check(
             Change.FLIP,
             f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
             f"speedup {_interval_text(old)} → {_interval_text(new)}; {what} "
@@ -147,7 +147,7 @@ def compare_with_baseline(
             entry,
         )
     ratio = p_value = None
-    decode = new.scope.get("speedup_of", "decode") == "decode"  # samples keep decode rates: no end-to-end drift test
+    decode = new.conditions.get(METRIC) == DECODE  # samples keep decode rates: no end-to-end drift test
     if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
@@ -155,7 +155,7 @@ def compare_with_baseline(
         ratio, p_value = drift.ratio, drift.p_value
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
     if set(before.values()) & decisive and not {b.verdict for b in new.judgement.bounds} & decisive:
-        return BaselineCheck(
+        return _check(
             Change.UNDECIDED,
             f"undecided: inconclusive now ({_interval_text(new)}) against the {old.judgement.shown} baseline "
             f"({_interval_text(old)}, {old.release}) — not a flip and not a re-confirmation",
@@ -164,14 +164,14 @@ def compare_with_baseline(
             p_value,
         )
     if old.release != new.release:
-        return BaselineCheck(
+        return _check(
             Change.RECONFIRMED,
             f"re-confirmed on {new.release} (baseline {old.release}: {_interval_text(old)})",
             entry,
             ratio,
             p_value,
         )
-    return BaselineCheck(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+    return _check(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
 
 
 def drift_message(record: ComparisonRecord, ratio: float, p_value: float) -> str:

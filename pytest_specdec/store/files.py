@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_specdec.axes import Conditions
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.records import READABLE_SCHEMAS, SCHEMA_VERSION, RunRecord, migrate_comparison
 
@@ -42,8 +43,16 @@ TEMPORARY_PREFIX = ".specdec-"  # what write_atomically's temporary files start 
 
 
 def to_jsonable(value: object) -> Any:
-    """A dataclass tree as JSON-ready dicts and lists."""
-    return asdict(value) if hasattr(value, "__dataclass_fields__") else value  # type: ignore[call-overload]
+    """A dataclass tree as JSON-ready dicts and lists (:class:`~pytest_specdec.axes.Conditions` as its object)."""
+    if isinstance(value, Conditions):
+        return value.dump()
+    if not hasattr(value, "__dataclass_fields__"):
+        return value
+    return asdict(value, dict_factory=_fields)  # type: ignore[call-overload]
+
+
+def _fields(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {key: item.dump() if isinstance(item, Conditions) else item for key, item in items}
 
 
 def finite_json(value: Any) -> Any:

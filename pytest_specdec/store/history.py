@@ -32,6 +32,7 @@ def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, w
         "claim_id": record.claim_id,
         "profile": record.profile,
         "category": record.category,
+        "conditions": record.conditions.dump(),
         "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence, "n": s.n},
         "baseline_tps": record.baseline_tps,
         "treatment_tps": record.treatment_tps,

@@ -80,7 +80,7 @@ class BaselineLedger:
         check = compare_with_baseline(
             record, entry, self.store.machine_class, self.policy.alpha, self.policy.min_effect
         )
-        checked = replace(record, check=check.as_record())
+        checked = replace(record, check=check)
         self.records.append(checked)
         return checked
 

@@ -6,23 +6,26 @@ and is all a renderer or a baseline needs; it round-trips through JSON, validate
 pydantic on the way in (:mod:`pytest_specdec.store.files`) so a hand-edited file fails
 with the field that is wrong. States are enums whose values are the stored strings.
 
-**Results JSON** (``--specdec-json``, ``schema_version`` 2)::
+**Results JSON** (``--specdec-json``, ``schema_version`` 3)::
 
-    {"schema_version": 2, "specdec_version": "0.1.0", "machine_class": "...",
+    {"schema_version": 3, "specdec_version": "0.1.0", "machine_class": "...",
      "started": ISO-8601, "finished": ISO-8601,
      "machine_info": {...pytest-benchmark's machine info...},
      "commit_info": {...pytest-benchmark's commit info...},
      "comparisons": [ComparisonRecord, ...],
      "summary": [run-level lines: sweeps, specdec.note; optional]}
 
-Each comparison holds the arms, the speedup and acceptance intervals, tok/s per
-arm, its :class:`Judgement` (the conclusion, its role, the verdict per bound and why it
+Each comparison holds the arms, its :class:`~pytest_specdec.axes.Conditions` (every axis it
+ran under, as an object: ``{"num_draft": 3, "sampling": {"temperature": 0.7, "top_p": 1.0}}``),
+the speedup and acceptance intervals, tok/s per arm, its :class:`Judgement` (the conclusion, its role, the verdict per bound and why it
 failed), the raw per-pair samples and, when a baseline was consulted, a
 :class:`CheckRecord` saying what changed.
 
 Schema versions: 1 kept the judgement flat on the comparison (``verdict`` with
 ``reference: …`` forms, ``gating``, ``bounds``, ``failure``, ``warning`` and
-``scope.role``); :func:`migrate` reads it as 2. Files are written as 2.
+``scope.role``); 2 kept γ as ``num_draft`` and the other conditions as strings in ``scope``
+(``sampling``, ``speedup_of``, ``context``, ``prompt_tokens``). :func:`migrate_comparison`
+reads both as 3, with the same baseline keys. Files are written as 3.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
+from pytest_specdec.axes.num_draft import NUM_DRAFT
 from pytest_specdec.stats import Interval, Verdict
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)  # 1 is migrated on read
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)  # 1 and 2 are migrated on read
+# What schema 2 kept in ``scope`` that is now a condition (or, for prompt_tokens, each sample's own count).
+MOVED_FROM_SCOPE = ("sampling", "speedup_of", "context", "prompt_tokens")
 HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchanged shape
 
 # The measurement protocol: what makes two results comparable apart from the backend's
@@ -52,13 +59,6 @@ HISTORY_SCHEMA_VERSION = 1  # history lines (JSON Lines) keep their own, unchang
 #   4  llama-cpp's second-model draft reads the prompt before the first token, as llama.cpp's
 #      server does: its prefill is time to first token, no longer decode time
 MEASUREMENT_PROTOCOL = 4
-# num_draft of a backend whose engine picks the draft length each round (no γ was sent).
-ADAPTIVE = 0
-
-
-def draft_label(num_draft: int) -> str:
-    """``3``, or ``adaptive`` where the engine chose the length itself."""
-    return "adaptive" if num_draft == ADAPTIVE else str(num_draft)
 
 
 class Conclusion(StrEnum):
@@ -128,6 +128,7 @@ class SampleRecord:
     treatment_tps: float
     baseline_first_token_s: float | None = None  # None: written before it was kept
     treatment_first_token_s: float | None = None
+    prompt_tokens: int | None = None  # the prompt's tokens as the backend counted them (None: not kept)
 
     @property
     def log_ratio(self) -> float:
@@ -225,7 +226,6 @@ class ComparisonRecord:
     model_digest: str
     profile: str
     category: str
-    num_draft: int
     baseline_arm: str
     treatment_arm: str
     baseline_tps: float | None  # None: a published figure without rates
@@ -240,7 +240,8 @@ class ComparisonRecord:
     notes: tuple[str, ...] = ()
     check: CheckRecord | None = None
     theory: TheoryRecord | None = None
-    scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms and other context of the verdict
+    scope: Mapping[str, str] = field(default_factory=dict)  # profile, arms, prompts: what the verdict is about
+    conditions: Conditions = DEFAULT_CONDITIONS  # every axis it ran under (γ always): part of its baseline key
     # The speedup the verdict does not read (end to end where it reads decode, or the reverse); None before
     # it was kept, or where fewer than two pairs ran.
     other_speedup: Interval | None = None
@@ -252,22 +253,25 @@ class ComparisonRecord:
         return [s.log_ratio for s in self.samples]
 
     @property
-    def conditions(self) -> tuple[str, ...]:
-        """What it ran under beyond greedy decode at a short prompt: ``("T=0.7", "end-to-end", "ctx=8K")``.
-
-        Results under other conditions are other results: their keys, rows and drift tests differ.
-        """
-        sampling, metric = self.scope.get("sampling", "greedy"), self.scope.get("speedup_of", "decode")
-        context = int(self.scope.get("context", "0") or 0)
-        shown = [c for c in (sampling, metric) if c not in ("greedy", "decode")]
-        if context:
-            shown.append(context_label(context))
-        return tuple(shown)
+    def num_draft(self) -> int:
+        """γ, as its conditions keep it (``0``: the engine picked the draft length, or no arm drafted)."""
+        return self.conditions.get(NUM_DRAFT) or 0
 
 
-def context_label(tokens: int) -> str:
-    """``ctx=8K`` for 8192 tokens of context, ``ctx=1000`` where it is not a whole number of K."""
-    return f"ctx={tokens // 1024}K" if tokens and tokens % 1024 == 0 else f"ctx={tokens}"
+class Unmeasured(StrEnum):
+    """Why a test kept no result, said by the plugin as it happened (the gate reads this, never a message's words)."""
+
+    CRASHED = "crashed"  # the backend failed while measuring, or the test errored before or after it
+    REFUSED = "refused"  # refused before measuring: its own arguments, or the backend (a plain arm that drafted …)
+
+
+@dataclass(frozen=True)
+class UnmeasuredTest:
+    """A test that measured nothing, and the one line it failed with."""
+
+    nodeid: str
+    kind: Unmeasured
+    line: str
 
 
 @dataclass(frozen=True)
@@ -284,6 +288,7 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
     interrupted: bool = False  # Ctrl-C or a failure cut the run short: fewer comparisons than planned
     summary: tuple[str, ...] = ()  # run-level lines printed under the table (sweeps, specdec.note)
+    unmeasured: tuple[UnmeasuredTest, ...] = ()  # tests that kept no result, and why (optional: absent is none)
 
     @property
     def flips(self) -> list[ComparisonRecord]:
@@ -296,8 +301,17 @@ class RunRecord:
 
 
 def migrate_comparison(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A schema-1 comparison (judgement flat on it) as schema 2; a schema-2 one as it is."""
-    moved = dict(data)
+    """A schema-1 or schema-2 comparison as schema 3; a schema-3 one as it is."""
+    moved = _judgement_of_schema_1(dict(data))
+    if "conditions" not in moved:  # schema 2: γ and the other conditions as fields and scope strings
+        moved["conditions"] = Conditions.legacy(moved).dump()
+        moved.pop("num_draft", None)
+        moved["scope"] = {k: v for k, v in dict(moved.get("scope") or {}).items() if k not in MOVED_FROM_SCOPE}
+    return moved
+
+
+def _judgement_of_schema_1(moved: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 comparison's flat judgement as the object schema 2 keeps."""
     if "judgement" in moved or "verdict" not in moved:
         return moved
     shown = str(moved.pop("verdict"))

@@ -49,7 +49,7 @@ def test_a_comparison_on_the_mlx_engine_is_recorded_as_adaptive(
     result = pytester.runpytest(*SD_TAG, f"--specdec-ollama-host={ollama.url}", "--specdec-json=run.json")
     assert result.ret in (0, 1)  # the verdict is whatever was measured
     (comparison,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
-    assert comparison["num_draft"] == 0
+    assert comparison["conditions"]["num_draft"] == 0
     result.stdout.fnmatch_lines(["*ollama *copy* adaptive *"])
 
 

@@ -257,7 +257,7 @@ def test_sampling_follows_the_seed_and_sd_draws_plains_first_token(aligned: Llam
 
 
 def test_a_sampled_comparison_on_the_synthetic_pair_is_judged_lossless(aligned: LlamaCppBackend) -> None:
-    sampled = replace(plan("code", trials=2, max_tokens=12), sampling=Sampling(0.7), distribution_generations=24)
+    sampled = replace(plan("code", trials=2, max_tokens=12).under(sampling=Sampling(0.7)), distribution_generations=24)
     comparison = run_comparison(aligned, sampled)
     assert comparison.output.identical
     assert comparison.output.method in {"same-seed", "distribution"}  # parted pairs hand over to the distribution

@@ -1,5 +1,5 @@
-"""The confirm step re-measures a flip only as it ran (greedy decode speedups at short prompts); others keep their flip,
-and so does any flip the old-versus-new run cannot finish."""
+"""The confirm step re-measures a flip as it ran, under its record's conditions (sampled, end to end, behind a
+context); an acceptance flip, and any flip the old-versus-new run cannot finish, keeps its flip."""
 
 from __future__ import annotations
 
@@ -8,36 +8,86 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from pytest_specdec.axes import Conditions
+from pytest_specdec.axes.sampling import Sampling
+from pytest_specdec.backends import profile_pairs
 from pytest_specdec.backends.base import OldRelease
-from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate import blame as blame_module
 from pytest_specdec.gate.blame import _plan, ab_flips
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import LegConfig
+from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.records import BoundRecord, ComparisonRecord, Provenance
 
 
 @pytest.mark.parametrize(
-    ("scope", "named"),
+    "conditions",
     [
-        ({"sampling": "T=0.7"}, "T=0.7"),
-        ({"speedup_of": "end-to-end"}, "end-to-end"),
-        ({"context": "8192"}, "ctx=8K"),
-        ({"sampling": "T=0.7", "context": "1000"}, "T=0.7, ctx=1000"),
+        {"sampling": Sampling(0.7)},
+        {"metric": "end-to-end"},
+        {"context": 8192},
+        {"sampling": Sampling(0.7, 0.95), "context": 1000},
     ],
 )
-def test_a_sampled_end_to_end_or_long_context_flip_is_not_re_measured_as_greedy_decode(
-    make_record: Callable[..., ComparisonRecord], scope: dict[str, str], named: str
+def test_the_plan_of_a_flips_re_measurement_carries_its_records_conditions(
+    make_record: Callable[..., ComparisonRecord], conditions: dict[str, object]
 ) -> None:
     record = make_record("code", 1.5, "refuted", None)
-    assert _plan(record).sampling.greedy  # a greedy decode result is re-measured
-    with pytest.raises(SpecdecUsageError, match=f"at short prompts only, and this result is {named}$"):
-        _plan(replace(record, scope={**record.scope, **scope}))
+    assert _plan(record).conditions == record.conditions  # greedy decode at a short prompt, γ=3
+    flipped = replace(record, conditions=record.conditions.with_(**conditions))
+    assert _plan(flipped).conditions == flipped.conditions
+    assert _plan(flipped).treatment.num_draft == 3
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [{"sampling": Sampling(0.7)}, {"context": 512}, {"metric": "end-to-end"}],
+    ids=["sampled", "long-context", "end-to-end"],
+)
+def test_the_release_ab_runs_for_a_sampled_long_context_or_end_to_end_flip_on_llama_cpp(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord], monkeypatch: pytest.MonkeyPatch,
+    conditions: dict[str, object],
+) -> None:  # fmt: skip
+    """Both releases (here one interpreter twice, as workers) re-measure the flip as it ran: its very conditions."""
+    pytest.importorskip("llama_cpp")
+    pair = profile_pairs("embedded")["llama-cpp"]
+    made = replace(
+        make_record("code", 1.1, "holds", None), backend="llama-cpp", target=pair.target, draft=pair.draft,
+        scope={"prompts": "continuation", "max_tokens": "12"}, conditions=Conditions({"num_draft": 3, **conditions}),
+    )  # fmt: skip
+    store = BaselineStore(tmp_path, "Apple-M1-Max-64GB")
+    store.write("llama-cpp", {baseline_key(made): BaselineEntry(made, Provenance.MEASURED, "2026-11-01")})
+    tonight = replace(
+        made, judgement=replace(made.judgement, bounds=(BoundRecord("speedup", "max", 1.3, Verdict.REFUTED),))
+    )
+    seen: list[tuple[list[int], ComparisonPlan]] = []
+    real = blame_module.run_release_ab
+
+    def spy(backend: Any, plan: ComparisonPlan) -> Any:  # the prompts' tokens by tonight's tokenizer, as they run
+        seen.append(([backend.count_tokens(p.text) for p in plan.prompts], plan))
+        return real(backend, plan)
+
+    monkeypatch.setattr(blame_module, "run_release_ab", spy)
+    monkeypatch.setattr(blame_module, "AB_PAIRS", 8)  # two blocks of the four prompts: a test, not a night
+    old = OldRelease("llama-cpp-python (last night's)", python=sys.executable)
+    calls = ab_flips([tonight], LegConfig("llama-cpp"), old, new_python=sys.executable, arguments=[], out=tmp_path,
+                     baselines=tmp_path, machine_class="Apple-M1-Max-64GB")  # fmt: skip
+    ((counted, plan),) = seen
+    assert plan.conditions == tonight.conditions
+    (call,) = calls.values()
+    assert "could not start" not in call.line, call.line
+    assert "failed" not in call.line, call.line
+    short = 64  # the longest prompt of the suite, and then some
+    if "context" in conditions:  # every prompt behind 512 tokens of prefix, cut by tonight's tokenizer
+        assert all(512 <= n <= 512 + short for n in counted), counted
+    else:
+        assert max(counted) < short, counted
 
 
 def _with_acceptance(record: ComparisonRecord, verdict: str) -> ComparisonRecord:

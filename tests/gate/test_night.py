@@ -42,7 +42,7 @@ def measured(tmp_path: Path, sample_run: RunRecord) -> Path:
     """A measured mlx leg (one re-confirmed and one flipped comparison) whose flip the re-run did not confirm."""
     out = tmp_path / "artifacts" / "specdec-mlx"
     (out / "confirm").mkdir(parents=True)
-    (out / "status.json").write_text(json.dumps({"measurable": True, "reason": "measured"}))
+    (out / "status.json").write_text(json.dumps({"backend": "mlx", "measurable": True, "reason": "measured"}))
     (out / "results.json").write_text(dumps(results_document(sample_run)))
     (out / "confirm" / "confirmed.json").write_text(json.dumps([{
         "nodeid": "benchmarks/test_claim_d.py::test_mlx_draft[code]", "category": "code", "confirmed": False,
@@ -118,9 +118,13 @@ def test_what_a_night_file_says_of_itself_is_checked_against_the_configuration(
     assert ("refused:" in verdict.stdout) is ("backend" in tamper), "a file in another leg's folder is refused"
 
 
+@pytest.mark.parametrize("alert", [True, False], ids=["alert-on-erosion = true", "alert-on-erosion = false"])
 def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
-    tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord
+    tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord, alert: bool
 ) -> None:
+    if not alert:  # the setting the guide describes: no "eroding" issue
+        write_pyproject(tmp_path, "[tool.specdec.gate]\nalert-on-erosion = false\n\n[tool.specdec.gate.legs.mlx]\n"
+                        "required = true\n")  # fmt: skip
     lines = [
         {"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
          "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
@@ -131,7 +135,11 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
     BaselineStore(runner_state, sample_run.machine_class).append_history(lines)
     _, verdict = night_and_verdict(tmp_path, measured)
     assert verdict.returncode == 0, verdict.stdout
-    (create,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    if not alert:
+        assert created == []
+        return
+    (create,) = created
     assert create[create.index("--title") + 1] == "specdec: eroding — claim d on Apple-M1-Max-64GB (mlx)"
     assert "| 2026-11-03 | mlx-lm 0.33 | 0.98x [0.95, 1.01] | holds | - |" in create[create.index("--body") + 1]
 
@@ -266,7 +274,7 @@ def test_each_row_of_a_sweep_keeps_its_own_call_on_its_flip(sample_run: RunRecor
     from pytest_specdec.store.baselines import baseline_key
 
     (flip,) = sample_run.flips
-    other = replace(flip, num_draft=5)
+    other = replace(flip, conditions=flip.conditions.with_(num_draft=5))
     run = replace(sample_run, comparisons=(flip, other))
     calls = {baseline_key(flip): FlipCall(True, "re-run", "flipped again on a re-run"),
              baseline_key(other): FlipCall(False, "re-run", "did not repeat on a re-run")}  # fmt: skip

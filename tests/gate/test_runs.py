@@ -9,66 +9,43 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.gate.legs import GateConfig, LegConfig
-from pytest_specdec.gate.runs import confirm, crashes, measure, refusals
+from pytest_specdec.gate.night import State
+from pytest_specdec.gate.runs import LegFact, confirm, leg_facts, measure
 from pytest_specdec.render.exports import results_document
-from pytest_specdec.store.files import dumps
-from pytest_specdec.store.records import RunRecord
+from pytest_specdec.store.files import dumps, load_run
+from pytest_specdec.store.records import RunRecord, Unmeasured
 
-JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="b" name="test_ok"/>
-<testcase classname="b" name="test_refuted"><failure message="1.41x [1.3, 1.5] is outside the claimed max=1.3"/></testcase>
-{extra}
-</testsuite></testsuites>"""
+SIM = ("--backend=simulated", "-p", "no:cacheprovider")
 
 
-@pytest.mark.parametrize(
-    ("extra", "expected"),
-    [
-        ("", ""),
-        (
-            '<testcase classname="b" name="test_crash"><failure message="backend &apos;mlx&apos; failed while '
-            'measuring: RuntimeError: Metal — no result was kept"/></testcase>',
-            "1 test(s) could not measure (first: test_crash: backend 'mlx' failed while measuring",
-        ),
-        ('<testcase classname="b" name="test_setup"><error message="fixture broke"/></testcase>', "first: test_setup"),
-    ],
-)
-def test_crashes_are_told_apart_from_refuted_claims(tmp_path: Path, extra: str, expected: str) -> None:
-    junit = tmp_path / "junit.xml"
-    junit.write_text(JUNIT.format(extra=extra))
-    found = crashes(junit)
-    assert (expected in found) if expected else found == ""
-
-
-@pytest.mark.parametrize(
-    ("extra", "expected"),
-    [
-        ("", ""),
-        (  # refused by the backend (a draft that no longer loads, a plain arm that speculates): nothing measured
-            '<testcase classname="b" name="test_refused"><failure message="Failed: the plain arm speculated (12 '
-            'draft tokens) — no result was kept"/></testcase>',
-            "1 test(s) measured nothing (first: test_refused: Failed: the plain arm speculated",
-        ),
-        (  # its own arguments refused (a release of the plugin that checks more): no longer gated, so said
-            '<testcase classname="b" name="test_args"><failure message="pytest.UsageError: compare(): top_p=0.9 '
-            'cuts nothing at temperature 0"/></testcase>',
-            "1 test(s) measured nothing (first: test_args: pytest.UsageError: compare(): top_p=0.9",
-        ),
-        (  # a backend that failed is the other finding, not this one
-            '<testcase classname="b" name="test_crash"><failure message="backend &apos;mlx&apos; failed while '
-            'measuring: RuntimeError: Metal — no result was kept"/></testcase>',
-            "",
-        ),
-    ],
-)
-def test_claims_that_measured_nothing_are_told_apart_from_refuted_ones_and_from_crashes(
-    tmp_path: Path, extra: str, expected: str
+def test_the_plugin_says_which_tests_kept_nothing_and_why_and_a_refuted_claim_is_none_of_them(
+    pytester: pytest.Pytester,
 ) -> None:
-    junit = tmp_path / "junit.xml"
-    junit.write_text(JUNIT.format(extra=extra))
-    found = refusals(junit)
-    assert (expected in found) if expected else found == ""
-    assert crashes(junit) == "" or "failed while measuring" in extra
+    """What the gate reads as crashed or not measured is written by the plugin as it happens, typed."""
+    pytester.makepyfile(
+        "import pytest\n\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('fixture broke')\n\n"
+        "@pytest.mark.speedup(max=1.1)\ndef test_refuted(specdec):\n    specdec.compare('code')\n\n"
+        "def test_refused(specdec):\n    specdec.compare('code', top_p=0.9)\n\n"
+        "def test_setup(specdec, broken):\n    specdec.compare('code')\n"
+    )
+    result = pytester.runpytest(*SIM, "--specdec-json=run.json", "--specdec-backend-option", "speedup=1.5")
+    result.assert_outcomes(failed=2, errors=1)
+    run = load_run(pytester.path / "run.json")
+    said = {(t.nodeid.rsplit("::", 1)[-1], t.kind) for t in run.unmeasured}
+    assert said == {("test_refused", Unmeasured.REFUSED), ("test_setup", Unmeasured.CRASHED)}
+    (refused,) = [t for t in run.unmeasured if t.kind is Unmeasured.REFUSED]
+    assert refused.line.startswith("compare(): top_p=0.9 cuts nothing at temperature 0")
+    facts = leg_facts(run, cut_short=False)
+    assert [f.state for f in facts] == [State.CRASHED, State.NOT_MEASURED]
+    assert facts[0].line == "1 test(s) could not measure (first: test_setup: errored: RuntimeError: fixture broke)"
+    assert facts[1].line.startswith("1 test(s) measured nothing (first: test_refused: compare(): top_p=0.9")
+
+
+def test_a_run_with_nothing_wrong_has_no_leg_fact_and_one_cut_short_has_its_own(sample_run: RunRecord) -> None:
+    assert leg_facts(sample_run, cut_short=False) == ()
+    (fact,) = leg_facts(sample_run, cut_short=True)
+    assert fact == LegFact(State.CUT_SHORT, "the run was cut short (interrupted): not every claim measured")
 
 
 def test_an_optional_leg_on_a_refused_profile_is_unmeasurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

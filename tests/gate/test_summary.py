@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from pytest_specdec.gate.runs import Leg
 from pytest_specdec.gate.summary import leg_summary
 from pytest_specdec.store.baselines import BaselineStore
 
@@ -20,9 +22,9 @@ def history(estimates: list[float]) -> list[dict[str, object]]:
 
 
 def test_required_and_optional_legs_that_cannot_be_measured_say_so(tmp_path: Path) -> None:
-    down = {"measurable": False, "reason": "not measurable here: server down"}
+    down = Leg("ollama", False, "not measurable here: server down")
     assert "**FAILED — required leg not measurable**: not measurable here: server down" in leg_summary(
-        "ollama", tmp_path, tmp_path, "M", {**down, "required": True}
+        "ollama", tmp_path, tmp_path, "M", replace(down, required=True)
     )
     assert "**warning — optional leg not measurable**" in leg_summary("ollama", tmp_path, tmp_path, "M", down)
 
@@ -34,7 +36,7 @@ def test_release_changes_and_erosion_across_the_repository_and_the_runner(tmp_pa
     lines = history([0.80, 0.90, 0.98])
     BaselineStore(tmp_path / "baselines", "M").append_history(lines[:1])  # accepted, committed
     BaselineStore(runner_state, "M").append_history(lines)  # the nights, kept by the runner (one repeated)
-    text = leg_summary("mlx", out, tmp_path / "baselines", "M", {"measurable": True, "pytest_exit": 0})
+    text = leg_summary("mlx", out, tmp_path / "baselines", "M", Leg("mlx", True, "measured", pytest_exit=0))
     assert "- mlx-lm 0.32 → 0.33" in text
     assert "- claim d [copy]: 0.80x → 0.90x → 0.98x against speedup max=1" in text
     assert (out / "history.png").is_file()

@@ -168,7 +168,14 @@ def test_two_keys_that_read_alike_are_told_apart_by_their_digest() -> None:
 def sweep(make_record: Callable[..., ComparisonRecord], check: CheckRecord | None) -> list[ComparisonRecord]:
     base = make_record("code", 1.2, "holds", check)
     return [
-        replace(base, backend="llama-cpp", profile="embedded-1b", num_draft=gamma, protocol=2) for gamma in (1, 2, 4)
+        replace(
+            base,
+            backend="llama-cpp",
+            profile="embedded-1b",
+            conditions=base.conditions.with_(num_draft=gamma),
+            protocol=2,
+        )
+        for gamma in (1, 2, 4)
     ]
 
 

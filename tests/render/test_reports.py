@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdec.axes.sampling import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.exports import benchmark_document, results_document
 from pytest_specdec.render.plots import forest_plot, history_plot
@@ -30,16 +31,24 @@ def test_markdown_report_matches_golden_file(sample_run: RunRecord) -> None:
 
 def test_results_json_matches_golden_file_and_round_trips(tmp_path: Path, sample_run: RunRecord) -> None:
     text = dumps(results_document(sample_run))
-    assert text == (GOLDEN / "results.json").read_text(encoding="utf-8")
+    assert text == (GOLDEN / "results-schema-3.json").read_text(encoding="utf-8")
     path = tmp_path / "results.json"
     path.write_text(text)
     assert load_run(path) == sample_run
 
 
+def test_a_schema_2_results_file_written_before_conditions_were_one_object_reads_as_the_same_run(
+    sample_run: RunRecord,
+) -> None:
+    """``results.json`` was written by the release before this one (γ a field, conditions in ``scope``): never rewritten."""
+    assert json.loads((GOLDEN / "results.json").read_text(encoding="utf-8"))["schema_version"] == 2
+    assert load_run(GOLDEN / "results.json") == sample_run
+
+
 def test_a_schema_1_results_file_reads_as_the_same_run(sample_run: RunRecord) -> None:
     """The migration path: the file written before the judgement was one value loads whole."""
     old = load_run(GOLDEN / "results-schema-1.json")
-    assert old.schema_version == 2
+    assert old.schema_version == 3
     flipped = old.comparisons[1]
     assert flipped.judgement.failure is not None
     assert flipped.judgement.failure.startswith("CONCLUSION CHANGED")  # schema 1 kept the flip's line there
@@ -71,8 +80,8 @@ def test_a_sweeps_rows_in_a_forest_plot_are_told_apart_by_their_conditions(
     from pytest_specdec.render.plots import row_label
 
     greedy = make_record("code", 1.2, "holds", None)
-    sampled = replace(greedy, scope={**greedy.scope, "sampling": "T=0.7"})
-    long = replace(greedy, scope={**greedy.scope, "context": "8192", "speedup_of": "end-to-end"})
+    sampled = replace(greedy, conditions=greedy.conditions.with_(sampling=Sampling(0.7)))
+    long = replace(greedy, conditions=greedy.conditions.with_(context=8192, metric="end-to-end"))
     labels = [row_label(r) for r in (greedy, sampled, long)]
     assert labels[1].endswith("· code · γ=3 · T=0.7")
     assert labels[2].endswith("· code · γ=3 · end-to-end · ctx=8K")

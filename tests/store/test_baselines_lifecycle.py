@@ -67,7 +67,7 @@ def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytes
     accept.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
     stored = json.loads(baseline_path(pytester).read_text())
     (entry,) = stored["entries"].values()
-    assert stored["schema_version"] == 2
+    assert stored["schema_version"] == 3
     assert entry["provenance"] == "measured"
     assert entry["result"]["release"] == "simulated 1.0"
     assert len(entry["result"]["samples"]) == entry["result"]["trials"] >= 6

@@ -32,7 +32,6 @@ MAPPED_NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
 NGRAM_LOOKUP_DEFAULT = 12  # --spec-ngram-*-size-n's default (common/common.h)
 NGRAM_MOD_MIN_DEFAULT = 48  # --spec-ngram-mod-n-min's default
 NGRAM_CACHE_DRAFT = 8  # common_speculative_n_max: COMMON_SPECULATIVE_TYPE_NGRAM_CACHE
-KNOWN_TYPES = (*DRAFT_MODEL_TYPES, *MAPPED_NGRAM_TYPES, "ngram-mod", "ngram-cache")
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,6 @@ def draft_length(spec_type: str, gamma: int, model: Path | None = None) -> Draft
     return DraftLength(
         ("--spec-draft-n-max", str(gamma)), f"--spec-draft-n-max {gamma} (a type this plugin does not know)"
     )
-
-
-def sweepable(spec_type: str) -> bool:
-    """Whether γ is a knob of ``spec_type`` (a γ sweep over ngram-cache measures one server many times)."""
-    return spec_type != "ngram-cache"
 
 
 def mtp_heads(model: Path) -> int | None:

@@ -1,11 +1,12 @@
-"""A context sweep, told and drawn: the speedup by prompt length, decode and end to end.
+"""A sweep over one axis, told and drawn: the speedup at each value, decode and end to end, and where it changes.
 
-:func:`context_sweep_line` is the run summary's line: each length's prompt tokens (as the
-backend counted them), decode and end-to-end speedups with their intervals and the
-acceptance, then where each answer changes — "pays off up to ctx=2K, slower from ctx=8K" —
-and where the test's verdict changes. :func:`context_plot` draws the same numbers (the
-acceptance on a second axis, a line where the verdict changes). Both read only what was
-measured; a length that could not run here is listed with its reason.
+One renderer for every axis (γ, temperature, context, …): :func:`sweep_line` is the run
+summary's line — each value's decode and end-to-end speedups with their intervals and the
+acceptance, then where each answer changes ("pays off up to ctx=2K, slower from ctx=8K") and
+where the test's verdict changes; over a knob (γ) also the best value and each value's
+break-even acceptance. :func:`sweep_plot` draws the same numbers (the acceptance on a second
+axis, a line where the verdict changes). Both read only what was measured; a value that could
+not run here is listed with its reason.
 """
 
 from __future__ import annotations
@@ -14,44 +15,52 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pytest_specdec.measure import END_TO_END, Comparison
+from pytest_specdec.axes import Axis
+from pytest_specdec.axes.metric import END_TO_END
+from pytest_specdec.measure import Comparison
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.records import ComparisonRecord, context_label
+from pytest_specdec.store.records import ComparisonRecord
 
 
 @dataclass(frozen=True)
-class ContextPoint:
-    """One length of a sweep, as measured."""
+class SweepPoint:
+    """One value of a sweep, as measured."""
 
-    context: int
+    label: str  # ``ctx=8K``, ``T=0.7``, ``γ=3``
+    value: object  # the axis's value as stored (``8192``, ``{"temperature": 0.7, "top_p": 1.0}``, ``3``)
+    position: float  # where the plot puts it
     prompt_tokens: str  # as the backend counted them: ``2231`` or a range over the prompts
     decode: Interval | None  # None: not read (an end-to-end comparison of fewer than two pairs reads only its own)
     end_to_end: Interval | None
     acceptance: Interval | None
-    verdict: str  # the test's conclusion at this length: holds, refuted, inconclusive, measured, failed …
+    verdict: str  # the test's conclusion at this value: holds, refuted, inconclusive, measured, failed …
     failed: bool  # a lossless failure or SD not engaged: says nothing about speed
-
-    @property
-    def label(self) -> str:
-        """``ctx=8K``, or ``ctx=0``."""
-        return context_label(self.context) if self.context else "ctx=0"
+    break_even: str = "-"  # the acceptance below which SD loses at this value (theory), ``none`` or ``-``
 
 
-def context_point(record: ComparisonRecord, comparison: Comparison) -> ContextPoint:
+def sweep_point(axis: Axis[Any], record: ComparisonRecord, comparison: Comparison) -> SweepPoint:
     """A sweep's point from one comparison's record and measurement."""
     decode: Interval | None = comparison.speedup
     other = comparison.other_metric
     if comparison.plan.speedup_of == END_TO_END:
         decode, other = other, comparison.speedup  # never the end-to-end figure under the decode label
-    return ContextPoint(
-        context=comparison.plan.context,
-        prompt_tokens=record.scope.get("prompt_tokens") or str(comparison.pairs[0].baseline.prompt_tokens),
+    ran = sorted(t.prompt_tokens for p in comparison.pairs for t in (p.baseline, p.treatment))
+    theory = record.theory
+    even = theory.break_even_alpha if theory is not None else None
+    value = record.conditions.get(axis)
+    return SweepPoint(
+        label=axis.label(value),
+        value=axis.dump(value),
+        position=axis.position(value),
+        prompt_tokens=f"{ran[0]}–{ran[-1]}" if ran and ran[0] != ran[-1] else str(ran[0] if ran else 0),
         decode=decode,
         end_to_end=other,
         acceptance=record.acceptance,
         verdict=record.judgement.conclusion.value,
         failed=record.judgement.conclusion.says_nothing_about_speed,
+        break_even="-" if theory is None or theory.c is None else ("none" if even is None else f"{even:.2f}"),
     )
 
 
@@ -61,30 +70,31 @@ def answer(interval: Interval) -> str:
 
 
 def change_line(steps: Sequence[tuple[str, str]]) -> str:
-    """Where an answer changes over the lengths, reading decisive answers only (an undecided length is no change).
+    """Where an answer changes over the values, reading decisive answers only (an undecided value is no change).
 
     ``[("ctx=0", "pays off"), ("ctx=2K", "undecided"), ("ctx=8K", "slower")]`` →
     ``pays off up to ctx=0, slower from ctx=8K``.
     """
     decisive = [(label, said) for label, said in steps if said not in ("undecided", "inconclusive", "measured")]
     if not decisive:
-        return "undecided at every length"
+        return "undecided at every value"
     for (before_label, before), (label, said) in itertools.pairwise(decisive):
         if said != before:
             return f"{before} up to {before_label}, {said} from {label}"
-    return f"{decisive[0][1]} at every length decided ({', '.join(label for label, _ in decisive)})"
+    return f"{decisive[0][1]} at every value decided ({', '.join(label for label, _ in decisive)})"
 
 
-def context_sweep_line(nodeid: str, category: str, points: Sequence[ContextPoint], skipped: Sequence[str]) -> str:
+def sweep_line(
+    nodeid: str, axis: Axis[Any], category: str, points: Sequence[SweepPoint], skipped: Sequence[str]
+) -> str:
     """The summary line of one sweep."""
     cells = []
     for point in points:
+        tokens = f" ({point.prompt_tokens} prompt tokens)" if axis.tells_prompt_tokens else ""
         e2e = f", end to end {_shown(point.end_to_end)}"
         rate = f", acceptance {point.acceptance.estimate:.2f}" if point.acceptance is not None else ""
         failed = f" ({point.verdict}: says nothing about speed)" if point.failed else ""
-        cells.append(
-            f"{point.label} ({point.prompt_tokens} prompt tokens) decode {_shown(point.decode)}{e2e}{rate}{failed}"
-        )
+        cells.append(f"{point.label}{tokens} decode {_shown(point.decode)}{e2e}{rate}{failed}")
     judged = [p for p in points if not p.failed]
     changes = []
     for metric, pick in (("decode", _decode), ("end to end", _end_to_end)):
@@ -93,12 +103,17 @@ def context_sweep_line(nodeid: str, category: str, points: Sequence[ContextPoint
             changes.append(f"{metric} {change_line(said)}")
     if any(p.verdict in ("holds", "refuted", "inconclusive") for p in judged):
         changes.append(f"verdict {change_line([(p.label, p.verdict) for p in judged])}")
-    line = f"{nodeid} context sweep [{category}]: {'; '.join(cells) or 'no length ran'} — {'; '.join(changes)}"
+    if axis.knob and judged:
+        best = max(judged, key=lambda p: (p.decode or p.end_to_end or Interval(0, 0, 0, 0, 0)).estimate)
+        shown = best.decode or best.end_to_end
+        changes.append(f"best {best.label} ({shown.estimate:.2f}x)" if shown else f"best {best.label}")
+        changes.append("break-even α: " + ", ".join(f"{p.label} {p.break_even}" for p in points))
+    line = f"{nodeid} {axis.title} sweep [{category}]: {'; '.join(cells) or 'no value ran'} — {'; '.join(changes)}"
     return line + "".join(f"; not measured here: {reason}" for reason in skipped)
 
 
-def verdict_change(points: Sequence[ContextPoint]) -> tuple[ContextPoint, str] | None:
-    """The first length whose decided verdict differs from the decided one before it, and ``holds → refuted``."""
+def verdict_change(points: Sequence[SweepPoint]) -> tuple[SweepPoint, str] | None:
+    """The first value whose decided verdict differs from the decided one before it, and ``holds → refuted``."""
     decided = [p for p in points if not p.failed and p.verdict in ("holds", "refuted")]
     for before, point in itertools.pairwise(decided):
         if point.verdict != before.verdict:
@@ -110,17 +125,19 @@ def _shown(interval: Interval | None) -> str:
     return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]" if interval is not None else "-"
 
 
-def _decode(point: ContextPoint) -> Interval | None:
+def _decode(point: SweepPoint) -> Interval | None:
     return point.decode
 
 
-def _end_to_end(point: ContextPoint) -> Interval | None:
+def _end_to_end(point: SweepPoint) -> Interval | None:
     return point.end_to_end
 
 
-def context_plot(points: Sequence[ContextPoint], path: Path, title: str, skipped: Sequence[str] = ()) -> Path:
-    """Speedup against prompt tokens, decode and end to end, each with its interval, and 1x marked; the
-    acceptance on a second axis; a line where the verdict changes; the lengths not measured, with why.
+def sweep_plot(
+    axis: Axis[Any], points: Sequence[SweepPoint], path: Path, title: str, skipped: Sequence[str] = ()
+) -> Path:
+    """Speedup against the axis's values, decode and end to end, each with its interval, and 1x marked; the
+    acceptance on a second axis; a line where the verdict changes; the values not measured, with why.
 
     The PNG carries the drawn values as a ``specdec`` text chunk, like every figure of this package.
     """
@@ -128,14 +145,20 @@ def context_plot(points: Sequence[ContextPoint], path: Path, title: str, skipped
 
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7.5, 4.6 if skipped else 4.2))
-    xs = [max(p.context, 1) for p in points]
+    symlog = axis.plot_scale == "symlog"
+    xs = [max(p.position, 1.0) if symlog else p.position for p in points]
+    spread = (max(xs) - min(xs)) if xs else 0.0
     drawn: list[dict[str, object]] = []
-    series: tuple[tuple[str, str, float, Callable[[ContextPoint], Interval | None]], ...] = (
-        ("decode", "#1565c0", 0.97, _decode),
-        ("end to end", "#6a1b9a", 1.03, _end_to_end),
+    series: tuple[tuple[str, str, float, Callable[[SweepPoint], Interval | None]], ...] = (
+        ("decode", "#1565c0", -1.0, _decode),
+        ("end to end", "#6a1b9a", 1.0, _end_to_end),
     )
-    for name, colour, offset, pick in series:
-        shown = [(x * offset, i, p) for x, p in zip(xs, points, strict=True) if (i := pick(p)) is not None]
+
+    def nudge(x: float, side: float) -> float:  # decode a little left, end to end a little right
+        return x * (1 + 0.03 * side) if symlog else x + 0.01 * side * (spread or 1.0)
+
+    for name, colour, side, pick in series:
+        shown = [(nudge(x, side), i, p) for x, p in zip(xs, points, strict=True) if (i := pick(p)) is not None]
         if not shown:
             continue
         axes.errorbar(
@@ -145,7 +168,7 @@ def context_plot(points: Sequence[ContextPoint], path: Path, title: str, skipped
             fmt="o-", color=colour, capsize=4, label=f"{name} speedup",
         )  # fmt: skip
         drawn += [
-            {"metric": name, "context": p.context, "estimate": i.estimate, "low": i.low, "high": i.high}
+            {"metric": name, axis.name: p.value, "estimate": i.estimate, "low": i.low, "high": i.high}
             for _, i, p in shown
         ]
     rates = [(x, p.acceptance, p) for x, p in zip(xs, points, strict=True) if p.acceptance is not None]
@@ -160,24 +183,26 @@ def context_plot(points: Sequence[ContextPoint], path: Path, title: str, skipped
         second.set_ylabel("acceptance", color="#2e7d32")
         second.legend(loc="lower left", fontsize=8)
         drawn += [
-            {"metric": "acceptance", "context": p.context, "estimate": a.estimate, "low": a.low, "high": a.high}
+            {"metric": "acceptance", axis.name: p.value, "estimate": a.estimate, "low": a.low, "high": a.high}
             for _, a, p in rates
         ]
     change = verdict_change(points)
     if change is not None:
         point, said = change
-        axes.axvline(max(point.context, 1), color="#c62828", linestyle=":", linewidth=1.5)
-        axes.annotate(f"verdict {said} from {point.label}", (max(point.context, 1), 1.0), xytext=(-4, -12),
+        where = xs[points.index(point)]
+        axes.axvline(where, color="#c62828", linestyle=":", linewidth=1.5)
+        axes.annotate(f"verdict {said} from {point.label}", (where, 1.0), xytext=(-4, -12),
                       xycoords=("data", "axes fraction"), textcoords="offset points", ha="right",
                       color="#c62828", fontsize=8)  # fmt: skip
-        drawn.append({"metric": "verdict change", "context": point.context, "said": said})
+        drawn.append({"metric": "verdict change", axis.name: point.value, "said": said})
     if skipped:
         figure.text(0.01, 0.01, "not measured here: " + "; ".join(skipped), fontsize=7, color="#616161", wrap=True)
         drawn += [{"metric": "not measured", "reason": reason} for reason in skipped]
     axes.axhline(1.0, color="#757575", linestyle="--", linewidth=1)
-    axes.set_xscale("symlog", linthresh=512)
-    axes.set_xticks(xs, [p.label.removeprefix("ctx=") for p in points])
-    axes.set_xlabel("tokens of context before each prompt")
+    if symlog:
+        axes.set_xscale("symlog", linthresh=512)
+    axes.set_xticks(xs, [p.label.partition("=")[2] or p.label for p in points])
+    axes.set_xlabel(axis.axis_label or axis.title)
     axes.set_ylabel("speedup (plain time ÷ SD time)")
     axes.set_title(title, fontsize=10)
     axes.legend(loc="upper right", fontsize=8)
