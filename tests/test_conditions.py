@@ -37,6 +37,7 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
     | st.just(Sampling()),
     "metric": st.sampled_from(["decode", "end-to-end"]),
     "context": st.integers(0, 1 << 20),
+    "concurrency": st.integers(1, 64),
 }
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
+from pytest_specdec.axes.concurrency import CONCURRENCY
 from pytest_specdec.axes.context import CONTEXT
 from pytest_specdec.axes.metric import DECODE, END_TO_END, METRIC
 from pytest_specdec.axes.num_draft import NUM_DRAFT
@@ -37,36 +38,14 @@ from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.measure.looks import decided, futile_at, look_at
 from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless
 from pytest_specdec.measure.sampled import check_method, pair_seed
+from pytest_specdec.measure.streams import run_streams
+from pytest_specdec.measure.trial import StreamTiming, Trial, timed_generation
 from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
 from pytest_specdec.stats import Interval
 
 Clock = Callable[[], float]
 StopRule = Callable[["Interval", "Interval | None"], bool]
 """Given the speedup and acceptance intervals at a look, whether the run may stop."""
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One measured generation."""
-
-    arm: str
-    prompt_id: str
-    token_ids: tuple[int, ...]
-    prompt_tokens: int
-    ttft_s: float
-    decode_s: float
-    decode_tokens: int
-    drafted: int | None = None
-    accepted: int | None = None
-    peak_memory_bytes: int | None = None
-    load_s: float | None = None  # a server's (re)load before this generation, not timed as decode
-    units: str = "token"
-    client_tps: float | None = None  # this process's clock, when a server's own timing was used instead
-
-    @property
-    def decode_tps(self) -> float:
-        """Decode tokens per second (first token excluded)."""
-        return self.decode_tokens / self.decode_s if self.decode_s > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -235,36 +214,23 @@ class Comparison:
 def run_trial(
     backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, clock: Clock, *, seed: int | None = None
 ) -> Trial:
-    """Run one generation and time it by the burst."""
+    """Run one generation and time it by the burst (under concurrency, that many streams of it at once)."""
     request = GenerationRequest(prompt.text, arm, plan.max_tokens, plan.seed if seed is None else seed, plan.sampling)
-    tokens: list[int] = []
-    first_burst = 0
-    start = clock()
-    first_at = last_at = start
-    stream = backend.generate(request)
-    while True:
-        try:
-            burst = next(stream)
-        except StopIteration as stop:
-            stats = stop.value
-            break
-        now = clock()
-        if not tokens:
-            first_at, first_burst = now, len(burst.token_ids)
-        last_at = now
-        tokens.extend(burst.token_ids)
-    decode_s, decode_tokens = last_at - first_at, len(tokens) - first_burst
-    if stats.generated_tokens is not None:  # bursts were text, not tokens: the first burst is one token
-        decode_tokens = stats.generated_tokens - 1
+    streams = plan.conditions.get(CONCURRENCY)
+    if streams > 1:
+        return run_streams(backend, request, prompt.id, streams, clock)
+    timed = timed_generation(backend, request, clock)
+    stats = timed.stats
+    decode_s, decode_tokens = timed.last_at - timed.first_at, timed.decode_tokens
     client_tps = decode_tokens / decode_s if decode_s > 0 else None
     if stats.server_decode_seconds is not None:
         decode_s = stats.server_decode_seconds
         decode_tokens = stats.server_decode_tokens if stats.server_decode_tokens is not None else decode_tokens
-    ttft = stats.server_ttft_seconds if stats.server_ttft_seconds is not None else first_at - start
+    ttft = stats.server_ttft_seconds if stats.server_ttft_seconds is not None else timed.first_at - timed.start
     return Trial(
         arm=arm.label,
         prompt_id=prompt.id,
-        token_ids=tuple(tokens),
+        token_ids=timed.tokens,
         prompt_tokens=stats.prompt_tokens,
         ttft_s=ttft,
         decode_s=decode_s,
@@ -389,6 +355,7 @@ __all__ = [
     "OutputCheck",
     "Pair",
     "Progress",
+    "StreamTiming",
     "Trial",
     "baseline_drafted",
     "check_output",

@@ -27,6 +27,7 @@ SPEC = BackendSpec(
         OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),
         OptionSpec("restart", "str", "auto, yes or no: one server at a time, restarted per arm, when two do not fit"),
         OptionSpec("sd_num_draft", "int", "the γ a connected SD server was started with (--spec-draft-n-max)"),
+        OptionSpec("parallel", "int", "-np of each managed server: slots for that many streams at once (concurrency)"),
     ),
     pairs={
         # The plugin starts llama-server itself on the synthetic pair, written as GGUF.

@@ -23,6 +23,12 @@ keeps one SD server at a time (the previous γ's is stopped first); the user's o
 server runs the γ it was started with (``sd_num_draft=``, llama-server's default 3),
 and any other γ is refused rather than reported as measured.
 
+**Several clients at once** (the concurrency axis, backend option ``parallel=N``): each managed server
+starts with ``-np N`` slots, each slot holding the ``-c`` one stream needs (``-c`` is N times it:
+with explicit slots llama.cpp splits ``-c`` between them); how many slots each server runs is read
+back from its ``GET /slots`` into the fingerprint. Servers the user started serve the slots they were
+started with, so they refuse it.
+
 **Engaged both ways**: the SD arm must report ``timings.draft_n > 0`` (checked by the
 protocol); a plain arm that drafts fails at once with the flag to fix. Whether each
 server speculates at all is read from its ``GET /slots`` (each slot's ``speculative``,
@@ -40,11 +46,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import subprocess
+import threading
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pytest_specdec.axes.concurrency import MAX_STREAMS
 from pytest_specdec.backends.base import (
     Arm,
     BackendOptions,
@@ -61,7 +69,7 @@ from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
 from pytest_specdec.backends.llama_server.knobs import draft_length, sampling_fields
-from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slots_speculate
+from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slot_count, slots_speculate
 from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
@@ -102,6 +110,7 @@ class LlamaServerBackend(PlainServerQueries):
         self._stream = reader.flag("stream", True)
         restart = reader.text("restart", "auto")
         self._connected_gamma = reader.integer("sd_num_draft", 3, low=1, high=64)
+        self._parallel = reader.integer("parallel", 1, low=1, high=MAX_STREAMS)
         reader.reject_unknown()
         if single_url:
             raise SpecdecUsageError(
@@ -118,9 +127,7 @@ class LlamaServerBackend(PlainServerQueries):
         self._requested = pair
         self._servers: dict[ArmServer, ServerProcess] = {}
         self._services: dict[ArmServer, HttpService] = {}
-        self._honours_request_fields: dict[ArmServer, bool] = {}
-        self._draft_lengths: dict[ArmServer, str] = {}
-        self._draft_rounds: dict[ArmServer, tuple[int, int]] = {}
+        self._bookkeeping()
         self._connected = bool(plain_url or sd_url)
         self._restarted = 0
         if self._connected:
@@ -146,6 +153,14 @@ class LlamaServerBackend(PlainServerQueries):
 
     # -- servers -------------------------------------------------------------------------
 
+    def _bookkeeping(self) -> None:
+        """What the servers said and how they were asked, per arm."""
+        self._honours_request_fields: dict[ArmServer, bool] = {}
+        self._draft_lengths: dict[ArmServer, str] = {}
+        self._draft_rounds: dict[ArmServer, tuple[int, int]] = {}
+        self._slots: dict[ArmServer, int] = {}  # slots each server says it runs (GET /slots)
+        self._starting = threading.Lock()  # several streams at once: one thread starts a server, the rest wait
+
     def _both_fit(self) -> bool:
         """Whether the plain and the SD server fit in memory together (weights twice, plus the draft)."""
         from pytest_specdec.hardware import machine_profile
@@ -158,7 +173,8 @@ class LlamaServerBackend(PlainServerQueries):
         assert self._binary is not None
         assert self._model is not None
         command = [str(self._binary), "-m", str(self._model), "--host", "127.0.0.1", "--port", str(port)]
-        command += ["-c", str(self._ctx), "-np", "1", "--no-webui", "--spec-type", arm.spec_type]
+        command += ["-c", str(self._ctx * self._parallel), "-np", str(self._parallel), "--no-webui"]
+        command += ["--spec-type", arm.spec_type]
         if arm.spec_type != NO_SPECULATION:
             # --metrics: spec_decode_num_drafts_total gives the length each draft really had
             command += [*draft_length(arm.spec_type, arm.num_draft, self._model).flags, "--metrics"]
@@ -217,6 +233,7 @@ class LlamaServerBackend(PlainServerQueries):
             self._services[arm] = HttpService(
                 "llama-server", server.base_url, self._timeout_s, "it stopped: see its log"
             )
+            self._slots[arm] = slot_count(self._services[arm])
         return self._services[arm]
 
     def _stop_all(self) -> None:
@@ -257,6 +274,8 @@ class LlamaServerBackend(PlainServerQueries):
         }
         if not self._connected:
             details["n_ctx"] = str(self._ctx)  # the -c the servers run with now: grown by an earlier long context too
+        for arm, slots in self._slots.items():
+            details[f"slots[{arm.label}]"] = str(slots)  # as the server says (GET /slots), 0 where it does not
         if self._one_at_a_time:
             details["servers"] = "managed, one at a time: restarted per arm switch (two copies do not fit in memory)"
             details["restarts"] = str(self._restarted)
@@ -312,12 +331,13 @@ class LlamaServerBackend(PlainServerQueries):
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """One completion on the arm's own server; ``timings`` give decode time and drafts."""
         arm = self._arm_server(request.arm, self._spec_type)
-        restarts = self._restarted
-        service = self._service(arm)
-        if self._one_at_a_time and self._restarted != restarts:
-            self._drain(service, request)  # the first generation after a restart warms the new process
-        if arm.spec_type != NO_SPECULATION and arm not in self._honours_request_fields:
-            self._honours_request_fields[arm] = self._probe_request_fields(service, request)
+        with self._starting:  # a server is started, warmed and probed once, whatever the streams at once
+            restarts = self._restarted
+            service = self._service(arm)
+            if self._one_at_a_time and self._restarted != restarts:
+                self._drain(service, request)  # the first generation after a restart warms the new process
+            if arm.spec_type != NO_SPECULATION and arm not in self._honours_request_fields:
+                self._honours_request_fields[arm] = self._probe_request_fields(service, request)
         final = yield from self._completion(service, request)
         timings = final["timings"]
         drafted = int(timings.get("draft_n", 0) or 0)
@@ -414,6 +434,15 @@ class LlamaServerBackend(PlainServerQueries):
 
     def _plain_service(self) -> HttpService:
         return self._service(ArmServer(NO_SPECULATION))
+
+    def streams_refusal(self, streams: int) -> str | None:
+        """Managed servers are started with the slots asked for; the user's serve the slots they were started with."""
+        if self._connected:
+            return (
+                "servers the user started (plain_url, sd_url) serve the slots they were started with — let the "
+                "plugin start them (drop plain_url/sd_url) to measure several streams at once"
+            )
+        return None
 
     def close(self) -> None:
         """Stop managed servers; close connections to the user's."""

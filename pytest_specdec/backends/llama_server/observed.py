@@ -33,6 +33,14 @@ def slots_speculate(service: HttpService) -> bool | None:
     return any(flag is True for flag in flags) if flags and all(isinstance(f, bool) for f in flags) else None
 
 
+def slot_count(service: HttpService) -> int:
+    """How many slots the server runs, by its own ``GET /slots`` (0: ``/slots`` is off or says nothing)."""
+    try:
+        return len([slot for slot in service.get_list("/slots") if isinstance(slot, dict)])
+    except BackendRuntimeError:
+        return 0
+
+
 def draft_rounds(service: HttpService) -> tuple[int, int] | None:
     """(draft tokens, drafts) since the server started, from ``/metrics``."""
     try:

@@ -28,6 +28,7 @@ class PlainServerQueries:
     _model: Path | None
     _draft: Path | None
     _ctx: int
+    _parallel: int
     _ctx_set: bool
     _ctx_before_growth: int | None  # the -c to go back to if the servers cannot start at the grown one
     _started_since_growth: set[bool]  # which arm kinds (speculative or not) have started at the grown -c
@@ -76,7 +77,7 @@ class PlainServerQueries:
         """
         if self._model is None:
             return 0  # the user's servers are already running: their memory is already taken
-        n_ctx = self._sized(tokens)
+        n_ctx = self._sized(tokens) * self._parallel  # every slot holds the context (parallel=N: N slots)
         held = gguf_context(gguf_file_metadata(self._model))[1] * n_ctx * (1 if self._one_at_a_time else 2)
         if self._draft is not None:
             held += gguf_context(gguf_file_metadata(self._draft))[1] * n_ctx + self._draft.stat().st_size
