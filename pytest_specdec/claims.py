@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
+from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions, marker_keywords
 from pytest_specdec.backends.base import Fingerprint, ModelPair
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
@@ -97,19 +97,9 @@ def _number(marker: str, key: str, value: object, *, low: float = 0.0, high: flo
     return float(value)
 
 
-def _keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object], allowed: Sequence[str]) -> None:
-    if args:
-        raise SpecdecUsageError(
-            f"@pytest.mark.{marker} takes keyword arguments only ({', '.join(allowed)}), got {args!r}"
-        )
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        raise SpecdecUsageError(f"@pytest.mark.{marker} has no argument {unknown[0]!r} — use {', '.join(allowed)}")
-
-
 def parse_speedup(args: Sequence[object], kwargs: Mapping[str, object]) -> SpeedupBounds:
     """``speedup(min=None, max=None, of="decode")`` → bounds, with ``min ≤ max`` enforced (``of`` is the metric axis's)."""
-    _keywords("speedup", args, kwargs, ("min", "max", "of"))
+    marker_keywords("speedup", args, kwargs, ("min", "max", "of"))
     low = kwargs.get("min")
     high = kwargs.get("max")
     bounds = SpeedupBounds(
@@ -125,7 +115,7 @@ def parse_speedup(args: Sequence[object], kwargs: Mapping[str, object]) -> Speed
 
 def parse_acceptance(args: Sequence[object], kwargs: Mapping[str, object]) -> AcceptanceBound:
     """``acceptance(min=None)`` → a bound on the acceptance rate in (0, 1]."""
-    _keywords("acceptance", args, kwargs, ("min",))
+    marker_keywords("acceptance", args, kwargs, ("min",))
     low = kwargs.get("min")
     return AcceptanceBound(min=None if low is None else _number("acceptance", "min", low, high=1.000001))
 
@@ -140,7 +130,7 @@ def parse_claim(args: Sequence[object], kwargs: Mapping[str, object]) -> ClaimIn
     if duplicated:
         raise SpecdecUsageError(f"@pytest.mark.claim got {sorted(duplicated)[0]!r} twice")
     merged.update(kwargs)
-    _keywords("claim", (), merged, names)
+    marker_keywords("claim", (), merged, names)
     for key in ("id", "source", "quote"):
         if not isinstance(merged.get(key), str) or not str(merged[key]).strip():
             raise SpecdecUsageError(f"@pytest.mark.claim needs {key}= as a non-empty string")

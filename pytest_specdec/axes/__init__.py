@@ -153,6 +153,17 @@ def real_number(name: str, value: object) -> float:
     return float(value)
 
 
+def marker_keywords(marker: str, args: Sequence[object], kwargs: Mapping[str, object], allowed: Sequence[str]) -> None:
+    """A marker that takes keywords only, and only ``allowed``: else one line naming the marker and its keywords."""
+    if args:
+        raise SpecdecUsageError(
+            f"@pytest.mark.{marker} takes keyword arguments only ({', '.join(allowed)}), got {args!r}"
+        )
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise SpecdecUsageError(f"@pytest.mark.{marker} has no argument {unknown[0]!r} — use {', '.join(allowed)}")
+
+
 @cache
 def registered_axes() -> tuple[Axis[Any], ...]:
     """Every axis: each module of this package's ``AXIS``, in their ``order``."""
@@ -362,6 +373,7 @@ __all__ = [
     "axis_named",
     "from_keywords",
     "from_markers",
+    "marker_keywords",
     "real_number",
     "registered_axes",
     "sweep_axis",

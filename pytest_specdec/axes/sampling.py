@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_specdec.axes import Axis, MarkerLookup, real_number
+from pytest_specdec.axes import Axis, MarkerLookup, marker_keywords, real_number
 from pytest_specdec.errors import SpecdecUsageError
 
 
@@ -95,14 +95,7 @@ class SamplingAxis(Axis[Sampling]):
         if found is None:
             return None
         args, kwargs = found
-        allowed = ("temperature", "top_p")
-        if args:
-            raise SpecdecUsageError(
-                f"@pytest.mark.sampling takes keyword arguments only ({', '.join(allowed)}), got {args!r}"
-            )
-        unknown = sorted(set(kwargs) - set(allowed))
-        if unknown:
-            raise SpecdecUsageError(f"@pytest.mark.sampling has no argument {unknown[0]!r} — use {', '.join(allowed)}")
+        marker_keywords("sampling", args, kwargs, ("temperature", "top_p"))
         values = {key: kwargs.get(key, default) for key, default in (("temperature", 0.0), ("top_p", 1.0))}
         for key, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
