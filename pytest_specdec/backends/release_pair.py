@@ -139,6 +139,13 @@ class _Releases:
         answerer = self._answerer(release_of(request.arm))
         return answerer.generate(replace(request, arm=without_release(request.arm)))
 
+    def streams_refusal(self, streams: int) -> str | None:
+        """Several streams at once are not re-measured: each release's worker takes one request at a time."""
+        return (
+            f"the old-versus-new workers take one request at a time, so {streams} streams at once are not "
+            "re-measured release against release"
+        )
+
     def _ask(self, release: str, name: str, *args: object) -> Any:
         answerer = self._answerer(release)
         if isinstance(answerer, WorkerProcess):

@@ -15,7 +15,9 @@ import pytest
 from pytest_specdec.axes import Conditions
 from pytest_specdec.axes.sampling import Sampling
 from pytest_specdec.backends import profile_pairs
-from pytest_specdec.backends.base import OldRelease
+from pytest_specdec.backends.base import ModelPair, OldRelease
+from pytest_specdec.backends.release_pair import InProcessReleases
+from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.gate import blame as blame_module
 from pytest_specdec.gate.blame import _plan, ab_flips
 from pytest_specdec.gate.change import Call
@@ -129,3 +131,21 @@ def test_an_old_versus_new_run_that_breaks_in_any_way_leaves_the_flip_standing(
     (call,) = calls.values()
     assert call.call is Call.RELEASE_CHANGED
     assert call.line == "the old-versus-new run failed (BrokenPipeError: [Errno 32] Broken pipe) — the flip stands"
+
+
+def test_a_flip_under_several_streams_at_once_stands_with_the_reason_in_one_line(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release workers take one request at a time: a concurrency flip is not re-measured, and is said so."""
+    both = [SimulatedBackend(ModelPair("t", "d"), {}) for _ in range(2)]
+    monkeypatch.setattr(blame_module, "ReleasePair", lambda *_, **__: InProcessReleases(*both))
+    record = make_record("code", 1.41, "refuted", None)
+    flipped = replace(record, conditions=record.conditions.with_(concurrency=4))
+    calls = ab_flips([flipped], LegConfig("mlx"), OldRelease("mlx-lm 0.32.2"), new_python=sys.executable,
+                     arguments=[], out=tmp_path, baselines=tmp_path, machine_class="Apple-M1-Max-64GB")  # fmt: skip
+    (call,) = calls.values()
+    assert call.call is Call.RELEASE_CHANGED
+    assert call.line == (
+        "the old-versus-new run could not start (concurrency=4: the old-versus-new workers take one request at a "
+        "time, so 4 streams at once are not re-measured release against release) — the flip stands"
+    )
