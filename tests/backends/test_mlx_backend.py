@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStream, ModelPair, TokenBurst
-from pytest_specdec.backends.mlx.adapter import MlxBackend, drafted_tokens
+from pytest_specdec.backends.mlx.adapter import MlxBackend
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import prompts_for
@@ -47,12 +47,33 @@ def plan(category: str = "code", trials: int = 3) -> ComparisonPlan:
     )
 
 
-def test_drafted_tokens_follows_mlx_rounds() -> None:
-    # round 1: 3 drafted, 2 accepted + target; round 2: 3 drafted, 3 accepted + target;
-    # round 3: 1 token left of the budget of 8 -> drafts 1, accepts it.
-    flags = [True, True, False, True, True, True, False, True]
-    assert drafted_tokens(flags, num_draft=3, max_tokens=8) == 3 + 3 + 1
-    assert drafted_tokens([False] * 4, num_draft=2, max_tokens=4) == 2 + 2 + 2 + 1
+def test_drafting_is_observed_from_the_draft_models_own_calls(aligned: MlxBackend) -> None:
+    """Each draft call after the target's prefill is one proposal: as many as mlx-lm's rounds draft, never more."""
+    trial = run_trial(aligned, prompts_for("copy")[0], Arm("sd", True, 3), plan("copy"), time.perf_counter)
+    assert trial.accepted is not None
+    assert trial.drafted is not None
+    assert trial.accepted <= trial.drafted <= 3 * 24, (trial.drafted, trial.accepted)
+    assert trial.drafted >= 3, "the first round alone drafts γ"
+
+
+def test_a_release_that_never_calls_the_draft_reads_drafted_zero_and_sd_not_engaged(
+    aligned: MlxBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrapped mlx-lm whose SD path drops the draft model, as a broken release would: observed, not assumed."""
+    import mlx_lm
+
+    real = mlx_lm.stream_generate
+
+    def drops_the_draft(model: object, tokenizer: object, prompt: object, **kwargs: object) -> object:
+        kwargs.pop("draft_model", None)
+        kwargs.pop("num_draft_tokens", None)
+        return real(model, tokenizer, prompt, **kwargs)
+
+    monkeypatch.setattr(mlx_lm, "stream_generate", drops_the_draft)
+    comparison = run_comparison(aligned, plan("copy", trials=4))
+    assert {p.treatment.drafted for p in comparison.pairs} == {0}
+    assert comparison.engaged is False
+    assert comparison.stopped == "stopped: the SD arm never drafted"
 
 
 def test_sd_reproduces_plain_tokens_exactly(aligned: MlxBackend) -> None:

@@ -1,9 +1,13 @@
 """mlx-lm adapter: plain ``stream_generate`` vs ``draft_model=`` speculative decoding.
 
 Runs on Metal on Apple silicon and on the CPU elsewhere (``pip install "mlx[cpu]"``).
-Acceptance comes from mlx-lm's ``from_draft`` flag; drafted counts are rebuilt from
-the round structure of ``speculative_generate_step`` (each round drafts
-``min(γ, tokens left)`` and ends with one target token).
+Acceptance comes from mlx-lm's ``from_draft`` flag. Drafting is **observed**, never
+rebuilt from what was asked: the draft model is handed to mlx-lm inside a wrapper that
+counts its forward calls, and so is the target. In ``speculative_generate_step``
+(mlx_lm/generate.py) the draft reads the prompt first (``_prefill(draft_model, …)``), then
+the target does; after that, every draft call is one ``_step`` of ``_draft_generate``, which
+proposes one token. The drafted count is the draft's calls made after the target's first
+call: a release that never calls the draft reads 0, and the comparison says SD is not engaged.
 """
 
 from __future__ import annotations
@@ -31,22 +35,28 @@ if TYPE_CHECKING:
     from mlx_lm.tokenizer_utils import TokenizerWrapper
 
 
-def drafted_tokens(from_draft: Sequence[bool], num_draft: int, max_tokens: int) -> int:
-    """Draft tokens proposed during a speculative run, from its ``from_draft`` flags.
+class CountedModel:
+    """A model whose forward calls are counted as mlx-lm makes them (it calls the model object itself).
 
-    Mirrors mlx-lm's loop: a round drafts ``min(num_draft, max_tokens - emitted)``
-    tokens, emits the accepted prefix (``True`` flags) and then one target token.
+    ``after``: count only the calls made once that model (the target) has been called — the draft's
+    prompt prefill comes before the target's in mlx-lm, so what is counted then are the draft's
+    proposals. Every other attribute is the model's own (mlx-lm reads ``layers``, ``make_cache`` …).
     """
-    drafted = emitted = i = 0
-    while i < len(from_draft):
-        drafted += min(num_draft, max_tokens - emitted)
-        while i < len(from_draft) and from_draft[i]:
-            i += 1
-            emitted += 1
-        if i < len(from_draft):
-            i += 1  # the target's own token closes the round
-            emitted += 1
-    return drafted
+
+    def __init__(self, model: Any, after: CountedModel | None = None) -> None:
+        self._model = model
+        self._after = after
+        self.calls = 0  # every forward call
+        self.counted = 0  # the calls made once ``after`` had been called
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self._after is None or self._after.calls:
+            self.counted += 1
+        return self._model(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
 
 def _config(path: Path) -> dict[str, object]:
@@ -249,17 +259,19 @@ class MlxBackend:
             from mlx_lm.sample_utils import make_sampler
 
             kwargs["sampler"] = make_sampler(temp=request.sampling.temperature, top_p=request.sampling.top_p)
-        if request.arm.speculative and self._draft is not None:
-            kwargs.update(draft_model=self._draft.model, num_draft_tokens=request.arm.num_draft)
-        flags: list[bool] = []
-        for response in stream_generate(self._target.model, self._target.tokenizer, prompt, **kwargs):
-            flags.append(bool(response.from_draft))
+        target = CountedModel(self._target.model)
+        draft = CountedModel(self._draft.model, after=target) if self._draft is not None else None
+        if request.arm.speculative and draft is not None:
+            kwargs.update(draft_model=draft, num_draft_tokens=request.arm.num_draft)
+        accepted = 0
+        for response in stream_generate(target, self._target.tokenizer, prompt, **kwargs):
+            accepted += bool(response.from_draft)
             yield TokenBurst((int(response.token),), (bool(response.from_draft),))
         speculative = request.arm.speculative
         return GenerationStats(
             prompt_tokens=len(prompt),
-            drafted=drafted_tokens(flags, request.arm.num_draft, request.max_tokens) if speculative else None,
-            accepted=sum(flags) if speculative else None,
+            drafted=draft.counted if speculative and draft is not None else None,
+            accepted=accepted if speculative else None,
             peak_memory_bytes=int(mx.get_peak_memory()),
         )
 
