@@ -16,8 +16,14 @@ releases alike). Rows:
   issue opened (release changed) ≤ 1 % of nights.
 * **no release change, machine made SD faster**: both releases at 1.3x tonight (the
   baseline night was at 1.0x): the old protocol would confirm a flip on the upgraded
-  machine; this one must say "machine moved", release changed ≤ 1 %.
+  machine; this one must say "machine moved" (re-baseline needed), release changed ≤ 1 %.
+* **release only 1.18x → 1.28x**: only the release moved, across the bound; "machine moved"
+  (which needs the old release, tonight, to contradict the accepted verdict too) ≤ 2 %.
+* **release +8 % across the bound, 1.15x → 1.24x**: a real flip, small: red within two nights
+  ≥ 90 % (as for the +30 % step, 1.0x → 1.3x).
 
+A night where nothing changed (the "machine slowed" row) opens an issue when it is called
+"release changed" or "machine moved": ≤ 1 %. "Flip not confirmed" opens none on its own night.
 Printed with 95 % Wilson intervals.
 """
 
@@ -83,23 +89,32 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     print(f"{args.runs} nights per row, {args.pairs} pairs each, max={BOUND:g} (accepted: holds)")
-    print("| CV | row | release changed | within three nights | machine moved | metric changed |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| CV | row | release changed | within two nights | within three nights | machine moved (re-baseline) "
+        "| flip not confirmed | metric changed |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for cv, label, old, new in (
         (0.10, "release 1.0x → 1.3x", 1.0, 1.3),
         (0.10, "no release change, machine slowed", 1.0, 1.0),
         (0.10, "no release change, machine made SD faster", 1.3, 1.3),
         (0.15, "release 1.0x → 1.3x", 1.0, 1.3),
         (0.15, "no release change, machine made SD faster", 1.3, 1.3),
+        (0.10, "release only 1.18x → 1.28x", 1.18, 1.28),
+        (0.15, "release only 1.18x → 1.28x", 1.18, 1.28),
+        (0.10, "release +8 % across the bound, 1.15x → 1.24x", 1.15, 1.242),
+        (0.15, "release +8 % across the bound, 1.15x → 1.24x", 1.15, 1.242),
     ):
         calls = [night(old, new, rng, args.pairs, cv) for _ in range(args.runs)]
         red = [c is Call.RELEASE_CHANGED for c in calls]
-        triples = len(red) // 3
+        doubles, triples = len(red) // 2, len(red) // 3
+        two = sum(any(red[2 * i : 2 * i + 2]) for i in range(doubles))
         within = sum(any(red[3 * i : 3 * i + 3]) for i in range(triples))
-        moved = sum(c is Call.MACHINE_MOVED for c in calls)
-        metric = sum(c is Call.METRIC_CHANGED for c in calls)
-        print(f"| {cv:.0%} | {label} | {share(sum(red), len(red))} | {share(within, triples)} | "
-              f"{share(moved, len(calls))} | {share(metric, len(calls))} |")  # fmt: skip
+        counts = [
+            sum(c is call for c in calls) for call in (Call.MACHINE_MOVED, Call.NOT_CONFIRMED, Call.METRIC_CHANGED)
+        ]
+        print(f"| {cv:.0%} | {label} | {share(sum(red), len(red))} | {share(two, doubles)} | {share(within, triples)} | "
+              + " | ".join(share(n, len(calls)) for n in counts) + " |")  # fmt: skip
     print(f"({time.monotonic() - started:.0f} s)")
 
 

@@ -2,10 +2,14 @@
 
 A flip is confirmed only when the new release's interval decides the claim the other
 way from its accepted baseline **and** the change interval (new speedup ÷ old speedup,
-both measured tonight, paired) excludes 1. When the new release's interval crosses the
-bound but the old release moved with it, the machine moved, not the release. When the
-servers' own decode rates moved against this process's clock between releases, a
-counter changed its meaning: "metric changed", never a flip.
+both measured tonight, paired) excludes 1. The machine moved only when that is shown: the
+change interval contains 1 **and the old release's own interval contradicts the accepted
+verdict too** (both releases, tonight, on the other side of the bound) — then the baseline
+no longer describes this machine: "re-baseline needed". Where neither is shown (the old
+release undecided, or on the accepted side, and the change interval containing 1) the flip
+is *not confirmed*: said in its own word, never as agreement. When the servers' own decode
+rates moved against this process's clock between releases, a counter changed its meaning:
+"metric changed", never a flip.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ class Call(StrEnum):
     """The verdict on one flip."""
 
     RELEASE_CHANGED = "the release changed the conclusion"
-    MACHINE_MOVED = "the machine moved, not the release"
+    MACHINE_MOVED = "the machine moved, not the release"  # shown: both releases contradict the accepted verdict
+    NOT_CONFIRMED = "flip not confirmed"  # neither the release nor the machine shown to have moved
     METRIC_CHANGED = "metric changed, not speed"
     NO_FLIP = "no flip tonight"
 
@@ -62,4 +67,16 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
         return Blame(
             Call.RELEASE_CHANGED, f"{Call.RELEASE_CHANGED.value} ({kind}={bound:g} now {new.value}) — {figures}"
         )
-    return Blame(Call.MACHINE_MOVED, f"{Call.MACHINE_MOVED.value}: both releases moved together — {figures}")
+    old = verdict_at_most(ab.old, bound) if kind == "max" else verdict_at_least(ab.old, bound)
+    if old is new:  # the old release, tonight, contradicts the accepted verdict as well: shown
+        return Blame(
+            Call.MACHINE_MOVED,
+            f"{Call.MACHINE_MOVED.value}: both releases are {new.value} against {kind}={bound:g} tonight and the "
+            f"change interval contains 1 — {figures}",
+        )
+    return Blame(
+        Call.NOT_CONFIRMED,
+        f"{Call.NOT_CONFIRMED.value}: the new release is {new.value} against {kind}={bound:g}, the old release is "
+        f"{old.value} and the change interval contains 1 — neither the release nor the machine is shown to have "
+        f"moved; {figures}",
+    )

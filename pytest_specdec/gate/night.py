@@ -42,19 +42,21 @@ class State(StrEnum):
     NOT_YET_GATED = "not yet gated"
     UNDECIDED = "undecided for nights"
     ERODING = "eroding"
-    MACHINE_MOVED = "machine moved, not the release"
+    REBASELINE = "re-baseline needed"  # shown: both releases contradict the accepted verdict tonight
+    NOT_CONFIRMED = "flip not confirmed"  # a flip neither the release nor the machine was shown to make
     METRIC_CHANGED = "metric changed, not speed"
 
     @property
     def turns_red(self) -> bool:
         """Whether the finding, on a required leg, fails the night."""
-        return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING, State.MACHINE_MOVED,
+        return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED,
                             State.METRIC_CHANGED)  # fmt: skip
 
     @property
     def opens_issue(self) -> bool:
-        """Whether the finding is told as an issue (one per title, commented on after)."""
-        return self not in (State.NOT_YET_GATED, State.MACHINE_MOVED)
+        """Whether the finding is told as an issue (one per title, commented on after); a flip not confirmed
+        opens one as "undecided for nights" once it has lasted the configured nights."""
+        return self not in (State.NOT_YET_GATED, State.NOT_CONFIRMED)
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,12 @@ UNCALLED = FlipCall(
     True, "", "the confirm step left no call on this flip (it did not finish: see the leg's log) — the flip stands"
 )
 
-# The confirm step's calls that are findings of their own when they clear a flip.
-CLEARED = {Call.MACHINE_MOVED.value: State.MACHINE_MOVED, Call.METRIC_CHANGED.value: State.METRIC_CHANGED}
+# The confirm step's calls that are findings of their own when they do not confirm a flip.
+CLEARED = {
+    Call.MACHINE_MOVED.value: State.REBASELINE,
+    Call.METRIC_CHANGED.value: State.METRIC_CHANGED,
+    Call.NOT_CONFIRMED.value: State.NOT_CONFIRMED,
+}
 
 
 def comparison_findings(
@@ -167,12 +173,18 @@ def comparison_findings(
     baseline_measurable: Mapping[str, bool],
     history: Sequence[Mapping[str, Any]],
     thresholds: Thresholds,
+    *,
+    moved: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Findings from tonight's comparisons.
 
     ``flips`` holds the confirm step's call per result (its baseline key: a sweep's rows are results of
     their own); a flip without one stands; ``baseline_measurable`` says, per result, whether an accepted baseline
-    exists that was measurable (for "SD no longer engaged").
+    exists that was measurable (for "SD no longer engaged"); ``moved``, per result, what the fingerprints say
+    changed since its baseline was accepted (for "re-baseline needed").
+
+    A flip not confirmed is said each night in its own word; once the result has flipped on
+    ``undecided_nights`` nights in a row (the runner's history) it is "undecided for nights", with an issue.
     """
     findings: list[Finding] = []
     for record in run.comparisons:
@@ -196,7 +208,19 @@ def comparison_findings(
                     _about(State.FLIP, record, f"{check.message}; {said.line}" if said.line else check.message)
                 )
             elif said.call in CLEARED:
-                findings.append(_about(CLEARED[said.call], record, said.line))
+                state = CLEARED[said.call]
+                line = said.line
+                if state is State.REBASELINE:
+                    line += (
+                        f"; {(moved or {}).get(key) or 'no accepted baseline was read to compare fingerprints with'}"
+                    )
+                lines = [item for item in history if item.get("key") == key]
+                nights = trailing(lines, {Change.FLIP.value})
+                if state is State.NOT_CONFIRMED and nights >= thresholds.undecided_nights:
+                    message = f"flip not confirmed on {nights} nights in a row: {line}"
+                    findings.append(_about(State.UNDECIDED, record, message, history_table(lines[-12:])))
+                else:
+                    findings.append(_about(state, record, line))
         elif check is not None and check.change is Change.UNDECIDED:
             lines = [line for line in history if line.get("nodeid") == record.nodeid
                      and line.get("category") == record.category]  # fmt: skip

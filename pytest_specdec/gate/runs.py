@@ -245,11 +245,13 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
             if not unjudged_flips(r, Path("baselines"), run.machine_class)
         ]  # fmt: skip
         confirmed = [r for r in [*again, *unmeasured] if r not in unchanged]
+        # A flip the re-run did not repeat is not confirmed: neither the release nor the machine shown to move.
         entries = [
             (r, Call.MACHINE_MOVED.value, f"{Call.MACHINE_MOVED.value}: it flipped again on a re-run, on the very "
              f"releases its baseline was accepted on ({r.release}) — nothing but the machine changed") if r in unchanged
-            else (r, "re-run", "flipped again on a re-run" if r in again else "the re-run did not measure it"
-                  if r in unmeasured else "did not repeat on a re-run")
+            else (r, "re-run", "flipped again on a re-run" if r in again else "the re-run did not measure it")
+            if r in confirmed
+            else (r, Call.NOT_CONFIRMED.value, f"{Call.NOT_CONFIRMED.value}: it did not repeat on a re-run")
             for r in first
         ]  # fmt: skip
     for record, _call, line in entries:

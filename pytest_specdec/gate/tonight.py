@@ -52,6 +52,36 @@ def _baseline_measurable(run: RunRecord, baselines: Path) -> dict[str, bool]:
     return found
 
 
+# What a machine's fingerprint records (pytest-benchmark's machine info): the OS and its kernel, the chip.
+FINGERPRINT_FIELDS = (("system", "OS"), ("release", "OS release"), ("machine", "architecture"),
+                      ("processor", "processor"), ("python_version", "Python"))  # fmt: skip
+
+
+def what_moved(run: RunRecord, baselines: Path) -> dict[str, str]:
+    """Per result, what its machine's fingerprint says changed since its baseline was accepted (one line)."""
+    store = BaselineStore(baselines, run.machine_class)
+    found: dict[str, str] = {}
+    for record in run.comparisons:
+        entry = store.lookup(record)
+        if entry is None:
+            continue
+        before, now = dict(entry.machine_info), dict(run.machine_info)
+        changes = [f"{label} {before.get(k)} → {now.get(k)}" for k, label in FINGERPRINT_FIELDS
+                   if k in before and k in now and before.get(k) != now.get(k)]  # fmt: skip
+        chip = [(before.get("cpu") or {}).get("brand_raw"), (now.get("cpu") or {}).get("brand_raw")]
+        if chip[0] and chip[1] and chip[0] != chip[1]:
+            changes.append(f"chip {chip[0]} → {chip[1]}")
+        if entry.result.device != record.device:
+            changes.append(f"device {entry.result.device} → {record.device}")
+        found[baseline_key(record)] = (
+            "what the fingerprints say moved since the baseline was accepted: " + "; ".join(changes)
+            if changes
+            else "the fingerprints (OS, its release, chip, device, Python) record no change: thermal state or "
+            "background load, which they do not record, may have moved"
+        )
+    return found
+
+
 def _flip_calls(listed: object, run: RunRecord) -> dict[str, FlipCall]:
     """The confirm step's call per flipped result (by its key; an entry naming only a test and category
     speaks for each of that test's results in it)."""
@@ -91,7 +121,9 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         flips = _flip_calls(_json(out / "confirm" / "confirmed.json", []), run)
         history = leg_history(backend, baselines, run.machine_class)
         counted = nights(backend, run.machine_class)
-        findings += comparison_findings(run, flips, _baseline_measurable(run, baselines), counted, thresholds)
+        findings += comparison_findings(
+            run, flips, _baseline_measurable(run, baselines), counted, thresholds, moved=what_moved(run, baselines)
+        )
         awaiting = awaiting_acceptance(run)
         waiting = ungated_finding(awaiting, counted, thresholds)
         findings += [waiting] if waiting else []

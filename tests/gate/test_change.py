@@ -17,7 +17,9 @@ def around(value: float, half: float = 0.05) -> Interval:
     ("old", "new", "change", "metric", "call"),
     [
         (0.8, 1.3, 1.6, None, Call.RELEASE_CHANGED),  # the new release decides the other way, and moved alone
-        (1.3, 1.3, 1.0, None, Call.MACHINE_MOVED),  # both releases moved together
+        (1.3, 1.3, 1.0, None, Call.MACHINE_MOVED),  # both releases contradict the accepted verdict tonight
+        (1.2, 1.3, 1.0, None, Call.NOT_CONFIRMED),  # the old release undecided: the machine is not shown to move
+        (1.1, 1.3, 1.0, None, Call.NOT_CONFIRMED),  # the old release holds: neither is shown
         (0.8, 0.85, 1.06, None, Call.NO_FLIP),  # tonight the new release still holds
         (0.8, 1.3, 1.6, 0.5, Call.METRIC_CHANGED),  # the server's counters moved against the clock
         (0.8, 1.3, 1.6, 1.02, Call.RELEASE_CHANGED),  # a timer difference within 5 % is noise

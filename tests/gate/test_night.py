@@ -16,9 +16,9 @@ from pytest_specdec.gate.alerts import find_issue
 from pytest_specdec.gate.night import Finding, LegNight, State, Thresholds, night_colour, trailing, ungated_finding
 from pytest_specdec.gate.tonight import read_night
 from pytest_specdec.render.exports import results_document
-from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
-from pytest_specdec.store.records import RunRecord
+from pytest_specdec.store.records import Provenance, RunRecord
 
 from .conftest import write_pyproject
 
@@ -214,17 +214,19 @@ def test_an_issue_is_found_by_its_exact_title_not_by_its_words(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("call", "word", "issue"),
+    ("call", "told"),
     [
-        ("the release changed the conclusion", "conclusion changed", True),
-        ("the machine moved, not the release", "machine moved, not the release", False),
-        ("metric changed, not speed", "metric changed, not speed", True),
+        ("the release changed the conclusion", ("conclusion changed", True, True)),
+        ("the machine moved, not the release", ("re-baseline needed", True, True)),
+        ("flip not confirmed", ("flip not confirmed", False, False)),
+        ("metric changed, not speed", ("metric changed, not speed", True, False)),
     ],
 )
 def test_the_confirm_steps_call_decides_what_a_flip_is(
-    tmp_path: Path, measured: Path, call: str, word: str, issue: bool
+    tmp_path: Path, measured: Path, sample_run: RunRecord, call: str, told: tuple[str, bool, bool]
 ) -> None:
-    """A flip the same-night A/B blamed on the release is red; a machine that moved or a counter is not."""
+    """A flip blamed on the release is red; a machine shown to have moved needs a re-baseline (red, with what the
+    fingerprints say moved); a flip neither was shown to make is said in its own word, never as agreement."""
     (measured / "confirm" / "confirmed.json").write_text(
         json.dumps(
             [
@@ -238,9 +240,20 @@ def test_the_confirm_steps_call_decides_what_a_flip_is(
             ]
         )
     )
+    (flip,) = sample_run.flips  # accepted on an Intel Mac: the fingerprint says the architecture moved
+    entry = BaselineEntry(
+        flip, Provenance.MEASURED, "2026-11-01", machine_info={"system": "Darwin", "machine": "x86_64"}
+    )
+    BaselineStore(tmp_path / "baselines", sample_run.machine_class).write("mlx", {baseline_key(flip): entry})
+    word, issue, red = told
     night, verdict = night_and_verdict(tmp_path, measured)
     assert f"mlx: {word} — claim d: " in night.stdout
-    assert (verdict.returncode == 1) is (word == "conclusion changed")
+    assert (verdict.returncode == 1) is red
+    assert "every result agrees" not in verdict.stdout
+    if word == "re-baseline needed":
+        assert "what the fingerprints say moved since the baseline was accepted: architecture x86_64 → arm64" in (
+            night.stdout
+        )
     created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
     assert bool(created) is issue
     if issue:
@@ -282,3 +295,31 @@ def test_each_row_of_a_sweep_keeps_its_own_call_on_its_flip(sample_run: RunRecor
     assert [(f.state, f.message.endswith("flipped again on a re-run")) for f in found] == [(State.FLIP, True)]
     found = comparison_findings(run, dict(reversed(list(calls.items()))), {}, [], Thresholds())
     assert len(found) == 1, "whichever order the calls come in"
+
+
+def test_a_flip_not_confirmed_night_after_night_opens_an_issue_as_undecided_without_turning_red(
+    tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord
+) -> None:
+    """Carried from night to night by the runner's history: the third night in a row that the flip is not
+    confirmed (the configured undecided-nights), an issue with its history; never the word "agrees"."""
+    (flip,) = sample_run.flips
+    (measured / "confirm" / "confirmed.json").write_text(json.dumps([{
+        "nodeid": flip.nodeid, "category": flip.category, "key": baseline_key(flip), "call": "flip not confirmed",
+        "line": "flip not confirmed: it did not repeat on a re-run", "confirmed": False}]))  # fmt: skip
+    lines = [
+        {"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
+         "release": "mlx-lm 0.33.0", "key": baseline_key(flip), "nodeid": flip.nodeid, "category": flip.category,
+         "claim_id": "d", "bounds": {}, "speedup": {"estimate": 1.4, "low": 1.3, "high": 1.5}, "verdict": "refuted",
+         "change": "flip"}
+        for day in (1, 2, 3)
+    ]  # fmt: skip
+    BaselineStore(runner_state, sample_run.machine_class).append_history(lines[:2])
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert "mlx: flip not confirmed — claim d: flip not confirmed: it did not repeat on a re-run" in night.stdout
+    assert [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]] == [], "two nights: said, no issue yet"
+    BaselineStore(runner_state, sample_run.machine_class).append_history(lines[2:])
+    night, verdict = night_and_verdict(tmp_path, measured)
+    assert verdict.returncode == 0, "undecided is never red by itself"
+    assert "undecided for nights — claim d: flip not confirmed on 3 nights in a row" in night.stdout
+    (create,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert "| 2026-11-03 | mlx-lm 0.33.0 | 1.40x [1.30, 1.50] | refuted | flip |" in create[create.index("--body") + 1]
