@@ -40,6 +40,27 @@ from pytest_specdec.store.records import ComparisonRecord
 
 OLD_VENV = Path(".gate-venv-old")
 AB_PAIRS = 96  # quadruples per flipped comparison (benchmarks/release_change.py measured the rule at this budget)
+DOUBLINGS = 3  # a flip still undecided doubles its pairs night after night, up to 8 x AB_PAIRS
+AB_SHARE = 0.5  # of the leg's share of the night's window, what the old-versus-new runs may take
+
+
+def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) -> tuple[int, str]:
+    """Pairs for tonight's old-versus-new run of a flip seen on ``nights_before`` earlier nights in a row, and why.
+
+    The first night takes :data:`AB_PAIRS`; each later night in a row doubles it (more pairs decide what one
+    night's could not), up to ``2**DOUBLINGS`` times; never more than the leg's allowance holds
+    (``quadruple_s``: four generations, read from tonight's rates), and never fewer than one night's.
+    """
+    wanted = AB_PAIRS * 2 ** min(max(nights_before, 0), DOUBLINGS)
+    if allowance_s is None or quadruple_s <= 0:
+        return wanted, f"{wanted} pairs"
+    affordable = max(AB_PAIRS, int(allowance_s / quadruple_s))
+    if affordable >= wanted:
+        return wanted, f"{wanted} pairs"
+    return affordable, (
+        f"{affordable} pairs (the {wanted} this flip's night {nights_before + 1} asks for do not fit the leg's "
+        f"share of window-minutes tonight)"
+    )
 
 
 def old_release(backend: str, before: Mapping[str, str]) -> OldRelease | None:
@@ -61,13 +82,13 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _plan(record: ComparisonRecord) -> ComparisonPlan:
+def _plan(record: ComparisonRecord, pairs: int = AB_PAIRS) -> ComparisonPlan:
     """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …)."""
     kind = record.scope.get("prompts", "instruction")
     return ComparisonPlan(
         record.category, prompts_for(record.category, kind), Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),
-        max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=AB_PAIRS, max_trials=AB_PAIRS,
+        max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=pairs, max_trials=pairs,
         confidence=record.speedup.confidence, conditions=record.conditions,
     )  # fmt: skip
 
@@ -124,8 +145,12 @@ def ab_flips(
     out: Path,
     baselines: Path,
     machine_class: str,
+    pairs: Mapping[str, tuple[int, str]] | None = None,
 ) -> dict[str, Blame]:
-    """Each flipped comparison on both releases tonight; the blame per result (its baseline key)."""
+    """Each flipped comparison on both releases tonight; the blame per result (its baseline key).
+
+    ``pairs``: per result, how many pairs tonight's run takes and why (:func:`ab_pairs`); one night's by default.
+    """
     calls: dict[str, Blame] = {}
     for record in flips:
         pair = ModelPair(record.target, record.draft)
@@ -135,8 +160,9 @@ def ab_flips(
             calls[key] = Blame(Call.RELEASE_CHANGED, f"{', '.join(unjudged)} flipped, and the old-versus-new run "
                                "measures the speedup only — the flip stands")  # fmt: skip
             continue
+        count, said = (pairs or {}).get(key, (AB_PAIRS, f"{AB_PAIRS} pairs"))
         try:
-            plan = _plan(record)
+            plan = _plan(record, count)
             options = {**backend_options(arguments), **record.conditions.backend_options()}
             with release_options(leg, old, options, out / "server-logs") as (new, before):
                 releases = ReleasePair(
@@ -163,5 +189,6 @@ def ab_flips(
                 f"the old-versus-new run failed ({type(error).__name__}: {error}) — the flip stands",
             )
             continue
-        calls[key] = _verdicts(ab, record, baselines, machine_class)
+        chosen = _verdicts(ab, record, baselines, machine_class)
+        calls[key] = replace(chosen, line=f"{chosen.line}; tonight {said}") if count != AB_PAIRS else chosen
     return calls

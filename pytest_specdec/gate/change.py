@@ -59,9 +59,11 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
         )
     new = verdict_at_most(ab.new, bound) if kind == "max" else verdict_at_least(ab.new, bound)
     flipped = {new, baseline} == {Verdict.HOLDS, Verdict.REFUTED}
-    if not flipped:
+    if not flipped:  # the night's comparison flipped; tonight's run of both releases does not repeat it
         return Blame(
-            Call.NO_FLIP, f"{Call.NO_FLIP.value}: the new release is {new.value} against {kind}={bound:g} — {figures}"
+            Call.NOT_CONFIRMED,
+            f"{Call.NOT_CONFIRMED.value}: the old-versus-new run finds the new release {new.value} against "
+            f"{kind}={bound:g}, where the night's comparison flipped — {figures}",
         )
     if ab.change.low > 1.0 or ab.change.high < 1.0:
         return Blame(

@@ -228,8 +228,9 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
     old = old_release(leg.backend, before) if changes and isinstance(before, dict) else None
     if old is not None:
         sys.stdout.write(f"specdec gate: {old.release} (last night's) runs beside tonight's, paired and interleaved\n")
+        pairs = flip_pairs(config, first, run.machine_class)
         calls = ab_flips(first, leg, old, new_python=python, arguments=arguments, out=out, baselines=Path("baselines"),
-                         machine_class=run.machine_class)  # fmt: skip
+                         machine_class=run.machine_class, pairs=pairs)  # fmt: skip
         entries = [(r, calls[baseline_key(r)].call.value, calls[baseline_key(r)].line) for r in first]
         confirmed = [r for r, call, _ in entries if call == Call.RELEASE_CHANGED.value]
     else:
@@ -260,6 +261,31 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
                "confirmed": r in confirmed} for r, call, line in entries]  # fmt: skip
     write_atomically(out / "confirmed.json", json.dumps(listed, indent=2) + "\n")
     return confirmed
+
+
+def flip_pairs(config: GateConfig, flips: Sequence[ComparisonRecord], machine_class: str) -> dict[str, tuple[int, str]]:
+    """Per flipped result, tonight's old-versus-new pairs: more for a flip seen on earlier nights in a row.
+
+    The nights come from the runner's history (tonight's line included, so it is left out); the
+    allowance is :data:`~pytest_specdec.gate.blame.AB_SHARE` of the leg's share of ``window-minutes``,
+    shared by tonight's flips; a quadruple's seconds are read from each result's own rates.
+    """
+    from pytest_specdec.gate.blame import AB_SHARE, ab_pairs
+    from pytest_specdec.gate.night import trailing
+    from pytest_specdec.gate.state import nights
+
+    lines = nights(flips[0].backend, machine_class) if flips else []
+    share = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
+    allowance = share * AB_SHARE / max(1, len(flips)) if share is not None else None
+    found: dict[str, tuple[int, str]] = {}
+    for record in flips:
+        key = baseline_key(record)
+        before = max(0, trailing([line for line in lines if line.get("key") == key], {"flip"}) - 1)
+        tokens = int(record.scope.get("max_tokens", "32"))
+        rates = [r for r in (record.baseline_tps, record.treatment_tps) if r]
+        quadruple = sum(2.0 * tokens / rate for rate in rates) if len(rates) == 2 else 0.0
+        found[key] = ab_pairs(before, quadruple, allowance)
+    return found
 
 
 def _on_accepted_releases(

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
+from pytest_specdec.gate.blame import ab_pairs
 from pytest_specdec.gate.change import Call, blame
+from pytest_specdec.gate.legs import GateConfig, LegConfig
+from pytest_specdec.gate.runs import flip_pairs
 from pytest_specdec.release_ab import ReleaseAB
 from pytest_specdec.stats import Interval, Verdict
+from pytest_specdec.store.baselines import BaselineStore, baseline_key
+from pytest_specdec.store.records import ComparisonRecord
 
 
 def around(value: float, half: float = 0.05) -> Interval:
@@ -20,7 +28,7 @@ def around(value: float, half: float = 0.05) -> Interval:
         (1.3, 1.3, 1.0, None, Call.MACHINE_MOVED),  # both releases contradict the accepted verdict tonight
         (1.2, 1.3, 1.0, None, Call.NOT_CONFIRMED),  # the old release undecided: the machine is not shown to move
         (1.1, 1.3, 1.0, None, Call.NOT_CONFIRMED),  # the old release holds: neither is shown
-        (0.8, 0.85, 1.06, None, Call.NO_FLIP),  # tonight the new release still holds
+        (0.8, 0.85, 1.06, None, Call.NOT_CONFIRMED),  # tonight's A/B finds the new release still holding
         (0.8, 1.3, 1.6, 0.5, Call.METRIC_CHANGED),  # the server's counters moved against the clock
         (0.8, 1.3, 1.6, 1.02, Call.RELEASE_CHANGED),  # a timer difference within 5 % is noise
     ],
@@ -31,3 +39,30 @@ def test_the_call_on_a_flip_of_max_1_2(old: float, new: float, change: float, me
     assert found.call is call
     assert "old release" in found.line
     assert "96 pairs" in found.line
+
+
+def test_a_flip_undecided_night_after_night_is_re_measured_with_twice_the_pairs_within_the_window() -> None:
+    assert ab_pairs(0, 0.5, None) == (96, "96 pairs")
+    assert ab_pairs(1, 0.5, None)[0] == 192
+    assert ab_pairs(9, 0.5, None)[0] == 768, "doubling stops at 8 x one night's"
+    pairs, said = ab_pairs(2, 1.0, 200.0)  # 384 asked, 200 s hold 200 quadruples of a second each
+    assert pairs == 200
+    assert (
+        said == "200 pairs (the 384 this flip's night 3 asks for do not fit the leg's share of window-minutes tonight)"
+    )
+    assert ab_pairs(2, 10.0, 100.0)[0] == 96, "never fewer than one night's"
+
+
+def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
+    runner_state: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    flip = make_record("code", 1.41, "refuted", None)
+    line = {"machine_class": "M", "backend": "mlx", "release": "mlx-lm 0.33.0", "key": baseline_key(flip),
+            "nodeid": flip.nodeid, "category": "code", "speedup": {"estimate": 1.41, "low": 1.3, "high": 1.5},
+            "verdict": "refuted", "bounds": {}}  # fmt: skip
+    store = BaselineStore(runner_state, "M")
+    store.append_history([{**line, "time": "2026-11-01", "change": "flip"}])  # last night, and tonight's
+    store.append_history([{**line, "time": "2026-11-02", "change": "flip"}])
+    config = GateConfig(window_minutes=300, legs={"mlx": LegConfig("mlx")})
+    ((pairs, said),) = flip_pairs(config, [flip], "M").values()
+    assert (pairs, said) == (192, "192 pairs")
