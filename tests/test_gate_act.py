@@ -342,11 +342,15 @@ def test_a_required_leg_whose_server_cannot_start_fails_with_its_reason(workspac
 
 
 def test_the_watchdog_goes_red_when_no_night_completed_for_48_hours(workspace: Path) -> None:
-    recent = '[{"status": "completed", "conclusion": "failure", "event": "schedule", "updatedAt": "%s"}]'
+    recent = (
+        '[{"status": "completed", "conclusion": "failure", "event": "schedule", "updatedAt": "%s", "databaseId": 7, '
+        '"jobs": [{"name": "measure (mlx)", "conclusion": "failure", "steps": [{"name": "Upload the leg\'s results, '
+        'night and logs", "conclusion": "success"}]}]}]'
+    )
     stale = recent % "2026-01-01T03:40:00Z"
     done, calls = act(workspace, "specdec-watchdog.yml", "all", runs=stale)
     assert done.returncode != 0
-    assert "no night of specdec-gate.yml has completed for 48 hours" in done.stdout
+    assert "no night of specdec-gate.yml has measured for 48 hours" in done.stdout
     assert ["workflow", "enable", "specdec-gate.yml"] in calls
     assert titles(calls) == ["specdec: no gate night for 48 hours (specdec-gate.yml)"]
     from datetime import UTC, datetime
@@ -354,7 +358,7 @@ def test_the_watchdog_goes_red_when_no_night_completed_for_48_hours(workspace: P
     fresh = recent % datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     done, calls = act(workspace, "specdec-watchdog.yml", "all", runs=fresh)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert [c[:2] for c in calls] == [["run", "list"]]
+    assert [c[:2] for c in calls] == [["run", "list"], ["run", "view"]]
 
 
 def test_mlx_measured_for_real_agrees_with_its_own_baseline(workspace: Path) -> None:

@@ -14,8 +14,19 @@ GH = Path(__file__).resolve().parents[1] / "act" / "gh"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def run(event: str, updated: str, conclusion: str = "success", status: str = "completed") -> dict[str, str]:
-    return {"event": event, "updatedAt": updated, "conclusion": conclusion, "status": status}
+MEASURED = [{"name": "measure (mlx)", "conclusion": "failure", "steps": [
+    {"name": "Upload the leg's results, night and logs", "conclusion": "success"}]}]  # fmt: skip
+NO_RUNNER = [{"name": "measure (mlx)", "conclusion": "cancelled", "steps": []},
+             {"name": "verdict (the night's colour, issues, accept pull request)", "conclusion": "failure",
+              "steps": [{"name": "Decide the night, tell GitHub (fails on a red night)", "conclusion": "failure"}]}]  # fmt: skip
+
+
+def run(
+    event: str, updated: str, conclusion: str = "success", status: str = "completed", jobs: object = MEASURED
+) -> dict[str, object]:
+    number = int(updated[:19].replace("-", "").replace("T", "").replace(":", "")) % 10**9
+    return {"event": event, "updatedAt": updated, "conclusion": conclusion, "status": status, "databaseId": number,
+            "jobs": jobs}  # fmt: skip
 
 
 def test_only_finished_nights_count() -> None:
@@ -45,7 +56,7 @@ def test_a_quiet_gate_is_red_with_one_issue_and_the_workflow_re_enabled(tmp_path
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
     assert quiet
     assert lines[0] == (
-        "no night of specdec-gate.yml has completed for 48 hours (the last finished 2026-11-28T03:40:00+00:00)"
+        "no night of specdec-gate.yml has measured for 48 hours (the last finished 2026-11-28T03:40:00+00:00)"
     )
     calls = [json.loads(line) for line in (tmp_path / "gh.jsonl").read_text().splitlines()]
     assert ["workflow", "enable", "specdec-gate.yml"] in calls
@@ -59,3 +70,17 @@ def test_a_recent_night_is_green(gh_state: Path) -> None:
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
     assert not quiet, "a red night still happened"
     assert "within 48 hours" in lines[0]
+
+
+def test_a_completed_failed_night_whose_measuring_jobs_never_ran_is_no_night(gh_state: Path) -> None:
+    """An offline runner: GitHub cancels the queued measuring job, the hosted verdict job fails: completed, failed."""
+    gh_state.write_text(json.dumps({"runs": [
+        run("schedule", "2026-12-01T03:40:00Z", "failure", jobs=NO_RUNNER),
+        run("schedule", "2026-11-27T03:40:00Z", "failure"),
+    ]}))  # fmt: skip
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert quiet
+    assert lines[0] == (
+        "no night of specdec-gate.yml has measured for 48 hours (the last finished 2026-11-27T03:40:00+00:00; "
+        "1 later scheduled run(s) completed without measuring)"
+    )
