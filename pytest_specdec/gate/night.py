@@ -38,6 +38,7 @@ class State(StrEnum):
     NOT_MEASURED = "claim not measured"
     CUT_SHORT = "run cut short"
     UNMEASURABLE = "leg not measurable"
+    NOT_REPORTED = "runner did not report"  # no night file came back from the leg's measuring job
     UNGATED = "not gated for too long"
     NOT_YET_GATED = "not yet gated"
     UNDECIDED = "undecided for nights"
@@ -266,6 +267,26 @@ class NightColour:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
+# What a leg that sent no night file tells (the verdict job cannot see the runner, only that nothing came back).
+SILENT = (
+    "the leg reported nothing: its measuring job did not run or did not finish on the self-hosted runner "
+    "(runs-on: self-hosted, macOS, ARM64) — a runner offline or lost, a job cancelled after GitHub's 24–48 h "
+    "queue limit, or a night file refused"
+)
+
+
+def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> list[LegNight]:
+    """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue)."""
+    reported = {leg.backend for leg in legs}
+    machine = next((leg.machine_class for leg in legs), "its self-hosted runner")
+    finding = Finding(State.NOT_REPORTED, "leg", SILENT)
+    return [
+        LegNight(backend, machine, required, False, "the leg reported nothing", (finding,))
+        for backend, required in sorted(expected.items())
+        if backend not in reported
+    ]
+
+
 def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> NightColour:
     """Red when a required leg has a red finding or did not report, or when no leg was measured at all.
 
@@ -276,7 +297,7 @@ def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> Nigh
     warnings: list[str] = []
     for backend, required in sorted(expected.items()):
         if backend not in reported:
-            line = f"{backend}: {State.UNMEASURABLE.value} — the leg reported nothing (its job failed before measuring)"
+            line = f"{backend}: {State.NOT_REPORTED.value} — leg: {SILENT}"
             (lines if required else warnings).append(line)
     for leg in legs:
         lines += [f"{leg.backend}: {f.state.value} — {f.subject}: {f.message}" for f in leg.red]

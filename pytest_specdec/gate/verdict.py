@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.alerts import post_issue
-from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour
+from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour, silent_legs
 from pytest_specdec.gate.tonight import read_night
 
 
@@ -113,4 +113,5 @@ def night_summary(colour: NightColour, legs: Sequence[LegNight], refused: Sequen
 def decide(artifacts: Path, expected: Mapping[str, bool]) -> tuple[NightColour, list[LegNight], list[str]]:
     """The night's legs as reported, its colour, and the files refused."""
     legs, refused = load_legs(artifacts, expected)
+    legs += silent_legs(legs, expected)  # each with its own issue: "runner did not report"
     return night_colour(legs, expected), legs, refused

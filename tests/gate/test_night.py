@@ -99,7 +99,7 @@ def test_a_flip_the_confirm_step_left_no_call_on_stands(tmp_path: Path, measured
     ("tamper", "said"),
     [
         ({"required": False}, "mlx: conclusion changed — claim d"),  # the configuration says required
-        ({"backend": "ollama"}, "mlx: leg not measurable — the leg reported nothing"),  # another leg's word
+        ({"backend": "ollama"}, "mlx: runner did not report — leg: the leg reported nothing"),  # another leg's word
     ],
 )
 def test_what_a_night_file_says_of_itself_is_checked_against_the_configuration(
@@ -164,7 +164,7 @@ def test_a_tampered_night_file_is_refused_with_one_line_and_its_leg_counts_as_si
     verdict = specdec(tmp_path, "verdict", "--artifacts", str(measured.parent), "--gh", str(GH))
     assert verdict.returncode == 1, "a required leg whose report cannot be trusted did not report"
     assert "refused:" in verdict.stdout
-    assert "mlx: leg not measurable — the leg reported nothing" in verdict.stdout
+    assert "mlx: runner did not report — leg: the leg reported nothing" in verdict.stdout
 
 
 def test_a_night_that_measured_nothing_is_red_and_an_optional_leg_only_warns() -> None:
@@ -323,3 +323,18 @@ def test_a_flip_not_confirmed_night_after_night_opens_an_issue_as_undecided_with
     assert "undecided for nights — claim d: flip not confirmed on 3 nights in a row" in night.stdout
     (create,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
     assert "| 2026-11-03 | mlx-lm 0.33.0 | 1.40x [1.30, 1.50] | refuted | flip |" in create[create.index("--body") + 1]
+
+
+def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, measured: Path) -> None:
+    """A runner lost, or a job cancelled in the queue: no night file for the required leg, and an issue says so."""
+    write_pyproject(tmp_path, "[tool.specdec.gate.legs.mlx]\nrequired = true\n\n[tool.specdec.gate.legs.ollama]\n"
+                    "required = true\n")  # fmt: skip
+    specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(measured.parent), "--gh", str(GH))
+    assert verdict.returncode == 1
+    assert "::error title=specdec gate::ollama: runner did not report — leg: the leg reported nothing" in verdict.stdout
+    created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert [c[c.index("--title") + 1] for c in created] == [
+        "specdec: runner did not report — leg on Apple-M1-Max-64GB (ollama)"
+    ]
+    assert "runs-on: self-hosted, macOS, ARM64" in created[0][created[0].index("--body") + 1]
