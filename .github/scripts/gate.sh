@@ -68,13 +68,21 @@ PY
     mkdir -p "$OUT"
     rm -rf .gate-venv-old  # never a venv left by an earlier night: it is rebuilt from the lock or absent
     fresh_venv "$venv" "[all]"
-    gate install
-    if [ "${UPGRADE:-}" = "true" ]; then
+    rm -f "$OUT/old-env.txt"
+    # A lock that can no longer be installed never stops the night: tonight's release is measured (and said).
+    gate install --newest-if-unlockable
+    if [ "${UPGRADE:-}" = "true" ] && [ ! -f "$OUT/old-env.txt" ]; then
       # The old release beside the new one, from the same hashed lock, for the same-night A/B
       # (only the upgraded .gate-venv moves; .gate-venv-old stays as the lock pins it).
-      fresh_venv .gate-venv-old "[all]"
-      .gate-venv-old/bin/python -m pytest_specdec.cli gate install --backend "$BACKEND" --out "$OUT/old" \
-        --python .gate-venv-old/bin/python
+      if ! { fresh_venv .gate-venv-old "[all]" &&
+        .gate-venv-old/bin/python -m pytest_specdec.cli gate install --backend "$BACKEND" --out "$OUT/old" \
+          --python .gate-venv-old/bin/python; } > "$OUT/old-env.log" 2>&1; then
+        rm -rf .gate-venv-old
+        said="$(grep -m 1 -E '(ERROR|failed)' "$OUT/old-env.log" || tail -n 1 "$OUT/old-env.log")"
+        echo "last night's environment cannot be rebuilt ($said) — tonight's release is measured, and a flip is re-run on the upgraded machine instead" > "$OUT/old-env.txt"
+        echo "specdec gate: $(cat "$OUT/old-env.txt")"
+      fi
+      cat "$OUT/old-env.log"
     fi
     ;;
   upgrade | lock | measure | confirm | night)

@@ -21,15 +21,20 @@ from pytest_specdec.store.files import write_atomically
 
 STEPS = ("install", "upgrade", "lock", "measure", "summary", "confirm")
 BEFORE, AFTER, CHANGES = "versions-before.json", "versions-after.json", "release-changes.json"
+UNLOCKABLE = "old-env.txt"  # why last night's environment could not be rebuilt tonight (read by confirm)
 
 
 def _pip(python: str, *args: str) -> None:
     extra = shlex.split(os.environ.get("SPECDEC_GATE_PIP_ARGS", ""))
     command = [python, "-m", "pip", "install", "-q", *extra, *args]
     print("specdec gate: " + " ".join(command[3:]), flush=True)
-    done = subprocess.run(command, check=False)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
     if done.returncode != 0:
-        raise SpecdecUsageError(f"pip install {' '.join(args)} failed (exit {done.returncode}) — see the log above")
+        said = [line.strip() for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        own = f": {said[0][:300]}" if said else ""
+        raise SpecdecUsageError(f"pip install {' '.join(args)} failed (exit {done.returncode}){own}")
 
 
 def _machine_class() -> str:
@@ -64,8 +69,21 @@ def install(args: argparse.Namespace) -> int:
     packages = config.packages(args.backend)
     lock = releases.lock_path(args.baselines, _machine_class())
     pins = lockfile.read_pins(lock)
+    unlockable = ""
     if pins:
-        _pip(args.python, "--require-hashes", "--no-deps", "-r", str(lock))
+        try:
+            _pip(args.python, "--require-hashes", "--no-deps", "-r", str(lock))
+        except SpecdecUsageError as error:
+            if not args.newest_if_unlockable:
+                raise
+            # Tonight's release is measured all the same: the newest releases, and the night says why.
+            unlockable = (
+                f"last night's environment cannot be rebuilt from {lock} ({error}) — tonight's releases are "
+                "installed and measured, and a flip is re-run on the upgraded machine instead"
+            )
+            print(f"specdec gate: {unlockable}", flush=True)
+            write_atomically(args.out / UNLOCKABLE, unlockable + "\n")
+            pins = {}
     missing = [name for name in packages if name.lower() not in pins]
     if missing:
         _pip(args.python, *missing)
@@ -77,7 +95,11 @@ def install(args: argparse.Namespace) -> int:
     print(f"specdec gate: {args.backend}: {', '.join(packages) or 'no packages'} — {said}")
     # An earlier leg may have moved the servers tonight: this leg's "before" is their release before that.
     upgrade = releases.night_upgrade(releases.night_upgrade_path())
-    releases.write_versions(args.out / BEFORE, releases.servers_before_tonight(_versions(args, packages), upgrade))
+    before = _versions(args, packages)
+    if unlockable:  # last night ran the lock's releases, whatever tonight installed in their place
+        locked = lockfile.read_pins(lock)
+        before = {name: locked[name.lower()].version if name.lower() in locked else v for name, v in before.items()}
+    releases.write_versions(args.out / BEFORE, releases.servers_before_tonight(before, upgrade))
     return 0
 
 
@@ -218,6 +240,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     leg.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
     leg.add_argument("--gh", default="gh", help="the GitHub CLI to call")
     leg.add_argument("--baselines", type=Path, default=Path("baselines"), help="the baselines folder")
+    leg.add_argument(
+        "--newest-if-unlockable",
+        action="store_true",
+        help="install: when the lock cannot be installed, install the newest releases and say why",
+    )
     leg.add_argument(
         "--pytest-args",
         default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""),

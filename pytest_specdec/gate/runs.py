@@ -234,9 +234,11 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         entries = [(r, calls[baseline_key(r)].call.value, calls[baseline_key(r)].line) for r in first]
         confirmed = [r for r, call, _ in entries if call == Call.RELEASE_CHANGED.value]
     else:
-        if changes:
-            sys.stdout.write("specdec gate: no old release can run beside the new one for this backend — the flips "
-                             "are re-run on the upgraded machine instead\n")  # fmt: skip
+        unlockable = results.parent / "old-env.txt"  # set-up could not rebuild last night's environment
+        why = unlockable.read_text(encoding="utf-8").strip() if unlockable.is_file() else ""
+        if changes or why:
+            sys.stdout.write(f"specdec gate: {why or 'no old release can run beside the new one for this backend'} "
+                             "— the flips are re-run on the upgraded machine instead\n")  # fmt: skip
         again, unmeasured = _rerun(leg, first, python, arguments, out)
         # Flipped again on exactly the releases of its baseline: nothing but the machine changed. A flip
         # the re-run did not measure stands, and so does an acceptance flip (acceptance does not move
@@ -255,6 +257,8 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
             else (r, Call.NOT_CONFIRMED.value, f"{Call.NOT_CONFIRMED.value}: it did not repeat on a re-run")
             for r in first
         ]  # fmt: skip
+        if why:  # the summary and the issue say why no old-versus-new run was had
+            entries = [(r, call, f"{line} ({why})") for r, call, line in entries]
     for record, _call, line in entries:
         sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: {line}\n")
     listed = [{"nodeid": r.nodeid, "category": r.category, "key": baseline_key(r), "call": call, "line": line,

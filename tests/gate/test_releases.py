@@ -146,6 +146,44 @@ def test_install_pins_upgrade_moves_and_lock_records(
     }
 
 
+def test_a_lock_that_cannot_be_rebuilt_still_measures_tonights_release_and_says_why(
+    tmp_path: Path, leg_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Last night's release is gone from the index: set-up installs the newest, names pip's own line, and the
+    release change still reads from the lock (what last night ran)."""
+    index = tmp_path / "index"
+    index.mkdir()
+    gone = build_wheel(index, "1.0", 0.8)
+    lock_line = Pin("specdec-testbackend", "1.0", (hashlib.sha256(gone.read_bytes()).hexdigest(),)).line
+    gone.unlink()  # yanked, or a wheel for another platform: the lock cannot be installed tonight
+    build_wheel(index, "1.1", 1.25)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-testbackend"]\n')
+    lock = repo / "baselines" / "M" / "gate-lock.txt"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(lock_line + "\n")
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "M")
+    monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
+    out = repo / "out"
+
+    def gate(step: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
+                   "--out", str(out), "--python", leg_python, *extra]  # fmt: skip
+        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+
+    assert gate("install").returncode == 2, "without the fallback a lock that cannot be installed stops the step"
+    installed = gate("install", "--newest-if-unlockable")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    said = (out / "old-env.txt").read_text()
+    assert said.startswith("last night's environment cannot be rebuilt from baselines/M/gate-lock.txt (pip install")
+    assert "ERROR: " in said, "pip's own line"
+    assert said.rstrip().endswith("a flip is re-run on the upgraded machine instead")
+    assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0", "the lock's"
+    upgraded = gate("upgrade")
+    assert "specdec gate: specdec-testbackend 1.0 → 1.1" in upgraded.stdout, "tonight's release is named"
+
+
 SERVER_LEGS = """[tool.specdec.gate]
 upgrade-servers = "{command}"
 

@@ -126,3 +126,21 @@ def test_a_flip_that_repeats_on_the_very_releases_of_its_baseline_is_the_machine
         assert "on the very releases its baseline was accepted on (mlx-lm 0.33.0)" in listed["line"]
     elif not again:
         assert listed["line"] == "the re-run did not measure it"
+
+
+def test_when_last_nights_environment_could_not_be_rebuilt_the_flip_is_re_run_and_says_why(
+    tmp_path: Path, sample_run: RunRecord, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_specdec.gate import runs
+
+    monkeypatch.chdir(tmp_path)
+    why = "last night's environment cannot be rebuilt from baselines/M/gate-lock.txt (pip install … failed)"
+    (tmp_path / "old-env.txt").write_text(why + "\n")
+    monkeypatch.setattr(runs, "_rerun", lambda _leg, first, *_: (list(first), []))
+    results = tmp_path / "results.json"
+    results.write_text(dumps(results_document(sample_run)))
+    confirmed = confirm(GateConfig(), results, tmp_path / "confirm", sys.executable, [])
+    assert [r.category for r in confirmed] == ["code"], "flipped again on the upgraded machine: it stands"
+    (listed,) = json.loads((tmp_path / "confirm" / "confirmed.json").read_text())
+    assert listed["line"] == f"flipped again on a re-run ({why})"
+    assert f"specdec gate: {why} — the flips are re-run on the upgraded machine instead" in capsys.readouterr().out
