@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_specdec.axes import Axis, whole_number
+from pytest_specdec.errors import SpecdecUsageError
 
 MAX_CONTEXT = 1 << 24  # 16M tokens: more than any model's window; a larger number is a typo
 
@@ -32,8 +33,6 @@ class ContextAxis(Axis[int]):
 
     def parse(self, value: object) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            from pytest_specdec.errors import SpecdecUsageError
-
             raise SpecdecUsageError(f"context={value} is negative — give the prefix length in tokens, 0 for none")
         return whole_number("context", value, low=0, high=MAX_CONTEXT)
 

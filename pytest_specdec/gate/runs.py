@@ -26,7 +26,7 @@ from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
-from pytest_specdec.gate.blame import ab_flips, old_release, unjudged_flips
+from pytest_specdec.gate.blame import AB_SHARE, ab_flips, ab_pairs, old_release, unjudged_flips
 from pytest_specdec.gate.budget import (
     collect,
     plan,
@@ -37,12 +37,12 @@ from pytest_specdec.gate.budget import (
 )
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
-from pytest_specdec.gate.night import State
-from pytest_specdec.gate.state import keep_history
+from pytest_specdec.gate.night import State, trailing
+from pytest_specdec.gate.state import keep_history, nights
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps, load_run, read_json, validate, write_atomically
-from pytest_specdec.store.records import ComparisonRecord, RunRecord, Unmeasured
+from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord, Unmeasured
 
 pytest_exit_interrupted = 2  # pytest.ExitCode.INTERRUPTED (this module never imports pytest)
 REPORT_FILES = {
@@ -274,17 +274,13 @@ def flip_pairs(config: GateConfig, flips: Sequence[ComparisonRecord], machine_cl
     allowance is :data:`~pytest_specdec.gate.blame.AB_SHARE` of the leg's share of ``window-minutes``,
     shared by tonight's flips; a quadruple's seconds are read from each result's own rates.
     """
-    from pytest_specdec.gate.blame import AB_SHARE, ab_pairs
-    from pytest_specdec.gate.night import trailing
-    from pytest_specdec.gate.state import nights
-
     lines = nights(flips[0].backend, machine_class) if flips else []
     share = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
     allowance = share * AB_SHARE / max(1, len(flips)) if share is not None else None
     found: dict[str, tuple[int, str]] = {}
     for record in flips:
         key = baseline_key(record)
-        before = max(0, trailing([line for line in lines if line.get("key") == key], {"flip"}) - 1)
+        before = max(0, trailing([line for line in lines if line.get("key") == key], {Change.FLIP.value}) - 1)
         tokens = int(record.scope.get("max_tokens", "32"))
         rates = [r for r in (record.baseline_tps, record.treatment_tps) if r]
         quadruple = sum(2.0 * tokens / rate for rate in rates) if len(rates) == 2 else 0.0

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,17 @@ def leg_python(tmp_path: Path) -> str:
     return python
 
 
+def leg_step(repo: Path, out: Path, python: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``specdec gate STEP`` for the test backend's leg in ``repo``, as gate.sh runs it."""
+
+    def gate(step: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
+                   "--out", str(out), "--python", python, *extra]  # fmt: skip
+        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+
+    return gate
+
+
 def test_install_pins_upgrade_moves_and_lock_records(
     tmp_path: Path, leg_python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,10 +128,7 @@ def test_install_pins_upgrade_moves_and_lock_records(
     monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
     out = repo / "out"
 
-    def gate(step: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
-                   "--out", str(out), "--python", leg_python]  # fmt: skip
-        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+    gate = leg_step(repo, out, leg_python)
 
     refused = gate("install")
     assert refused.returncode == 2, "pip refuses a file whose hash the lock does not name"
@@ -167,10 +176,7 @@ def test_a_lock_that_cannot_be_rebuilt_still_measures_tonights_release_and_says_
     monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
     out = repo / "out"
 
-    def gate(step: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
-                   "--out", str(out), "--python", leg_python, *extra]  # fmt: skip
-        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+    gate = leg_step(repo, out, leg_python)
 
     assert gate("install").returncode == 2, "without the fallback a lock that cannot be installed stops the step"
     installed = gate("install", "--newest-if-unlockable")
