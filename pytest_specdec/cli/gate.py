@@ -151,9 +151,10 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
             "upgrade-servers in [tool.specdec.gate] or the runner"
         )
         from pytest_specdec.gate import legs, runs
+        from pytest_specdec.gate.night import LegCause
 
         leg = legs.read_gate_config(Path.cwd()).leg(args.backend)
-        runs.write_leg(runs.unmeasurable_leg(leg, reason), args.out)
+        runs.write_leg(runs.unmeasurable_leg(leg, reason, LegCause.SERVER_UPGRADE), args.out)
         raise SpecdecUsageError(reason)
 
 

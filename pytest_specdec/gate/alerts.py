@@ -1,6 +1,12 @@
-"""Telling people: an issue found again by its exact title, and a webhook.
+"""Telling people: one issue per alert key, opened, commented on, closed when cleared, reopened; and a webhook.
 
-Which findings become issues, and their titles, is :mod:`pytest_specdec.gate.verdict`'s.
+An alert's key is (machine class, leg, claim, state, cause): the cause is the release pair
+for a flip and the refusal's kind for a leg's state, so a night "not measurable" because its
+models are absent and a later broken upgrade are two issues, not one. The key is written in
+the issue's body as a marker line and every issue the gate opens carries its label, so the
+gate finds its issues again by listing the label (never through GitHub's search, whose
+index lags and matches words, not titles). Which findings are told, and when a key counts
+as cleared, is :mod:`pytest_specdec.gate.verdict`'s.
 """
 
 from __future__ import annotations
@@ -8,43 +14,105 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.records import RunRecord
+
+LABEL = "specdec-gate"
+MARKER = "specdec-alert:"  # the body's marker line: <!-- specdec-alert: {key as JSON} -->
+
+
+@dataclass(frozen=True, order=True)
+class AlertKey:
+    """What one issue is about; equal keys are the same change, whatever the night."""
+
+    machine_class: str
+    leg: str
+    subject: str  # "claim d", a test's name, "leg", or "nights" for the watchdog
+    state: str  # the State's word
+    cause: str = ""  # the release pair of a flip; the refusal's kind of a leg state
+
+    @property
+    def marker(self) -> str:
+        """The body's marker line (an HTML comment: not shown, kept verbatim)."""
+        return f"<!-- {MARKER} {json.dumps(asdict(self), sort_keys=True)} -->"
+
+    @property
+    def title(self) -> str:
+        """``specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx): mlx-lm 0.32.2 → 0.33.0``."""
+        cause = f": {self.cause}" if self.cause else ""
+        return f"specdec: {self.state} — {self.subject} on {self.machine_class} ({self.leg}){cause}"
+
+
+def key_in(body: str) -> AlertKey | None:
+    """The key of a body's marker line (``None``: no marker, or one that does not parse)."""
+    for line in body.splitlines():
+        text = line.strip()
+        if text.startswith("<!--") and MARKER in text and text.endswith("-->"):
+            try:
+                fields = json.loads(text[text.index(MARKER) + len(MARKER) : -3])
+                return AlertKey(**{name: str(value) for name, value in fields.items()})
+            except (ValueError, TypeError):
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """An issue the gate opened earlier, found again by its key."""
+
+    number: int
+    key: AlertKey
+    open: bool
 
 
 def gh_output(gh: str, *args: str) -> str:
     """What ``gh ARGS`` prints; a failure is one line naming the command."""
     done = subprocess.run([gh, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SpecdecUsageError(f"'gh {' '.join(args[:2])}' failed: {done.stderr.strip() or done.stdout.strip()}")
+        said = (done.stderr.strip() or done.stdout.strip())[:300]
+        raise SpecdecUsageError(f"'gh {' '.join(args[:2])}' failed: {said}")
     return done.stdout
 
 
-def find_issue(gh: str, title: str) -> int | None:
-    """The open issue titled exactly ``title``: a phrase search narrows, an exact comparison decides.
+def known_issues(gh: str) -> dict[AlertKey, KnownIssue]:
+    """Every issue carrying the gate's label, open or closed, by key (the newest where two share one)."""
+    listed = gh_output(gh, "issue", "list", "--label", LABEL, "--state", "all", "--limit", "1000",
+                       "--json", "number,state,body")  # fmt: skip
+    try:
+        issues = json.loads(listed or "[]")
+    except json.JSONDecodeError:
+        raise SpecdecUsageError(f"'gh issue list' answered something that is not JSON: {listed[:200]!r}") from None
+    found: dict[AlertKey, KnownIssue] = {}
+    for issue in sorted(issues if isinstance(issues, list) else [], key=lambda item: int(item.get("number", 0))):
+        key = key_in(str(issue.get("body") or ""))
+        if key is not None:
+            found[key] = KnownIssue(int(issue["number"]), key, str(issue.get("state", "")).upper() == "OPEN")
+    return found
 
-    GitHub's search matches words, not titles (an unquoted search also finds longer titles
-    with the same words), and a phrase cannot hold a double quote, so the answer is always
-    compared with the title itself.
-    """
-    phrase = title.replace('"', " ")
-    listed = json.loads(
-        gh_output(gh, "issue", "list", "--state", "open", "--search", f'"{phrase}" in:title',
-                  "--json", "number,title", "--limit", "100") or "[]"
-    )  # fmt: skip
-    numbers = [int(issue["number"]) for issue in listed if issue.get("title") == title]
-    return min(numbers) if numbers else None
+
+def raise_alert(gh: str, key: AlertKey, body: str, known: Mapping[AlertKey, KnownIssue]) -> str:
+    """Comment on the key's open issue, reopen its closed one (the state returned), or open one; what was done."""
+    issue = known.get(key)
+    if issue is not None and issue.open:
+        gh_output(gh, "issue", "comment", str(issue.number), "--body", body)
+        return f"commented on #{issue.number}: {key.title}"
+    if issue is not None:
+        gh_output(gh, "issue", "reopen", str(issue.number), "--comment", f"It returned.\n\n{body}")
+        return f"reopened #{issue.number} (it returned): {key.title}"
+    # gh refuses a label the repository lacks ("could not add label"); --force makes this idempotent.
+    gh_output(gh, "label", "create", LABEL, "--force", "--color", "B60205",
+              "--description", "opened and closed by the specdec gate")  # fmt: skip
+    gh_output(gh, "issue", "create", "--title", key.title, "--label", LABEL, "--body", f"{body}\n\n{key.marker}\n")
+    return f"opened: {key.title}"
 
 
-def post_issue(gh: str, title: str, body: str) -> str:
-    """Comment on the open issue titled ``title``, or open it; what was done."""
-    number = find_issue(gh, title)
-    if number is not None:
-        gh_output(gh, "issue", "comment", str(number), "--body", body)
-        return f"commented on #{number}: {title}"
-    gh_output(gh, "issue", "create", "--title", title, "--body", body)
-    return f"opened: {title}"
+def clear_alert(gh: str, issue: KnownIssue, why: str) -> str:
+    """Comment why the key's state has cleared and close its issue; what was done."""
+    gh_output(gh, "issue", "close", str(issue.number), "--comment", why)
+    return f"closed #{issue.number} (cleared): {issue.key.title}"
 
 
 def verdicts_payload(run: RunRecord) -> dict[str, object]:

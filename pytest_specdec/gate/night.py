@@ -60,6 +60,23 @@ class State(StrEnum):
         return self not in (State.NOT_YET_GATED, State.NOT_CONFIRMED)
 
 
+class LegCause(StrEnum):
+    """The kind of a leg-level finding: an alert's cause, so two kinds of refusal are two issues."""
+
+    CONFIGURATION = "leg configuration refused"
+    RUNTIME_MISSING = "backend runtime not installed"
+    UNAVAILABLE = "backend, server or model unavailable"
+    PYTEST_REFUSED = "pytest refused the run"
+    NOTHING_MEASURED = "every benchmark skipped itself"
+    SERVER_UPGRADE = "server upgrade failed"
+    NO_MEASURE_STEP = "the measure step did not run"
+    TEST_CRASHED = "a test crashed"
+    CLAIM_REFUSED = "a claim was refused"
+    INTERRUPTED = "interrupted"
+    NO_NIGHT_FILE = "no night file came back"
+    AWAITING = "results await acceptance"
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing a leg's night found, about one claim (or the whole leg)."""
@@ -70,6 +87,7 @@ class Finding:
     nodeid: str = ""
     category: str = ""
     history: str = ""  # a text table of the key's history, for undecided and eroding issues
+    cause: str = ""  # what changed: the release pair of a result's finding, the refusal's kind of a leg's
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,7 @@ class LegNight:
     awaiting: int = 0  # results without an accepted baseline tonight
     release_changes: tuple[str, ...] = ()
     budget: str = ""  # what the budget step said (expected duration, claims dropped)
+    measured_subjects: tuple[str, ...] = ()  # the claims (or tests) measured tonight: only these can clear
     schema_version: int = NIGHT_SCHEMA_VERSION
 
     @property
@@ -111,8 +130,14 @@ def subject_of(record: ComparisonRecord) -> str:
     return f"claim {record.claim_id}" if record.claim_id else record.nodeid.split("::")[-1]
 
 
+def release_pair(record: ComparisonRecord) -> str:
+    """The releases a result's finding is about: ``accepted → tonight's``, or tonight's alone."""
+    accepted = record.check.baseline_release if record.check is not None else None
+    return f"{accepted} → {record.release}" if accepted and accepted != record.release else record.release
+
+
 def _about(state: State, record: ComparisonRecord, message: str, history: str = "") -> Finding:
-    return Finding(state, subject_of(record), message, record.nodeid, record.category, history)
+    return Finding(state, subject_of(record), message, record.nodeid, record.category, history, release_pair(record))
 
 
 def history_table(lines: Sequence[Mapping[str, Any]]) -> str:
@@ -249,6 +274,7 @@ def ungated_finding(awaiting: int, history: Sequence[Mapping[str, Any]], thresho
             "leg",
             f"{awaiting} result(s) have had no accepted baseline for {nights} nights in a row — merge the accept "
             "pull request (or run the specdec accept workflow)",
+            cause=LegCause.AWAITING,
         )
     return Finding(
         State.NOT_YET_GATED,
@@ -279,7 +305,7 @@ def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> list[
     """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue)."""
     reported = {leg.backend for leg in legs}
     machine = next((leg.machine_class for leg in legs), "its self-hosted runner")
-    finding = Finding(State.NOT_REPORTED, "leg", SILENT)
+    finding = Finding(State.NOT_REPORTED, "leg", SILENT, cause=LegCause.NO_NIGHT_FILE)
     return [
         LegNight(backend, machine, required, False, "the leg reported nothing", (finding,))
         for backend, required in sorted(expected.items())

@@ -37,7 +37,7 @@ from pytest_specdec.gate.budget import (
 )
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
-from pytest_specdec.gate.night import State, trailing
+from pytest_specdec.gate.night import LegCause, State, trailing
 from pytest_specdec.gate.state import keep_history, nights
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
@@ -56,6 +56,7 @@ REPORT_FILES = {
 # The leg-level states a leg's steps can say of it (each is a State of the night: its word, its issue).
 LEG_STATES = (State.CRASHED, State.NOT_MEASURED, State.CUT_SHORT, State.UNMEASURABLE)
 UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED}
+UNMEASURED_CAUSE = {Unmeasured.CRASHED: LegCause.TEST_CRASHED, Unmeasured.REFUSED: LegCause.CLAIM_REFUSED}
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class LegFact:
 
     state: State
     line: str
+    cause: str = ""  # its LegCause: the kind, so that two kinds of refusal are two alerts
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,9 @@ def read_leg(out: Path) -> Leg | None:
     return validate(Leg, read_json(path), str(path)) if path.is_file() else None
 
 
-def unmeasurable_leg(leg: LegConfig, line: str) -> Leg:
-    """A leg that could not be measured at all, and the line that says why."""
-    return Leg(leg.backend, False, line, required=leg.required, facts=(LegFact(State.UNMEASURABLE, line),))
+def unmeasurable_leg(leg: LegConfig, line: str, cause: LegCause) -> Leg:
+    """A leg that could not be measured at all, the line that says why, and its kind."""
+    return Leg(leg.backend, False, line, required=leg.required, facts=(LegFact(State.UNMEASURABLE, line, cause),))
 
 
 def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], targets: Sequence[str]) -> list[str]:
@@ -128,8 +130,8 @@ def _run(command: list[str], out: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def _unmeasurable(out: Path, leg: LegConfig, reason: str) -> Leg:
-    result = unmeasurable_leg(leg, f"not measurable here: {reason}")
+def _unmeasurable(out: Path, leg: LegConfig, reason: str, cause: LegCause) -> Leg:
+    result = unmeasurable_leg(leg, f"not measurable here: {reason}", cause)
     (out / "report.md").write_text(f"# pytest-specdec: {leg.backend}\n\n{result.reason}\n", encoding="utf-8")
     return result
 
@@ -152,25 +154,26 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     try:
         arguments = leg_arguments(config, leg, extra)
     except SpecdecUsageError as error:  # e.g. the synthetic pair refused on a self-hosted runner
-        return _unmeasurable(out, leg, str(error))
+        return _unmeasurable(out, leg, str(error), LegCause.CONFIGURATION)
     try:
         missing = missing_runtime(backend_spec(backend))
     except SpecdecUsageError as error:
-        return _unmeasurable(out, leg, str(error))
+        return _unmeasurable(out, leg, str(error), LegCause.CONFIGURATION)
     if missing is not None:
-        return _unmeasurable(out, leg, f"the backend needs the Python package {missing!r}")
+        return _unmeasurable(out, leg, f"the backend needs the Python package {missing!r}", LegCause.RUNTIME_MISSING)
     arguments += _fit_budget(config, backend, python, out, arguments)
     try:
         with leg_server(leg, out / "server-logs") as pointing:
             done = _run(pytest_command(python, backend, out, [*pointing, *arguments], leg.targets), out)
     except BackendUnavailable as error:
-        return _unmeasurable(out, leg, str(error))
+        return _unmeasurable(out, leg, str(error), LegCause.UNAVAILABLE)
     if not extra:  # a night with the job's own budget or options does not time the claims
         record_timings(out / "junit.xml", timings_path(machine_class(), backend))
     sys.stdout.write(done.stdout[-20_000:])
     if done.returncode == 4:  # usage error: unreachable server, missing model …
         first = next((line for line in done.stderr.splitlines() if line.startswith("ERROR")), done.stderr.strip())
-        return _unmeasurable(out, leg, first.removeprefix("ERROR: ").strip() or "pytest refused the run")
+        said = first.removeprefix("ERROR: ").strip() or "pytest refused the run"
+        return _unmeasurable(out, leg, said, LegCause.PYTEST_REFUSED)
     run = load_run(out / "results.json") if (out / "results.json").is_file() else None
     cut_short = done.returncode == pytest_exit_interrupted or (run is not None and run.interrupted)
     facts = leg_facts(run, cut_short=cut_short)
@@ -179,7 +182,8 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
             said = "; ".join(f.line for f in facts)
             return Leg(backend, False, f"not measurable here: {said}", done.returncode, leg.required, facts)
         if done.returncode == 5 or run is not None:
-            return _unmeasurable(out, leg, "no comparison was measured (every benchmark skipped itself)")
+            said = "no comparison was measured (every benchmark skipped itself)"
+            return _unmeasurable(out, leg, said, LegCause.NOTHING_MEASURED)
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
     candidates = BaselineStore(Path("baselines"), run.machine_class).path(backend, candidates=True)
     if candidates.is_file():  # tonight's results without an accepted baseline, for the accept pull request
@@ -198,9 +202,10 @@ def leg_facts(run: RunRecord | None, *, cut_short: bool) -> tuple[LegFact, ...]:
             said = "could not measure" if kind is Unmeasured.CRASHED else "measured nothing"
             first = tests[0]
             facts.append(LegFact(state, f"{len(tests)} test(s) {said} (first: {first.nodeid.rsplit('::', 1)[-1]}: "
-                                        f"{first.line[:200]})"))  # fmt: skip
+                                        f"{first.line[:200]})", UNMEASURED_CAUSE[kind]))  # fmt: skip
     if cut_short:
-        facts.append(LegFact(State.CUT_SHORT, "the run was cut short (interrupted): not every claim measured"))
+        line = "the run was cut short (interrupted): not every claim measured"
+        facts.append(LegFact(State.CUT_SHORT, line, LegCause.INTERRUPTED))
     return tuple(facts)
 
 

@@ -21,12 +21,14 @@ from pytest_specdec.gate.night import (
     NIGHT_SCHEMA_VERSION,
     Finding,
     FlipCall,
+    LegCause,
     LegNight,
     State,
     Thresholds,
     awaiting_acceptance,
     comparison_findings,
     history_table,
+    subject_of,
     ungated_finding,
 )
 from pytest_specdec.gate.runs import Leg, read_leg
@@ -102,10 +104,10 @@ def _flip_calls(listed: object, run: RunRecord) -> dict[str, FlipCall]:
 def _leg_findings(status: Leg | None) -> list[Finding]:
     """The leg's own facts, each in its state's word; a leg no step reported on was not measured."""
     if status is None:
-        return [Finding(State.UNMEASURABLE, "leg", "the measure step did not run")]
-    found = [Finding(fact.state, "leg", fact.line) for fact in status.facts]
+        return [Finding(State.UNMEASURABLE, "leg", "the measure step did not run", cause=LegCause.NO_MEASURE_STEP)]
+    found = [Finding(fact.state, "leg", fact.line, cause=fact.cause) for fact in status.facts]
     if not status.measurable and not found:
-        found.append(Finding(State.UNMEASURABLE, "leg", status.reason))
+        found.append(Finding(State.UNMEASURABLE, "leg", status.reason, cause=LegCause.NO_MEASURE_STEP))
     return found
 
 
@@ -145,6 +147,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         awaiting=awaiting,
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
         budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
+        measured_subjects=tuple(sorted({subject_of(r) for r in run.comparisons})) if run is not None else (),
     )
 
 

@@ -2,8 +2,9 @@
 
 This runs apart from the measuring job, with the write token and without any upgraded
 backend package: it reads only the artifact, and a file that does not validate is
-refused with one line (its leg counts as not reported). One issue per (state, claim,
-machine class, backend), found again by its exact title; the night's results that have
+refused with one line (its leg counts as not reported). One issue per alert key (machine
+class, leg, claim, state, cause), closed when a later night shows it cleared and reopened
+when it returns (:mod:`pytest_specdec.gate.alerts`); the night's results that have
 no accepted baseline go into one accept pull request (:mod:`pytest_specdec.gate.accepting`).
 """
 
@@ -14,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import post_issue
+from pytest_specdec.gate.alerts import AlertKey, clear_alert, known_issues, raise_alert
 from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour, silent_legs
 from pytest_specdec.gate.tonight import read_night
 
@@ -44,9 +45,9 @@ def load_legs(artifacts: Path, expected: Mapping[str, bool]) -> tuple[list[LegNi
     return legs, refused
 
 
-def issue_title(state: State, subject: str, machine_class: str, backend: str) -> str:
-    """One title per (state, claim, machine class, backend): ``specdec: SD changed the output — claim d on …``."""
-    return f"specdec: {state.value} — {subject} on {machine_class} ({backend})"
+def alert_key(leg: LegNight, finding: Finding) -> AlertKey:
+    """The finding's issue: (machine class, leg, claim, state, cause)."""
+    return AlertKey(leg.machine_class, leg.backend, finding.subject, finding.state.value, finding.cause)
 
 
 def issue_body(leg: LegNight, finding: Finding, run_url: str) -> str:
@@ -73,13 +74,42 @@ def told(legs: Sequence[LegNight]) -> list[tuple[LegNight, Finding]]:
     return chosen
 
 
+# States about whether a result agrees with its accepted verdict: any of them tonight keeps any of them open.
+UNSETTLED = {State.FLIP.value, State.REBASELINE.value, State.NOT_CONFIRMED.value, State.UNDECIDED.value}
+
+
+def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
+    """Why ``key``'s state is shown cleared tonight; ``None`` when tonight does not show it (not measured, or
+    still there). Only a leg that reported on the key's machine class can clear it, and a claim only when it
+    was measured tonight and nothing unsettles it."""
+    leg = next((n for n in legs if (n.backend, n.machine_class) == (key.leg, key.machine_class)), None)
+    if leg is None or any(f.state is State.NOT_REPORTED for f in leg.findings):
+        return None
+    blocking = UNSETTLED if key.state in UNSETTLED else {key.state}
+    if any(f.subject == key.subject and f.state.value in blocking for f in leg.findings):
+        return None
+    if key.subject == "leg":
+        if key.state != State.NOT_REPORTED.value and not leg.measured:
+            return None
+        return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
+    if not leg.measured or key.subject not in leg.measured_subjects:
+        return None
+    return f'Cleared: {key.subject} was measured tonight on {key.machine_class} and no longer reads "{key.state}".'
+
+
 def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
-    """Open or comment on one issue per title; what was done, one line each."""
-    bodies: dict[str, list[str]] = {}
+    """One issue per alert key: opened, commented on or reopened; the gate's open issues shown cleared are
+    closed with a comment. What was done, one line each."""
+    bodies: dict[AlertKey, list[str]] = {}
     for leg, finding in told(legs):
-        title = issue_title(finding.state, finding.subject, leg.machine_class, leg.backend)
-        bodies.setdefault(title, []).append(issue_body(leg, finding, run_url))
-    return [post_issue(gh, title, "\n---\n\n".join(parts)) for title, parts in bodies.items()]
+        bodies.setdefault(alert_key(leg, finding), []).append(issue_body(leg, finding, run_url))
+    known = known_issues(gh)
+    done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in bodies.items()]
+    for key, issue in sorted(known.items()):
+        why = cleared(key, legs) if issue.open and key not in bodies else None
+        if why is not None:
+            done.append(clear_alert(gh, issue, f"{why}\n\nRun and artifacts: {run_url}"))
+    return done
 
 
 def workflow_commands(colour: NightColour, legs: Sequence[LegNight]) -> list[str]:

@@ -8,7 +8,8 @@ as a night only one that **measured**: a run in which a measuring job (``measure
 on the self-hosted runner) uploaded its leg's night for the verdict to read (``gh run view
 --json jobs``). A run whose verdict job failed because no runner took the measuring jobs
 is completed and failed, and is no night. When no night measured within ``hours`` it
-re-enables the workflow (``gh workflow enable``), opens (or comments on) one issue, and fails.
+re-enables the workflow (``gh workflow enable``), opens (or comments on, or reopens) one
+issue, and fails; the first check that finds a measured night again closes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import gh_output, post_issue, run_url
+from pytest_specdec.gate.alerts import AlertKey, clear_alert, gh_output, known_issues, raise_alert, run_url
 
 # Only the scheduled night measures every leg: a manual run may measure one optional leg, without the
 # upgrade or on another profile, and a push-triggered run is no night at all.
@@ -80,8 +81,13 @@ def check_nights(gh: str, workflow: str, hours: float, now: datetime | None = No
         raise SpecdecUsageError(f"'gh run list' answered something that is not JSON: {listed[:200]!r}") from None
     current = now or datetime.now(UTC)
     last, unmeasured = last_measured_night(gh, runs if isinstance(runs, list) else [])
+    key = quiet_key(workflow)
     if last is not None and current - last <= timedelta(hours=hours):
-        return False, [f"last night of {workflow} that measured finished {last.isoformat()} — within {hours:g} hours"]
+        lines = [f"last night of {workflow} that measured finished {last.isoformat()} — within {hours:g} hours"]
+        issue = known_issues(gh).get(key)
+        if issue is not None and issue.open:
+            lines.append(clear_alert(gh, issue, f"Cleared: {lines[0]}.\n\nWatchdog run: {run_url()}"))
+        return False, lines
     said = f"the last finished {last.isoformat()}" if last else "none in its recent runs"
     since = f"; {unmeasured} later scheduled run(s) completed without measuring" if unmeasured else ""
     lines = [f"no night of {workflow} has measured for {hours:g} hours ({said}{since})"]
@@ -96,5 +102,10 @@ def check_nights(gh: str, workflow: str, hours: float, now: datetime | None = No
         "after 60 days without repository activity, or a queued night was cancelled by a newer run.\n\n"
         f"Watchdog run: {run_url()}\n"
     )
-    lines.append(post_issue(gh, f"specdec: no gate night for {hours:g} hours ({workflow})", body))
+    lines.append(raise_alert(gh, key, body, known_issues(gh)))
     return True, lines
+
+
+def quiet_key(workflow: str) -> AlertKey:
+    """The watchdog's one issue: no night measured (per workflow; a fleet's runners each have their legs)."""
+    return AlertKey("every machine class", "every leg", "the nightly gate", "no night measured", workflow)

@@ -12,9 +12,19 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import find_issue
-from pytest_specdec.gate.night import Finding, LegNight, State, Thresholds, night_colour, trailing, ungated_finding
+from pytest_specdec.gate.alerts import LABEL, AlertKey, key_in, known_issues
+from pytest_specdec.gate.night import (
+    Finding,
+    LegCause,
+    LegNight,
+    State,
+    Thresholds,
+    night_colour,
+    trailing,
+    ungated_finding,
+)
 from pytest_specdec.gate.tonight import read_night
+from pytest_specdec.gate.verdict import tell
 from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
@@ -63,7 +73,7 @@ def test_an_unconfirmed_flip_is_green_and_tells_github_nothing(tmp_path: Path, m
     assert night.returncode == 0, night.stdout + night.stderr
     assert verdict.returncode == 0, verdict.stdout + verdict.stderr
     assert "the night is green" in verdict.stdout
-    assert gh_calls(tmp_path) == []
+    assert [c[:2] for c in gh_calls(tmp_path)] == [["issue", "list"]], "only the gate's issues looked up"
 
 
 def test_a_confirmed_flip_is_red_with_one_issue_found_again_the_next_night(tmp_path: Path, measured: Path) -> None:
@@ -74,13 +84,13 @@ def test_a_confirmed_flip_is_red_with_one_issue_found_again_the_next_night(tmp_p
     assert night.returncode == 1, "the measuring job of a red required leg fails too"
     assert verdict.returncode == 1
     assert "::error title=specdec gate::mlx: conclusion changed — claim d" in verdict.stdout
-    title = "specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx)"
-    calls = gh_calls(tmp_path)
+    calls = [c for c in gh_calls(tmp_path) if c[0] == "issue"]
     assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
-    assert calls[1][calls[1].index("--title") + 1] == title
+    title = calls[1][calls[1].index("--title") + 1]
+    assert title.startswith("specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx): "), title
     assert "- mlx-lm 0.32.2 → 0.33.0" in calls[1][calls[1].index("--body") + 1]
     night_and_verdict(tmp_path, measured)
-    assert [c[:2] for c in gh_calls(tmp_path)[2:]] == [["issue", "list"], ["issue", "comment"]]
+    assert [c[:2] for c in gh_calls(tmp_path) if c[0] == "issue"][2:] == [["issue", "list"], ["issue", "comment"]]
 
 
 def test_a_flip_the_confirm_step_left_no_call_on_stands(tmp_path: Path, measured: Path) -> None:
@@ -140,7 +150,7 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
         assert created == []
         return
     (create,) = created
-    assert create[create.index("--title") + 1] == "specdec: eroding — claim d on Apple-M1-Max-64GB (mlx)"
+    assert create[create.index("--title") + 1].startswith("specdec: eroding — claim d on Apple-M1-Max-64GB (mlx)")
     assert "| 2026-11-03 | mlx-lm 0.33 | 0.98x [0.95, 1.01] | holds | - |" in create[create.index("--body") + 1]
 
 
@@ -191,26 +201,65 @@ def test_not_yet_gated_is_said_and_goes_red_after_the_configured_nights() -> Non
     assert trailing([*nights, {"time": "2026-11-03", "change": "unchanged"}], {"new"}) == 0
 
 
-def test_an_issue_is_found_by_its_exact_title_not_by_its_words(tmp_path: Path) -> None:
-    """GitHub's search matches words in any order: only the exact title is the same issue."""
-    title = "specdec: conclusion changed — claim r on M (mlx)"
-    others = [
-        "specdec: conclusion changed — claim r on M (mlx) [closed by hand]",  # every word, and more
-        "specdec: changed conclusion — on M claim r (mlx)",  # the same words, another order
-        'specdec: conclusion changed — claim "r" on M (mlx)',
-    ]
+def test_an_issue_is_found_again_by_its_key_not_by_its_title(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker line in the body is the issue's identity: an issue with the same title but another key (or none)
+    is not it, a title edited by hand still is, and a marker that does not parse is no key."""
+    key = AlertKey("M", "mlx", "claim r", "conclusion changed", "mlx-lm 0.32.2 → 0.33.0")
+    other = AlertKey("M", "mlx", "claim r", "conclusion changed", "mlx-lm 0.33.0 → 0.34.0")
     state = tmp_path / "gh-state.json"
-    state.write_text(json.dumps({"issues": [{"number": n + 1, "title": t} for n, t in enumerate(others)]}))
-    os.environ["SPECDEC_GH_LOG"], os.environ["SPECDEC_GH_STATE"] = str(tmp_path / "gh.jsonl"), str(state)
-    try:
-        assert find_issue(str(GH), title) is None
-        state.write_text(
-            json.dumps({"issues": [{"number": n + 1, "title": t} for n, t in enumerate([*others, title])]})
-        )
-        assert find_issue(str(GH), title) == 4
-        assert find_issue(str(GH), others[2]) == 3, "a title with quotes is still found"
-    finally:
-        del os.environ["SPECDEC_GH_LOG"], os.environ["SPECDEC_GH_STATE"]
+    issues = [
+        {"number": 1, "title": key.title, "state": "open", "labels": [LABEL], "body": "no marker"},
+        {"number": 2, "title": key.title, "state": "open", "labels": [LABEL], "body": f"x\n{other.marker}\n"},
+        {"number": 3, "title": "renamed by hand", "state": "open", "labels": [LABEL], "body": f"x\n{key.marker}"},
+        {"number": 4, "title": "a user's", "state": "open", "labels": [], "body": key.marker},  # not the gate's label
+        {"number": 5, "title": "torn", "state": "open", "labels": [LABEL], "body": "<!-- specdec-alert: {torn -->"},
+    ]
+    state.write_text(json.dumps({"issues": issues}))
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(state))
+    known = known_issues(str(GH))
+    assert {k: i.number for k, i in known.items()} == {key: 3, other: 2}
+    assert key_in(key.marker) == key
+
+
+def keyed_night(tmp_path: Path, findings: tuple[Finding, ...], measured: tuple[str, ...] = ("claim d",)) -> list[str]:
+    """One required mlx leg's night told to the gh stand-in; what the verdict did."""
+    leg = LegNight("mlx", "M", True, True, "measured", findings, measured_subjects=measured)
+    return tell([leg], str(GH), "https://example/run/1")
+
+
+def test_every_change_its_own_issue_closed_when_cleared_and_reopened_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two causes are two issues; a night where the claim was measured and agrees closes its issue with a comment;
+    a night that did not measure the claim (or did not report) closes nothing; the same change again reopens it."""
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    flip = Finding(State.FLIP, "claim d", "refuted", "t.py::test_d[code]", "code", cause="mlx-lm 0.32.2 → 0.33.0")
+    absent = Finding(State.UNMEASURABLE, "leg", "model absent", cause=LegCause.UNAVAILABLE)
+    broken = Finding(State.UNMEASURABLE, "leg", "upgrade exited 1", cause=LegCause.SERVER_UPGRADE)
+    assert keyed_night(tmp_path, (flip,)) == [f"opened: {alert_key_of(flip).title}"]
+    unmeasured = LegNight("mlx", "M", True, False, "not measurable", (absent,))
+    assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(absent).title}"], "the flip is not cleared"
+    unmeasured = replace(unmeasured, findings=(broken,))
+    assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(broken).title}"], "another kind, another"
+    assert keyed_night(tmp_path, (), measured=("claim e",)) == [
+        "closed #2 (cleared): " + alert_key_of(absent).title,
+        "closed #3 (cleared): " + alert_key_of(broken).title,
+    ], "claim d was not measured: its flip stays open"
+    not_confirmed = replace(flip, state=State.NOT_CONFIRMED)
+    assert keyed_night(tmp_path, (not_confirmed,)) == [], "a flip not confirmed does not clear a flip"
+    assert keyed_night(tmp_path, ()) == ["closed #1 (cleared): " + alert_key_of(flip).title]
+    assert keyed_night(tmp_path, (flip,)) == ["reopened #1 (it returned): " + alert_key_of(flip).title]
+    assert keyed_night(tmp_path, (flip,)) == ["commented on #1: " + alert_key_of(flip).title]
+    issues = json.loads((tmp_path / "gh-state.json").read_text())["issues"]
+    assert [(i["number"], i["state"]) for i in issues] == [(1, "open"), (2, "closed"), (3, "closed")]
+    assert issues[0]["comments"][0].startswith("Cleared: claim d was measured tonight on M")
+    assert issues[0]["comments"][1].startswith("It returned.")
+
+
+def alert_key_of(finding: Finding) -> AlertKey:
+    return AlertKey("M", "mlx", finding.subject, finding.state.value, finding.cause)
 
 
 @pytest.mark.parametrize(
@@ -335,6 +384,6 @@ def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, m
     assert "::error title=specdec gate::ollama: runner did not report — leg: the leg reported nothing" in verdict.stdout
     created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
     assert [c[c.index("--title") + 1] for c in created] == [
-        "specdec: runner did not report — leg on Apple-M1-Max-64GB (ollama)"
+        "specdec: runner did not report — leg on Apple-M1-Max-64GB (ollama): no night file came back"
     ]
     assert "runs-on: self-hosted, macOS, ARM64" in created[0][created[0].index("--body") + 1]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.gate.legs import GateConfig, LegConfig
-from pytest_specdec.gate.night import State
+from pytest_specdec.gate.night import LegCause, State
 from pytest_specdec.gate.runs import LegFact, confirm, leg_facts, measure
 from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.files import dumps, load_run
@@ -45,7 +45,9 @@ def test_the_plugin_says_which_tests_kept_nothing_and_why_and_a_refuted_claim_is
 def test_a_run_with_nothing_wrong_has_no_leg_fact_and_one_cut_short_has_its_own(sample_run: RunRecord) -> None:
     assert leg_facts(sample_run, cut_short=False) == ()
     (fact,) = leg_facts(sample_run, cut_short=True)
-    assert fact == LegFact(State.CUT_SHORT, "the run was cut short (interrupted): not every claim measured")
+    assert fact == LegFact(
+        State.CUT_SHORT, "the run was cut short (interrupted): not every claim measured", LegCause.INTERRUPTED
+    )
 
 
 def test_an_optional_leg_on_a_refused_profile_is_unmeasurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

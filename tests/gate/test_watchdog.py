@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.gate.watchdog import check_nights, last_night
+from pytest_specdec.gate.watchdog import check_nights, last_night, quiet_key
 
 GH = Path(__file__).resolve().parents[1] / "act" / "gh"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -60,9 +60,16 @@ def test_a_quiet_gate_is_red_with_one_issue_and_the_workflow_re_enabled(tmp_path
     )
     calls = [json.loads(line) for line in (tmp_path / "gh.jsonl").read_text().splitlines()]
     assert ["workflow", "enable", "specdec-gate.yml"] in calls
-    assert lines[-1] == "opened: specdec: no gate night for 48 hours (specdec-gate.yml)"
+    assert lines[-1] == f"opened: {quiet_key('specdec-gate.yml').title}"
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
     assert lines[-1].startswith("commented on #1:"), "one issue, found again"
+    state = json.loads(gh_state.read_text())
+    state["runs"].append(run("schedule", "2026-12-01T03:40:00Z"))
+    gh_state.write_text(json.dumps(state))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert not quiet
+    assert lines[-1] == f"closed #1 (cleared): {quiet_key('specdec-gate.yml').title}", "a night measured again"
+    assert json.loads(gh_state.read_text())["issues"][0]["state"] == "closed"
 
 
 def test_a_recent_night_is_green(gh_state: Path) -> None:
