@@ -1,14 +1,27 @@
 # Quick start: `make bench` (verdict table on the embedded default) and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The newest python3.1x (3.11 or newer) on PATH; `make test PYTHON=python3.12` picks one.
+PYTHON ?= $(shell for v in 3.14 3.13 3.12 3.11; do command -v python$$v >/dev/null 2>&1 && python$$v -c '' 2>/dev/null && { echo python$$v; exit; }; done; command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo python3)
+GOOD_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
 # A prebuilt llama-cpp-python wheel next to the checkout saves a ~12 minute compile.
 WHEELS := $(wildcard ../shared/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 
 .PHONY: bench test lint install
 
-$(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+NEED_PYTHON = brew install python@3.12 (or any Python 3.11+), then: make $(or $(MAKECMDGOALS),install) PYTHON=python3.12
+PYVER := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
+
+# The venv is made by $(PYTHON); one made by another Python (too old, or not the one asked for) is rebuilt.
+$(VENV)/.python-$(PYVER):
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.11 or newer on PATH (a Mac's python3 is 3.9): $(NEED_PYTHON)" >&2; exit 2; }
+	@$(PYTHON) -c '$(GOOD_PYTHON)' || { echo "make: $(PYTHON) is $$($(PYTHON) -V 2>&1); pytest-specdec needs 3.11 or newer: $(NEED_PYTHON)" >&2; exit 2; }
+	@if test -d $(VENV); then echo "make: $(VENV) was not made by $(PYTHON) ($(PYVER)): rebuilding it"; rm -rf $(VENV); fi
+	$(PYTHON) -m venv $(VENV)
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.python-$(PYVER)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(FIND_LINKS) -e '.[all,dev]'
 	touch $@

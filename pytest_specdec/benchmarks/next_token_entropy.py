@@ -28,7 +28,7 @@ Logits = Callable[[list[int]], npt.NDArray[np.float64]]
 def tempered(logits: npt.NDArray[np.float64], temperature: float) -> npt.NDArray[np.float64]:
     """The sampling distribution of ``logits`` at ``temperature``."""
     scaled = logits / temperature
-    weights = np.exp(scaled - scaled.max())
+    weights = np.exp(scaled - np.max(scaled))
     return np.asarray(weights / weights.sum(), dtype=np.float64)
 
 
@@ -40,7 +40,7 @@ def walk(next_logits: Logits, prompts: Sequence[list[int]], temperature: float, 
         for _ in range(tokens):
             p = tempered(next_logits(ids), temperature)
             entropies.append(float(-(p * np.log(p + 1e-30)).sum()))
-            tops.append(float(p.max()))
+            tops.append(float(np.max(p)))
             ids.append(int(rng.choice(len(p), p=p)))
     return float(np.mean(entropies)), float(np.median(tops))
 

@@ -133,7 +133,11 @@ def subject_of(record: ComparisonRecord) -> str:
 def release_pair(record: ComparisonRecord) -> str:
     """The releases a result's finding is about: ``accepted → tonight's``, or tonight's alone."""
     accepted = record.check.baseline_release if record.check is not None else None
-    return f"{accepted} → {record.release}" if accepted and accepted != record.release else record.release
+    if not accepted or accepted == record.release:
+        return record.release
+    name, _, version = record.release.partition(" ")
+    same_package = version and accepted.startswith(f"{name} ")
+    return f"{accepted} → {version if same_package else record.release}"
 
 
 def _about(state: State, record: ComparisonRecord, message: str, history: str = "") -> Finding:

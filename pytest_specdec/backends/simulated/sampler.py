@@ -30,7 +30,7 @@ def _start(prompt: str) -> int:
 
 def _next_token(rng: np.random.Generator, previous: int, temperature: float, top_p: float) -> int:
     scaled = _logits()[previous] / temperature
-    weights = np.exp(scaled - scaled.max())
+    weights = np.exp(scaled - np.max(scaled))
     weights /= weights.sum()
     if top_p < 1.0:
         order = np.argsort(-weights)
