@@ -8,7 +8,7 @@ GOOD_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
 WHEELS := $(wildcard ../shared/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: bench test lint install
+.PHONY: bench sweeps test lint install
 
 NEED_PYTHON = brew install python@3.12 (or any Python 3.11+), then: make $(or $(MAKECMDGOALS),install) PYTHON=python3.12
 PYVER := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
@@ -28,8 +28,14 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.python-$(PYVER)
 
 install: $(VENV)/.installed
 
+# The document's claims on the embedded default, a few minutes; the long sweeps are `make sweeps`.
 bench: $(VENV)/.installed
-	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider
+	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider -m "not sweep"
+
+# γ, temperature, context and concurrency sweeps: long (the context sweep alone can take hours on a
+# CPU); each run says its expected duration first, from this machine's earlier runs.
+sweeps: $(VENV)/.installed
+	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider -m sweep
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .

@@ -35,15 +35,19 @@ from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
 from pytest_specdec.store.ledger import default_root
 from pytest_specdec.store.records import Unmeasured, UnmeasuredTest
+from pytest_specdec.store.timings import expect, keep_timings, read_timings, timings_file
 
 session_key = pytest.StashKey[SpecdecSession]()
 deselected_key = pytest.StashKey[bool]()
 finish_key = pytest.StashKey[list[str]]()
+timings_key = pytest.StashKey[dict[str, float]]()  # this run's seconds per measuring test (set up and run)
 
 MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
     "acceptance(min=None): the claimed minimum acceptance rate of draft tokens",
     "claim(id, source, quote, applies_to=()): where the claim comes from and which model profiles it gates",
+    "sweep: one axis measured over several values (long): `make sweeps` runs these, `make bench` leaves them out "
+    "(-m 'not sweep')",
 )  # and each axis's own marker (pytest_specdec.axes)
 
 
@@ -167,6 +171,41 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             raise pytest.UsageError(str(error)) from None
 
 
+def _measuring(item: pytest.Item) -> bool:
+    return "specdec" in getattr(item, "fixturenames", ())
+
+
+def _timings_path(config: pytest.Config) -> Path:
+    session = config.stash[session_key]
+    return timings_file(session.machine_class, session.settings.backend, session.settings.profile)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say the run's expected duration before its first pair (this machine's earlier timings, or that none exist)."""
+    config = session.config
+    measuring = [item.nodeid for item in session.items if _measuring(item)]
+    if session_key not in config.stash or config.option.collectonly or not measuring:
+        return
+    config.stash[timings_key] = {}
+    expected = expect(measuring, read_timings(_timings_path(config)))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"specdec: {config.stash[session_key].settings.backend}: {expected.text}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Time each measuring test that ran (set-up included: the first one loads the models) for the next run."""
+    report = yield
+    found = item.config.stash.get(timings_key, None)
+    if found is not None and _measuring(item) and report.when in ("setup", "call"):
+        if report.skipped:
+            found.pop(item.nodeid, None)
+        else:
+            found[item.nodeid] = found.get(item.nodeid, 0.0) + report.duration
+    return report
+
+
 @pytest.fixture
 def specdec(request: pytest.FixtureRequest) -> SpecdecFixture:
     """Paired plain-vs-SD measurements on the ``--backend`` choice: ``specdec.compare("code")``."""
@@ -233,6 +272,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session_key not in config.stash:
         return
     specdec_session = config.stash[session_key]
+    if timings_key in config.stash:
+        timed: dict[str, float] = config.stash[timings_key]
+        keep_timings(_timings_path(config), timed)
     ledger = specdec_session.ledger
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     if ledger.records:

@@ -53,6 +53,19 @@ def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["SPECDEC_CACHE_DIR"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _timings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Keep tests' timings out of the user's cache: each run's expected duration starts unknown here."""
+    path = tmp_path_factory.mktemp("specdec-timings")
+    previous = os.environ.get("SPECDEC_TIMINGS_DIR")
+    os.environ["SPECDEC_TIMINGS_DIR"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("SPECDEC_TIMINGS_DIR", None)
+    else:
+        os.environ["SPECDEC_TIMINGS_DIR"] = previous
+
+
 RecordFactory = Callable[[str, float, str, CheckRecord | None], ComparisonRecord]
 
 

@@ -10,10 +10,13 @@ Runs on llama-server, the server backend whose slots the plugin sets (``-np``).
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_specdec.benchmarks.kit import only_for
 from pytest_specdec.fixture import SpecdecFixture
 
 
+@pytest.mark.sweep
 def test_concurrency_sweep_on_code(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["llama-server"])
     specdec.sweep(concurrency=[1, 2, 4], category="code")

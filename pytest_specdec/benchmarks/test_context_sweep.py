@@ -11,10 +11,13 @@ is listed as not measured, with its numbers. The summary line says where each an
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_specdec.benchmarks.kit import only_for
 from pytest_specdec.fixture import SpecdecFixture
 
 
+@pytest.mark.sweep
 def test_context_sweep_on_copy(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["llama-cpp", "llama-server", "mlx"])
     specdec.sweep(context=[0, 2048, 8192], category="copy")

@@ -11,10 +11,13 @@ distribution check's 128 generations per arm and prompt (1024 on the 4 ``code`` 
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_specdec.benchmarks.kit import only_for
 from pytest_specdec.fixture import SpecdecFixture
 
 
+@pytest.mark.sweep
 def test_temperature_sweep_on_code(specdec: SpecdecFixture) -> None:
     only_for(specdec, ["llama-cpp", "llama-server"])
     specdec.sweep(temperature=[0.0, 0.3, 0.7, 1.0], category="code", max_trials=16)

@@ -22,6 +22,7 @@ from xml.etree import ElementTree
 
 from pytest_specdec.errors import NO_RESULT_KEPT
 from pytest_specdec.gate.state import dump_state_json, read_state_json, state_root
+from pytest_specdec.store.timings import costs
 
 
 def timings_path(machine_class: str, backend: str) -> Path:
@@ -112,11 +113,10 @@ def plan(
 ) -> Budget:
     """The expected duration, and tests dropped until the rest fits ``allowed_s`` (the most recently measured
     first, the longest first among equals; never measured last)."""
-    known = [timings[junit_key(n)] for n in nodeids if junit_key(n) in timings]
-    if not nodeids or not known:
+    by_key = costs([junit_key(n) for n in nodeids], timings)
+    if by_key is None:
         return Budget(len(nodeids), None, allowed_s)
-    fallback = sum(known) / len(known)
-    cost = {n: timings.get(junit_key(n), fallback) for n in nodeids}
+    cost = {n: by_key[junit_key(n)] for n in nodeids}
     expected = sum(cost.values())
     if allowed_s is None or expected <= allowed_s:
         return Budget(len(nodeids), expected, allowed_s)

@@ -34,7 +34,8 @@ def state_root() -> Path:
 
 def keep_history(run: RunRecord) -> Path:
     """Append a measured night's results to the runner's history."""
-    lines = [history_line(record, run.machine_class, False, run.finished) for record in run.comparisons]
+    lines = [history_line(record, run.machine_class, False, run.finished, interrupted=run.interrupted)
+             for record in run.comparisons]  # fmt: skip
     return BaselineStore(state_root(), run.machine_class).append_history(lines)
 
 

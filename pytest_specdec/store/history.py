@@ -17,10 +17,13 @@ from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import HISTORY_SCHEMA_VERSION, ComparisonRecord
 
 
-def history_line(record: ComparisonRecord, machine_class: str, accepted: bool, when: str) -> dict[str, object]:
-    """One history line: enough to plot speedup against release without the samples."""
+def history_line(
+    record: ComparisonRecord, machine_class: str, accepted: bool, when: str, *, interrupted: bool = False
+) -> dict[str, object]:
+    """One history line: enough to plot speedup against release without the samples (``interrupted``: kept
+    from a run cut short, never accepted)."""
     s = record.speedup
-    return {
+    return ({"interrupted": True} if interrupted else {}) | {
         "schema_version": HISTORY_SCHEMA_VERSION,
         "time": when,
         "machine_class": machine_class,

@@ -143,7 +143,7 @@ class BaselineLedger:
         if not self.records and collected is None:
             return FinishReport()
         if interrupted:
-            return FinishReport(("interrupted: no baseline, candidate or history line was written",))
+            return self._keep_interrupted()
         drifted = self.control_drift()
         drift_lines = tuple(f"{r.nodeid} [{r.category}]: {r.check.message}" for r in drifted if r.check)
         failed = drift_lines if drifted and self.policy.fail_on_drift and not self.policy.update else ()
@@ -159,6 +159,22 @@ class BaselineLedger:
                 "or point --specdec-baselines at another folder; existing baselines were left as they were"
             )
         return FinishReport(tuple(lines) + self._stale(collected, scopes), drifted=tuple(drifted), failed=failed)
+
+    def _keep_interrupted(self) -> FinishReport:
+        """A run cut short keeps each finished comparison as a history line marked interrupted, and nothing else."""
+        if not self.records:
+            return FinishReport(("interrupted before any comparison finished: nothing to keep",))
+        when = now_iso()
+        lines = [history_line(r, self.store.machine_class, False, when, interrupted=True) for r in self.records]
+        try:
+            path = self.store.append_history(lines)
+        except OSError as error:
+            return FinishReport(error=f"interrupted, and the {len(lines)} finished comparison(s) could not be kept in "
+                                      f"{self.store.history_path()}: {error.strerror or error}")  # fmt: skip
+        return FinishReport((
+            f"interrupted: kept the {len(lines)} finished comparison(s) as history lines in {path}, marked "
+            "interrupted (never accepted, never proposed for acceptance); no baseline or candidate was written",
+        ))  # fmt: skip
 
     def _write(self) -> list[str]:
         when = now_iso()

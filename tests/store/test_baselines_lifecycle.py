@@ -190,7 +190,7 @@ def test_unwritable_baselines_directory_is_one_error_line(pytester: pytest.Pytes
     assert (pytester.path / "blocked").read_text().startswith("a file")
 
 
-def test_interrupted_run_writes_nothing(pytester: pytest.Pytester) -> None:
+def test_interrupted_run_keeps_its_finished_comparisons_and_accepts_nothing(pytester: pytest.Pytester) -> None:
     claim_file(pytester)
     run(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)
     before = baseline_path(pytester).read_bytes()
@@ -203,9 +203,11 @@ def test_interrupted_run_writes_nothing(pytester: pytest.Pytester) -> None:
         *SIM, *option("speedup", 1.6), *option("release", "2.0"), "--specdec-update-baselines"
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*interrupted: no baseline, candidate or history line was written*"])
-    assert baseline_path(pytester).read_bytes() == before
-    assert history.read_text() == lines_before
+    result.stdout.fnmatch_lines(["*interrupted: kept the 1 finished comparison(s) as history lines in *, marked "
+                                 "interrupted (never accepted*no baseline or candidate was written"])  # fmt: skip
+    assert baseline_path(pytester).read_bytes() == before, "nothing accepted"
+    added = history.read_text().removeprefix(lines_before).splitlines()
+    assert [json.loads(line)["interrupted"] for line in added] == [True]
 
 
 def test_stale_baselines_are_reported_when_the_whole_suite_ran(pytester: pytest.Pytester) -> None:

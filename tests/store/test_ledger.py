@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -46,12 +47,23 @@ def test_a_flip_fails_unless_updating_and_update_accepts_it(tmp_path: Path, make
     assert stored.result.check is None
 
 
-def test_an_interrupted_session_writes_nothing(tmp_path: Path, make_record: Factory) -> None:
+def test_an_interrupted_session_keeps_its_finished_comparisons_as_history_only(
+    tmp_path: Path, make_record: Factory
+) -> None:
+    """Ctrl-C keeps what finished, marked interrupted; nothing is accepted or proposed for acceptance."""
     book = ledger(tmp_path, update=True)
     book.check(make_record("code", 0.94, "holds", None))
-    report = book.finish(interrupted=True, collected=None)
-    assert report.lines == ("interrupted: no baseline, candidate or history line was written",)
-    assert not any(tmp_path.iterdir())
+    book.check(make_record("prose", 1.1, "holds", None))
+    (line,) = book.finish(interrupted=True, collected=None).lines
+    history = tmp_path / "history" / "M.jsonl"
+    assert line.startswith(f"interrupted: kept the 2 finished comparison(s) as history lines in {history}, marked")
+    kept = [json.loads(text) for text in history.read_text().splitlines()]
+    assert [(k["category"], k["interrupted"], k["accepted"]) for k in kept] == [("code", True, False),
+                                                                             ("prose", True, False)]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".specdec.lock", "history"], "no baseline, no candidate"
+    assert ledger(tmp_path).finish(interrupted=True, collected=set()).lines == (
+        "interrupted before any comparison finished: nothing to keep",
+    )
 
 
 def test_a_failed_comparison_is_never_a_baseline_but_is_history(tmp_path: Path, make_record: Factory) -> None:
