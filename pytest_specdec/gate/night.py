@@ -103,7 +103,7 @@ class LegNight:
     awaiting: int = 0  # results without an accepted baseline tonight
     release_changes: tuple[str, ...] = ()
     budget: str = ""  # what the budget step said (expected duration, claims dropped)
-    measured_subjects: tuple[str, ...] = ()  # the claims (or tests) measured tonight: only these can clear
+    agreeing_subjects: tuple[str, ...] = ()  # claims whose every result tonight agrees: only these clear an alert
     schema_version: int = NIGHT_SCHEMA_VERSION
 
     @property
@@ -259,6 +259,27 @@ def comparison_findings(
                 message = f"undecided on {nights} nights in a row: {check.message}"
                 findings.append(_about(State.UNDECIDED, record, message, history_table(lines[-12:])))
     return findings
+
+
+AGREES = (Change.UNCHANGED, Change.RECONFIRMED, Change.DRIFT)  # the accepted verdict, decided again tonight
+
+
+def agreeing_subjects(run: RunRecord) -> tuple[str, ...]:
+    """The claims (or tests) whose every result tonight decided the same verdict as its accepted baseline.
+
+    Only these can clear an alert: an inconclusive re-measurement, a lossy or unmeasured one, or a new
+    result says nothing about whether a flip went away.
+    """
+    verdicts: dict[str, bool] = {}
+    for record in run.comparisons:
+        agrees = (
+            record.check is not None
+            and record.check.change in AGREES
+            and not (record.judgement.conclusion.says_nothing_about_speed)
+        )
+        subject = subject_of(record)
+        verdicts[subject] = verdicts.get(subject, True) and agrees
+    return tuple(sorted(subject for subject, agrees in verdicts.items() if agrees))
 
 
 def awaiting_acceptance(run: RunRecord) -> int:

@@ -25,10 +25,10 @@ from pytest_specdec.gate.night import (
     LegNight,
     State,
     Thresholds,
+    agreeing_subjects,
     awaiting_acceptance,
     comparison_findings,
     history_table,
-    subject_of,
     ungated_finding,
 )
 from pytest_specdec.gate.runs import Leg, read_leg
@@ -147,7 +147,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         awaiting=awaiting,
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
         budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
-        measured_subjects=tuple(sorted({subject_of(r) for r in run.comparisons})) if run is not None else (),
+        agreeing_subjects=agreeing_subjects(run) if run is not None else (),
     )
 
 

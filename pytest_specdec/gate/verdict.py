@@ -74,27 +74,22 @@ def told(legs: Sequence[LegNight]) -> list[tuple[LegNight, Finding]]:
     return chosen
 
 
-# States about whether a result agrees with its accepted verdict: any of them tonight keeps any of them open.
-UNSETTLED = {State.FLIP.value, State.REBASELINE.value, State.NOT_CONFIRMED.value, State.UNDECIDED.value}
-
-
 def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
     """Why ``key``'s state is shown cleared tonight; ``None`` when tonight does not show it (not measured, or
-    still there). Only a leg that reported on the key's machine class can clear it, and a claim only when it
-    was measured tonight and nothing unsettles it."""
+    still there). Only a leg that reported on the key's machine class can clear it, and a claim only when every
+    result of it tonight decided its accepted verdict again (an inconclusive one clears nothing)."""
     leg = next((n for n in legs if (n.backend, n.machine_class) == (key.leg, key.machine_class)), None)
     if leg is None or any(f.state is State.NOT_REPORTED for f in leg.findings):
         return None
-    blocking = UNSETTLED if key.state in UNSETTLED else {key.state}
-    if any(f.subject == key.subject and f.state.value in blocking for f in leg.findings):
+    if any(f.subject == key.subject and f.state.value == key.state for f in leg.findings):
         return None
     if key.subject == "leg":
         if key.state != State.NOT_REPORTED.value and not leg.measured:
             return None
         return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
-    if not leg.measured or key.subject not in leg.measured_subjects:
+    if not leg.measured or key.subject not in leg.agreeing_subjects:
         return None
-    return f'Cleared: {key.subject} was measured tonight on {key.machine_class} and no longer reads "{key.state}".'
+    return f"Cleared: {key.subject} was measured tonight on {key.machine_class} and agrees with its accepted verdict."
 
 
 def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:

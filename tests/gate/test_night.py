@@ -222,9 +222,9 @@ def test_an_issue_is_found_again_by_its_key_not_by_its_title(tmp_path: Path, mon
     assert key_in(key.marker) == key
 
 
-def keyed_night(tmp_path: Path, findings: tuple[Finding, ...], measured: tuple[str, ...] = ("claim d",)) -> list[str]:
+def keyed_night(tmp_path: Path, findings: tuple[Finding, ...], agreeing: tuple[str, ...] = ("claim d",)) -> list[str]:
     """One required mlx leg's night told to the gh stand-in; what the verdict did."""
-    leg = LegNight("mlx", "M", True, True, "measured", findings, measured_subjects=measured)
+    leg = LegNight("mlx", "M", True, True, "measured", findings, agreeing_subjects=agreeing)
     return tell([leg], str(GH), "https://example/run/1")
 
 
@@ -243,18 +243,18 @@ def test_every_change_its_own_issue_closed_when_cleared_and_reopened_when_it_ret
     assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(absent).title}"], "the flip is not cleared"
     unmeasured = replace(unmeasured, findings=(broken,))
     assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(broken).title}"], "another kind, another"
-    assert keyed_night(tmp_path, (), measured=("claim e",)) == [
+    assert keyed_night(tmp_path, (), agreeing=()) == [
         "closed #2 (cleared): " + alert_key_of(absent).title,
         "closed #3 (cleared): " + alert_key_of(broken).title,
-    ], "claim d was not measured: its flip stays open"
+    ], "claim d was not measured (or was inconclusive): its flip stays open"
     not_confirmed = replace(flip, state=State.NOT_CONFIRMED)
-    assert keyed_night(tmp_path, (not_confirmed,)) == [], "a flip not confirmed does not clear a flip"
+    assert keyed_night(tmp_path, (not_confirmed,), agreeing=()) == [], "a flip not confirmed does not clear a flip"
     assert keyed_night(tmp_path, ()) == ["closed #1 (cleared): " + alert_key_of(flip).title]
     assert keyed_night(tmp_path, (flip,)) == ["reopened #1 (it returned): " + alert_key_of(flip).title]
     assert keyed_night(tmp_path, (flip,)) == ["commented on #1: " + alert_key_of(flip).title]
     issues = json.loads((tmp_path / "gh-state.json").read_text())["issues"]
     assert [(i["number"], i["state"]) for i in issues] == [(1, "open"), (2, "closed"), (3, "closed")]
-    assert issues[0]["comments"][0].startswith("Cleared: claim d was measured tonight on M")
+    assert issues[0]["comments"][0].startswith("Cleared: claim d was measured tonight on M and agrees")
     assert issues[0]["comments"][1].startswith("It returned.")
 
 
