@@ -28,6 +28,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
 
+def lock_platform() -> str:
+    """``darwin-arm64-py3.12``: the platform a hashed lock is resolved for (its ``# platform:`` line)."""
+    import sys
+
+    machine = {"aarch64": "arm64", "AMD64": "x86_64"}.get(platform.machine(), platform.machine())
+    return f"{sys.platform}-{machine}-py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
 def machine_class() -> str:
     """The class of machine whose results are comparable with each other.
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 from gate.released_backend import build_wheel
+from gate.wheelhouse import wheelhouse
 
 from pytest_specdec.gate.watchdog import quiet_key
 
@@ -142,13 +143,32 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     lock.write_text(f"specdec-testbackend==1.0 --hash=sha256:{digest}\n", encoding="utf-8")
     commit(repo, "gate on the test backend")
+    # The hosted jobs' hashed lock for this machine (the shipped one is for GitHub's Python 3.12): in the
+    # nights that share the development install, every package it names is already there.
+    wheelhouse(project_requirements(), root / "wheelhouse", root / "alert-lock.txt")
     return root
 
 
+def project_requirements() -> list[str]:
+    """The project's own dependencies and its build backend: what a hosted job's venv needs."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    return [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+
+
 def act(
-    workspace: Path, workflow: str, leg: str, *, upgrade: bool = False, pytest_args: str = "", runs: str = ""
+    workspace: Path,
+    workflow: str,
+    leg: str,
+    *,
+    upgrade: bool = False,
+    pytest_args: str = "",
+    runs: str = "",
+    hashed: bool = False,
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
-    """One run of ``workflow`` (a night) and the gh calls it made."""
+    """One run of ``workflow`` (a night) and the gh calls it made (``hashed``: every venv installs every
+    package from its hashed lock and the workspace's wheelhouse, none sees the development install)."""
     standin = workspace / "stand-in"
     night = len(list(workspace.glob("gh-*.jsonl")))
     log = workspace / f"gh-{night}.jsonl"
@@ -172,7 +192,11 @@ def act(
         "SPECDEC_GATE_STATE": str(workspace / "runner-state"),
         "SPECDEC_ARTIFACT_STORE": str(workspace / f"artifacts-{night}"),
         "HF_HUB_OFFLINE": "1",  # no network here: a model that is not on disk fails at once
+        "SPECDEC_GATE_ALERT_LOCK": str(workspace / "alert-lock.txt"),
     }
+    if hashed:
+        del environment["SPECDEC_GATE_SHARED_SITE"], environment["SPECDEC_GATE_PROJECT"]
+        environment["SPECDEC_GATE_PIP_ARGS"] += f" --find-links {workspace / 'wheelhouse'}"
     command = [
         ACT, "workflow_dispatch", "-W", f".github/workflows/{workflow}",
         "-P", "self-hosted=-self-hosted", "-P", "macOS=-self-hosted", "-P", "ARM64=-self-hosted",
@@ -204,6 +228,11 @@ def title(state: str, subject: str = "claim r", backend: str = "testbackend") ->
 
 def issue_body(call: list[str]) -> str:
     return call[call.index("--body") + 1]
+
+
+def created(calls: list[list[str]]) -> list[list[str]]:
+    """The night's ``gh issue create`` calls (a night may also comment on, close or reopen issues)."""
+    return [call for call in calls if call[:2] == ["issue", "create"]]
 
 
 def merge_pull_request(workspace: Path, calls: list[list[str]]) -> None:
@@ -266,7 +295,7 @@ def release_flips(workspace: Path) -> None:
     assert float(blamed.group(1)) == pytest.approx(0.8, abs=0.03), "last night's release measured beside tonight's"
     assert "1 flipped conclusion(s) confirmed" in night.stdout
     assert titles(calls, causes=True) == [title("conclusion changed") + ": specdec-testbackend 1.0 → 1.1"]
-    body = issue_body(calls[-1])
+    body = issue_body(created(calls)[-1])
     assert "- specdec-testbackend 1.0 → 1.1" in body
     assert f"CONCLUSION CHANGED on {MACHINE}: specdec-testbackend 1.0 → 1.1" in body
     assert "new release 1.2" in body, "the issue carries both releases' figures from tonight"
@@ -291,7 +320,9 @@ def blame_the_release_not_the_machine(workspace: Path) -> None:
     assert night.returncode != 0, "a machine shown to have moved needs a re-baseline: red"
     assert "the machine moved, not the release: both releases are refuted against max=1 tonight" in night.stdout
     assert titles(calls) == [title("re-baseline needed")], "its own issue, never a release's"
-    assert "what the fingerprints say" in issue_body(calls[-1]) or "record no change" in issue_body(calls[-1])
+    assert "what the fingerprints say" in issue_body(created(calls)[-1]) or "record no change" in issue_body(
+        created(calls)[-1]
+    )
 
 
 def undecided_and_ungated_two_nights(workspace: Path) -> None:
@@ -319,7 +350,7 @@ def undecided_and_ungated_two_nights(workspace: Path) -> None:
         assert (night.returncode == 0) is (count < 2), night.stdout[-5000:]
     assert "not gated for too long" in night.stdout
     assert sorted(titles(calls)) == sorted([title("undecided for nights"), title("not gated for too long", "leg")])
-    undecided = next(c for c in calls if c[:2] == ["issue", "create"] and title("undecided for nights") in c)
+    undecided = next(c for c in created(calls) if c[c.index("--title") + 1].startswith(title("undecided for nights")))
     assert "| night | release | speedup [CI] | verdict | change |" in issue_body(undecided)
     (repo / "gate-bench" / "test_new_claim.py").unlink()
     set_leg_args(repo, LEG_ARGS)
@@ -333,7 +364,64 @@ def test_each_red_state_has_its_word_and_issue_and_only_agreement_is_green(works
     night, calls = act(workspace, "specdec-gate.yml", "testbackend")
     assert night.returncode == 0, night.stdout[-5000:]
     assert "specdec gate: the night is green" in night.stdout
-    assert calls == [], "an agreeing night asks GitHub for nothing"
+    assert created(calls) == [], "an agreeing night opens nothing"
+    closed = re.findall(r"closed #\d+ \(cleared\): specdec: ([^—]+) —", night.stdout)
+    assert sorted(c.strip() for c in closed) == [  # none closed earlier: no night between agreed with the baseline
+        "conclusion changed", "metric changed, not speed", "not gated for too long", "re-baseline needed",
+        "undecided for nights",
+    ], "the first night that agrees again closes every alert it shows cleared"  # fmt: skip
+    state = json.loads((workspace / "gh-state.json").read_text())
+    assert [i["state"] for i in state["issues"]] == ["closed"] * len(state["issues"]), "every alert has closed"
+    night, calls = act(workspace, "specdec-gate.yml", "testbackend")
+    assert [c[:2] for c in calls] == [["issue", "list"]], "a green night after it is silent: one look-up"
+
+
+def pip_installs_by_step(log: str) -> list[tuple[str, str]]:
+    """Each ``pip install`` a night ran, with the workflow step that ran it (act names each step as it starts)."""
+    step, found = "", []
+    for line in log.splitlines():
+        started = re.search(r"⭐ Run (?:Main|Post) (.+)$", line)
+        if started:
+            step = started.group(1).strip()
+        said = re.search(r"(?:gate\.sh|specdec gate): pip install (.+)$", line)
+        if said:
+            found.append((step, said.group(1).strip()))
+    return found
+
+
+def test_a_night_installs_every_package_from_a_hashed_lock(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Hashed from the first byte: no venv of the night sees the development install; every package comes from
+    a hashed lock (--require-hashes), the project from its checkout without resolving, and only the upgrade step
+    resolves (it does not run tonight)."""
+    pytest.importorskip("mlx_lm")
+    root = tmp_path_factory.mktemp("hashed")
+    (root / "index").mkdir()
+    wheel = build_wheel(root / "index", "1.0", 0.8)
+    repo = clone(root)
+    set_leg_args(repo, LEG_ARGS)
+    (repo / "gate-bench").mkdir()
+    (repo / "gate-bench" / "test_release.py").write_text(CLAIM.format(claim="r"), encoding="utf-8")
+    lock = repo / "baselines" / MACHINE / "gate-lock.txt"
+    pins = wheelhouse(project_requirements(), root / "wheelhouse", lock)
+    backend = f"specdec-testbackend==1.0 --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}\n"
+    lock.write_text(lock.read_text(encoding="utf-8") + backend, encoding="utf-8")
+    shutil.copyfile(lock, root / "alert-lock.txt")
+    commit(repo, "a lock of every package")
+    night, _ = act(root, "specdec-gate.yml", "testbackend", hashed=True)
+    assert "SD does not pay off" in night.stdout or "not yet gated" in night.stdout, night.stdout[-5000:]
+    assert "specdec gate: testbackend: measured" in night.stdout, night.stdout[-5000:]
+    installs = pip_installs_by_step(night.stdout)
+    assert len([args for _, args in installs if "--require-hashes" in args]) >= 3, "measure, verdict and propose"
+    unhashed = [
+        (step, args) for step, args in installs
+        if "--require-hashes" not in args and "Upgrade" not in step
+        and args.split() != ["--no-deps", "--no-index", "--no-build-isolation", "-e", "."]
+    ]  # fmt: skip
+    assert unhashed == [], "only the upgrade resolves; the project comes from the checkout, nothing resolved"
+    assert f"gate.sh: pip install --require-hashes --no-deps -r baselines/{MACHINE}/gate-lock.txt" in night.stdout
+    locked = re.search(r"specdec gate: locked (\d+) package\(s\)", night.stdout)
+    assert locked is not None, night.stdout[-5000:]
+    assert int(locked.group(1)) == len(pins) + 1, "the lock step records every package that ran, and only those"
 
 
 def test_a_required_leg_whose_server_cannot_start_fails_with_its_reason(workspace: Path) -> None:

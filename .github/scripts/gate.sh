@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The specdec gate's steps; the workflows only wire them. Usage: gate.sh STEP
 # The measuring job (self-hosted, contents: read, no token, no secret), one leg:
-#   setup    fresh venv, the project, the leg's packages as pinned by
-#            baselines/<machine class>/gate-lock.txt (versions-before.json); on an upgrading
-#            night a second one, .gate-venv-old, that the upgrade leaves as it is
-#   upgrade  newest release of the leg's packages and servers (release-changes.json)
+#   setup    fresh venv: every package from the hashed lock (baselines/<machine class>/gate-lock.txt,
+#            lock_for_here.py says which), the project from the checkout (versions-before.json); on an
+#            upgrading night a second one, .gate-venv-old, that the upgrade leaves as it is
+#   upgrade  newest release of the leg's packages and servers (release-changes.json): the only step
+#            that resolves releases (also on a night whose lock could not be installed)
 #   measure  the budget said, then the leg's benchmarks (status.json, results.json, candidates.json)
 #   confirm  re-run flipped comparisons once
 #   lock     the environment that ran, every package with its hash (gate-lock.txt, for the accept PR)
@@ -13,16 +14,19 @@
 #   accept   measure with --specdec-update-baselines; the accepted results go out as candidates.json
 # The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all)
 # The verdict job (hosted, the write token, never the upgraded packages; reads only the artifacts):
-#   alert-setup   a venv with the project alone
+#   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
 #   verdict       every leg's night.json validated; the night's colour; issues; webhook
 #   propose       the night's candidates into baselines/ and the lock, one pull request per machine class
 #   watchdog      red, and one issue, when no night has completed for 48 hours
 # Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
+#   SPECDEC_GATE_BASE_PYTHON   the Python 3.11+ that makes the venvs and picks the lock (default python3).
+#                              On a Mac runner set it in the runner's .env (macOS's python3 is 3.9):
+#                              SPECDEC_GATE_BASE_PYTHON=/opt/homebrew/bin/python3.12
 # Used by the act tests to stay offline (never needed on a runner):
-#   SPECDEC_GATE_BASE_PYTHON   interpreter that makes the venv (default python3)
 #   SPECDEC_GATE_SHARED_SITE   a site-packages folder the venv also sees (a .pth file); with
 #                              SPECDEC_GATE_PROJECT=preinstalled the venv gets no pip of its own
 #   SPECDEC_GATE_PROJECT=preinstalled   do not pip-install the project itself
+#   SPECDEC_GATE_ALERT_LOCK    the hosted jobs' lock (default .github/alert-lock.txt)
 #   SPECDEC_GATE_PIP_ARGS      extra pip arguments (e.g. --no-index --find-links DIR)
 #   SPECDEC_GATE_PYTEST_ARGS   extra pytest arguments (e.g. a smaller budget)
 #   SPECDEC_GH                 the GitHub CLI to call (default gh)
@@ -34,23 +38,49 @@ python="$venv/bin/python"
 gh_cli="${SPECDEC_GH:-gh}"
 gate() { "$python" -m pytest_specdec.cli gate "$1" --backend "$BACKEND" --out "$OUT" --python "$python" "${@:2}"; }
 
-fresh_venv() {  # $1: folder, $2: what to install ('' for the project alone)
+# Hashed from the first byte: every package a venv gets comes from a hashed lock (--require-hashes
+# --no-deps), except the project itself, installed from the reviewed checkout with nothing resolved
+# or downloaded (--no-deps --no-index, its build backend from the lock: --no-build-isolation). Only
+# the upgrade step resolves new releases; the lock step records what ran, with hashes. pip itself
+# is the one the interpreter bundles (ensurepip, no download); it is never upgraded here.
+base_python="${SPECDEC_GATE_BASE_PYTHON:-python3}"
+new_venv() {  # $1: folder
+  if ! "$base_python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2> /dev/null; then
+    echo "gate.sh: $base_python is not Python 3.11 or newer ($("$base_python" -V 2>&1 || true)): set SPECDEC_GATE_BASE_PYTHON=/opt/homebrew/bin/python3.12 in the runner's .env (brew install python@3.12)" >&2
+    exit 2
+  fi
   rm -rf "$1"
   if [ -n "${SPECDEC_GATE_SHARED_SITE:-}" ] && [ "${SPECDEC_GATE_PROJECT:-}" = "preinstalled" ]; then
     # The shared site brings the project and pip along: seeding pip into every venv would take
     # seconds a night for nothing (the venv's own site still receives what pip installs).
-    "${SPECDEC_GATE_BASE_PYTHON:-python3}" -m venv --without-pip "$1"
+    "$base_python" -m venv --without-pip "$1"
   else
-    "${SPECDEC_GATE_BASE_PYTHON:-python3}" -m venv "$1"
+    "$base_python" -m venv "$1"
   fi
   if [ -n "${SPECDEC_GATE_SHARED_SITE:-}" ]; then
     echo "import site; site.addsitedir('$SPECDEC_GATE_SHARED_SITE')" \
       > "$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/specdec-shared.pth"
   fi
+}
+pip_in() {  # $1: venv, then pip install's arguments; each call is said first (the set-up log is audited)
+  local venv_dir="$1"
+  shift
+  echo "gate.sh: pip install $*"
+  # shellcheck disable=SC2086
+  "$venv_dir/bin/python" -m pip install -q ${SPECDEC_GATE_PIP_ARGS:-} "$@"
+}
+hashed_venv() {  # $1: venv, $2: lock — the lock's packages, then the project from the checkout
+  new_venv "$1"
+  pip_in "$1" --require-hashes --no-deps -r "$2" || return 1
   if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
-    "$1/bin/python" -m pip install -q --upgrade pip
-    # shellcheck disable=SC2086
-    "$1/bin/python" -m pip install -q ${SPECDEC_GATE_PIP_ARGS:-} -e ".$2"
+    pip_in "$1" --no-deps --no-index --no-build-isolation -e .
+  fi
+}
+resolving_venv() {  # $1: venv — no lock could be installed: the upgrade resolves tonight's releases
+  new_venv "$1"
+  echo "gate.sh: upgrade (no hashed lock was installed): the newest releases, recorded with hashes by the lock step"
+  if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
+    pip_in "$1" -e ".[all]"
   fi
 }
 
@@ -67,16 +97,29 @@ PY
   setup)
     mkdir -p "$OUT"
     rm -rf .gate-venv-old  # never a venv left by an earlier night: it is rebuilt from the lock or absent
-    fresh_venv "$venv" "[all]"
-    rm -f "$OUT/old-env.txt"
-    # A lock that can no longer be installed never stops the night: tonight's release is measured (and said).
-    gate install --newest-if-unlockable
-    if [ "${UPGRADE:-}" = "true" ] && [ ! -f "$OUT/old-env.txt" ]; then
+    rm -f "$OUT/old-env.txt" "$OUT/resolved.txt"
+    lock="$("$base_python" "$(dirname "$0")/lock_for_here.py" baselines)"
+    if [ -n "$lock" ] && hashed_venv "$venv" "$lock" > "$OUT/lock-install.log" 2>&1; then
+      cat "$OUT/lock-install.log"
+      gate install --lock "$lock"
+    else
+      if [ -n "$lock" ]; then
+        cat "$OUT/lock-install.log"
+        # A lock that can no longer be installed never stops the night: tonight's release is measured (and said).
+        said="$(grep -m 1 -E '^ERROR' "$OUT/lock-install.log" || tail -n 1 "$OUT/lock-install.log")"
+        echo "last night's environment cannot be rebuilt from $lock (pip: $said) — tonight's releases are installed and measured, and a flip is re-run on the upgraded machine instead" > "$OUT/old-env.txt"
+        echo "specdec gate: $(cat "$OUT/old-env.txt")"
+      fi
+      echo "resolved: no hashed lock was installed tonight" > "$OUT/resolved.txt"
+      resolving_venv "$venv"
+      gate install ${lock:+--lock "$lock"}
+    fi
+    if [ "${UPGRADE:-}" = "true" ] && [ ! -f "$OUT/resolved.txt" ]; then
       # The old release beside the new one, from the same hashed lock, for the same-night A/B
       # (only the upgraded .gate-venv moves; .gate-venv-old stays as the lock pins it).
-      if ! { fresh_venv .gate-venv-old "[all]" &&
+      if ! { hashed_venv .gate-venv-old "$lock" &&
         .gate-venv-old/bin/python -m pytest_specdec.cli gate install --backend "$BACKEND" --out "$OUT/old" \
-          --python .gate-venv-old/bin/python; } > "$OUT/old-env.log" 2>&1; then
+          --python .gate-venv-old/bin/python --lock "$lock"; } > "$OUT/old-env.log" 2>&1; then
         rm -rf .gate-venv-old
         said="$(grep -m 1 -E '(ERROR|failed)' "$OUT/old-env.log" || tail -n 1 "$OUT/old-env.log")"
         echo "last night's environment cannot be rebuilt ($said) — tonight's release is measured, and a flip is re-run on the upgraded machine instead" > "$OUT/old-env.txt"
@@ -85,7 +128,15 @@ PY
       cat "$OUT/old-env.log"
     fi
     ;;
-  upgrade | lock | measure | confirm | night)
+  upgrade)
+    mkdir -p "$OUT"
+    if [ "${UPGRADE:-}" = "true" ] || [ -f "$OUT/resolved.txt" ]; then
+      gate upgrade
+    else
+      echo "specdec gate: no upgrade tonight (the releases the lock pins are measured)"
+    fi
+    ;;
+  lock | measure | confirm | night)
     mkdir -p "$OUT"
     gate "$step"
     ;;
@@ -111,7 +162,8 @@ PY
     gate lock
     ;;
   alert-setup)
-    fresh_venv ".alert-venv" ""
+    # The hosted jobs' own hashed lock (GitHub's ubuntu-latest Python; SPECDEC_GATE_ALERT_LOCK: the act tests').
+    hashed_venv .alert-venv "${SPECDEC_GATE_ALERT_LOCK:-.github/alert-lock.txt}"
     ;;
   verdict)
     .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}"

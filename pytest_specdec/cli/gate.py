@@ -27,7 +27,7 @@ UNLOCKABLE = "old-env.txt"  # why last night's environment could not be rebuilt 
 def _pip(python: str, *args: str) -> None:
     extra = shlex.split(os.environ.get("SPECDEC_GATE_PIP_ARGS", ""))
     command = [python, "-m", "pip", "install", "-q", *extra, *args]
-    print("specdec gate: " + " ".join(command[3:]), flush=True)
+    print("specdec gate: pip " + " ".join(command[3:]), flush=True)
     done = subprocess.run(command, check=False, capture_output=True, text=True)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
@@ -62,43 +62,35 @@ def _versions(args: argparse.Namespace, packages: list[str], backend: str | None
 
 
 def install(args: argparse.Namespace) -> int:
-    """Install the whole environment as the accepted run's lock pins it, hashes checked (newest when none)."""
+    """Record the releases set-up installed from the hashed lock (``versions-before.json``); installs nothing.
+
+    Set-up (``gate.sh setup``) installs the lock before the project can run; when it could not
+    (``old-env.txt`` says why), tonight's releases were installed instead and last night's are the
+    lock's. A leg package the lock does not pin is left to the upgrade step, the only one that
+    resolves releases.
+    """
     from pytest_specdec.gate import legs, lockfile, releases
 
     config = legs.read_gate_config(Path.cwd())
     packages = config.packages(args.backend)
-    lock = releases.lock_path(args.baselines, _machine_class())
+    lock = args.lock or releases.lock_path(args.baselines, _machine_class())
     pins = lockfile.read_pins(lock)
-    unlockable = ""
-    if pins:
-        try:
-            _pip(args.python, "--require-hashes", "--no-deps", "-r", str(lock))
-        except SpecdecUsageError as error:
-            if not args.newest_if_unlockable:
-                raise
-            # Tonight's release is measured all the same: the newest releases, and the night says why.
-            unlockable = (
-                f"last night's environment cannot be rebuilt from {lock} ({error}) — tonight's releases are "
-                "installed and measured, and a flip is re-run on the upgraded machine instead"
-            )
-            print(f"specdec gate: {unlockable}", flush=True)
-            write_atomically(args.out / UNLOCKABLE, unlockable + "\n")
-            pins = {}
+    unlockable = (args.out / UNLOCKABLE).is_file()
     missing = [name for name in packages if name.lower() not in pins]
-    if missing:
-        _pip(args.python, *missing)
     said = (
-        f"pinned by {lock} ({len(pins)} package(s), hashes checked)"
-        if not missing
-        else f"{', '.join(missing)} not pinned by {lock}: newest releases (accept a run to pin them)"
+        f"the lock could not be installed tonight ({args.out / UNLOCKABLE})"
+        if unlockable
+        else f"pinned by {lock} ({len(pins)} package(s), hashes checked)"
+        if pins and not missing
+        else f"{', '.join(missing)} not pinned by {lock}: tonight's upgrade step installs the newest (accept a run "
+        "to pin them; a night without the upgrade cannot measure them)"
     )
     print(f"specdec gate: {args.backend}: {', '.join(packages) or 'no packages'} — {said}")
     # An earlier leg may have moved the servers tonight: this leg's "before" is their release before that.
     upgrade = releases.night_upgrade(releases.night_upgrade_path())
     before = _versions(args, packages)
     if unlockable:  # last night ran the lock's releases, whatever tonight installed in their place
-        locked = lockfile.read_pins(lock)
-        before = {name: locked[name.lower()].version if name.lower() in locked else v for name, v in before.items()}
+        before = {name: pins[name.lower()].version if name.lower() in pins else v for name, v in before.items()}
     releases.write_versions(args.out / BEFORE, releases.servers_before_tonight(before, upgrade))
     return 0
 
@@ -163,7 +155,7 @@ def lock(args: argparse.Namespace) -> int:
     from pytest_specdec.gate import lockfile
 
     pins = lockfile.environment_pins(args.python, os.environ.get("SPECDEC_GATE_PIP_ARGS", ""))
-    lockfile.write_pins(args.out / "gate-lock.txt", pins)
+    lockfile.write_pins(args.out / "gate-lock.txt", pins, lockfile.interpreter_platform(args.python))
     print(f"specdec gate: locked {len(pins)} package(s) with their hashes in {args.out / 'gate-lock.txt'}")
     return 0
 
@@ -241,11 +233,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     leg.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
     leg.add_argument("--gh", default="gh", help="the GitHub CLI to call")
     leg.add_argument("--baselines", type=Path, default=Path("baselines"), help="the baselines folder")
-    leg.add_argument(
-        "--newest-if-unlockable",
-        action="store_true",
-        help="install: when the lock cannot be installed, install the newest releases and say why",
-    )
+    leg.add_argument("--lock", type=Path, help="install: the hashed lock set-up installed (lock_for_here.py's)")
     leg.add_argument(
         "--pytest-args",
         default=os.environ.get("SPECDEC_GATE_PYTEST_ARGS", ""),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.lockfile import read_pins, write_pins
+from pytest_specdec.gate.lockfile import platform_of, read_pins, write_pins
 from pytest_specdec.gate.releases import lock_path
 from pytest_specdec.store.baselines import BaselineStore, load_any
 from pytest_specdec.store.ledger import newer_kept
@@ -44,7 +44,9 @@ def accept_from_artifacts(artifacts: Path, baselines: Path) -> tuple[list[str], 
         lines += newer_kept(store.kept_newer)
         if ran:
             lock = lock_path(baselines, found.machine_class)
+            platform = platform_of(candidates.parent / "gate-lock.txt")
             with store.locked():  # read, merge, write: two accepting runs at once keep both legs' pins
-                write_pins(lock, read_pins(lock) | ran)
+                kept = read_pins(lock) if platform_of(lock) in ("", platform) else {}  # another platform's: replaced
+                write_pins(lock, kept | ran, platform)
             lines.append(f"locked {len(ran)} package(s) with their hashes in {lock}")
     return lines or ["no candidates tonight: nothing to accept"], machines

@@ -22,6 +22,7 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.files import write_atomically
 
 LOCK_HEADER = (
+    "# platform: {platform}\n"
     "# written by 'specdec gate lock' from the environment an accepted run measured with; set-up installs\n"
     "# exactly these (pip install --require-hashes --no-deps). Change it through the accept pull request.\n"
 )
@@ -29,7 +30,9 @@ LINE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)"
     r"(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)$"
 )
-NEVER_LOCKED = {"pip", "setuptools", "wheel", "pytest-specdec"}  # the tools, and the reviewed checkout
+# pip is the interpreter's own (ensurepip) and the project is the reviewed checkout; the build backend
+# (setuptools) is locked: the project is installed with --no-build-isolation from it.
+NEVER_LOCKED = {"pip", "pytest-specdec"}
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,29 @@ def read_pins(path: Path) -> dict[str, Pin]:
     return pins
 
 
-def write_pins(path: Path, pins: dict[str, Pin]) -> None:
-    """The lock, sorted, with its header."""
+def write_pins(path: Path, pins: dict[str, Pin], platform: str) -> None:
+    """The lock, sorted, with its header naming the platform it installs on (``darwin-arm64-py3.12``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, LOCK_HEADER + "".join(f"{pins[k].line}\n" for k in sorted(pins)))
+    write_atomically(path, LOCK_HEADER.format(platform=platform) + "".join(f"{pins[k].line}\n" for k in sorted(pins)))
+
+
+def platform_of(path: Path) -> str:
+    """The lock's ``# platform:`` line (``""``: none, or no file)."""
+    if not path.is_file():
+        return ""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("# platform:"):
+            return line.removeprefix("# platform:").strip()
+    return ""
+
+
+def interpreter_platform(python: str) -> str:
+    """The lock platform of ``python`` (it may not be this interpreter)."""
+    code = "from pytest_specdec.hardware import lock_platform; print(lock_platform())"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SpecdecUsageError(f"{python} cannot say its platform: {done.stderr.strip()[-300:]}")
+    return done.stdout.strip()
 
 
 def _pip(python: str, pip_args: str, *args: str) -> str:
@@ -90,7 +112,7 @@ def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    frozen = _pip(python, "", "freeze", "--path", purelib)
+    frozen = _pip(python, "", "freeze", "--all", "--path", purelib)  # --all: setuptools too (the build backend)
     wanted = [line.split("==", 1) for line in frozen.splitlines() if "==" in line and not line.startswith("-e")]
     pins: dict[str, Pin] = {}
     with tempfile.TemporaryDirectory(prefix="specdec-lock-") as folder:

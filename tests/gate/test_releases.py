@@ -16,8 +16,9 @@ import pytest
 from gate.released_backend import build_wheel
 from pytest_specdec.backends import server_releases as server_versions
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.lockfile import Pin, read_pins
+from pytest_specdec.gate.lockfile import Pin, platform_of, read_pins
 from pytest_specdec.gate.releases import release_changes
+from pytest_specdec.hardware import lock_platform
 
 from .conftest import write_pyproject
 
@@ -82,36 +83,25 @@ def test_servers_report_their_own_release(
     assert "mtplx (server)" not in server_versions("ollama"), "a leg lists only its own servers"
 
 
-@pytest.fixture
-def leg_python(tmp_path: Path) -> str:
-    """A fresh venv that sees the development install, as gate.sh makes it in the act tests."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(purelib, "shared.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
-    return python
+GATE_SH = Path(__file__).resolve().parents[2] / ".github" / "scripts" / "gate.sh"
 
 
-def leg_step(repo: Path, out: Path, python: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``specdec gate STEP`` for the test backend's leg in ``repo``, as gate.sh runs it."""
+def gate_sh(repo: Path, index: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``gate.sh STEP`` for the test backend's leg in ``repo``, as the workflow runs it (the venv sees the
+    development install; packages come from ``index`` only)."""
 
-    def gate(step: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "pytest_specdec.cli", "gate", step, "--backend", "testbackend",
-                   "--out", str(out), "--python", python, *extra]  # fmt: skip
-        return subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+    def run(step: str, *, upgrade: bool = False) -> subprocess.CompletedProcess[str]:
+        environment = {**os.environ, "BACKEND": "testbackend", "OUT": "out", "UPGRADE": str(upgrade).lower(),
+                       "SPECDEC_GATE_BASE_PYTHON": sys.executable, "SPECDEC_GATE_PROJECT": "preinstalled",
+                       "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"), "SPECDEC_MACHINE_CLASS": "M",
+                       "SPECDEC_GATE_PIP_ARGS": f"--no-index --find-links {index}"}  # fmt: skip
+        return subprocess.run(["bash", str(GATE_SH), step], cwd=repo, env=environment, capture_output=True,
+                              text=True, check=False)  # fmt: skip
 
-    return gate
+    return run
 
 
-def test_install_pins_upgrade_moves_and_lock_records(
-    tmp_path: Path, leg_python: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_setup_pins_upgrade_moves_and_lock_records(tmp_path: Path) -> None:
     index = tmp_path / "index"
     index.mkdir()
     build_wheel(index, "1.0", 0.8)
@@ -123,25 +113,21 @@ def test_install_pins_upgrade_moves_and_lock_records(
     lock.parent.mkdir(parents=True)
     wheel = next(index.glob("specdec_testbackend-1.0-*.whl"))
     good = Pin("specdec-testbackend", "1.0", (hashlib.sha256(wheel.read_bytes()).hexdigest(),))
-    lock.write_text(Pin(good.name, good.version, (HASH,)).line + "\n")  # a file that is not what was reviewed
-    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "M")
-    monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
     out = repo / "out"
+    gate = gate_sh(repo, index)
 
-    gate = leg_step(repo, out, leg_python)
-
-    refused = gate("install")
-    assert refused.returncode == 2, "pip refuses a file whose hash the lock does not name"
-    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
     lock.write_text(good.line + "\n")
-    installed = gate("install")
-    assert installed.returncode == 0, installed.stderr
+    installed = gate("setup")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "gate.sh: baselines/M/gate-lock.txt: this machine class's lock" in installed.stderr
+    assert "gate.sh: pip install --require-hashes --no-deps -r baselines/M/gate-lock.txt" in installed.stdout
     assert (
         "specdec-testbackend — pinned by baselines/M/gate-lock.txt (1 package(s), hashes checked)" in installed.stdout
     )
     assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0"
+    assert "no upgrade tonight" in gate("upgrade").stdout, "a night without the upgrade resolves nothing"
 
-    upgraded = gate("upgrade")
+    upgraded = gate("upgrade", upgrade=True)
     assert upgraded.returncode == 0, upgraded.stderr
     assert "specdec gate: specdec-testbackend 1.0 → 1.1" in upgraded.stdout
     assert json.loads((out / "release-changes.json").read_text()) == ["specdec-testbackend 1.0 → 1.1"]
@@ -153,39 +139,40 @@ def test_install_pins_upgrade_moves_and_lock_records(
     assert ran == {
         "specdec-testbackend": Pin("specdec-testbackend", "1.1", (hashlib.sha256(newer.read_bytes()).hexdigest(),))
     }
+    assert platform_of(out / "gate-lock.txt") == lock_platform(), "the lock names the platform it installs on"
 
 
-def test_a_lock_that_cannot_be_rebuilt_still_measures_tonights_release_and_says_why(
-    tmp_path: Path, leg_python: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Last night's release is gone from the index: set-up installs the newest, names pip's own line, and the
-    release change still reads from the lock (what last night ran)."""
+@pytest.mark.parametrize("why", ["a file that is not what was reviewed", "a release gone from the index"])
+def test_a_lock_that_cannot_be_installed_still_measures_tonights_release_and_says_why(tmp_path: Path, why: str) -> None:
+    """pip refuses a file whose hash the lock does not name, or cannot find last night's release: set-up
+    installs the newest through the upgrade step, names pip's own line, and the release change still reads
+    from the lock (what last night ran)."""
     index = tmp_path / "index"
     index.mkdir()
-    gone = build_wheel(index, "1.0", 0.8)
-    lock_line = Pin("specdec-testbackend", "1.0", (hashlib.sha256(gone.read_bytes()).hexdigest(),)).line
-    gone.unlink()  # yanked, or a wheel for another platform: the lock cannot be installed tonight
+    old = build_wheel(index, "1.0", 0.8)
+    digest = HASH if why.startswith("a file") else hashlib.sha256(old.read_bytes()).hexdigest()
+    if why.startswith("a release"):
+        old.unlink()  # yanked, or a wheel for another platform: the lock cannot be installed tonight
     build_wheel(index, "1.1", 1.25)
     repo = tmp_path / "repo"
     repo.mkdir()
     write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-testbackend"]\n')
     lock = repo / "baselines" / "M" / "gate-lock.txt"
     lock.parent.mkdir(parents=True)
-    lock.write_text(lock_line + "\n")
-    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "M")
-    monkeypatch.setenv("SPECDEC_GATE_PIP_ARGS", f"--no-index --find-links {index}")
+    lock.write_text(Pin("specdec-testbackend", "1.0", (digest,)).line + "\n")
     out = repo / "out"
+    gate = gate_sh(repo, index)
 
-    gate = leg_step(repo, out, leg_python)
-
-    assert gate("install").returncode == 2, "without the fallback a lock that cannot be installed stops the step"
-    installed = gate("install", "--newest-if-unlockable")
+    installed = gate("setup", upgrade=True)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     said = (out / "old-env.txt").read_text()
-    assert said.startswith("last night's environment cannot be rebuilt from baselines/M/gate-lock.txt (pip install")
-    assert "ERROR: " in said, "pip's own line"
+    assert said.startswith("last night's environment cannot be rebuilt from baselines/M/gate-lock.txt (pip: ERROR")
+    if why.startswith("a file"):
+        assert "THESE PACKAGES DO NOT MATCH THE HASHES" in said
     assert said.rstrip().endswith("a flip is re-run on the upgraded machine instead")
+    assert "gate.sh: upgrade (no hashed lock was installed)" in installed.stdout
     assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0", "the lock's"
+    assert not (repo / ".gate-venv-old").exists(), "no old environment from a lock that cannot be installed"
     upgraded = gate("upgrade")
     assert "specdec gate: specdec-testbackend 1.0 → 1.1" in upgraded.stdout, "tonight's release is named"
 
