@@ -67,6 +67,23 @@ def test_report_of_several_results_files_keeps_each_files_summary_lines(tmp_path
     text = md.read_text()
     assert "- a γ sweep's line" in text
     assert "- a context sweep's line" in text
+    sections = text.split("# pytest-specdec verdicts — ")[1:]
+    assert [section.splitlines()[0] for section in sections] == [str(first), str(second)], "which file each row is from"
+    assert "a γ sweep's line" in sections[0]
+    assert "a context sweep's line" not in sections[0]
+
+
+def test_report_reads_a_candidates_file(tmp_path: Path, make_record: Callable[..., ComparisonRecord]) -> None:
+    """A candidates (or baselines) file is a store file, not a results file: rendered all the same."""
+    store = BaselineStore(tmp_path, "M")
+    record = make_record("code", 0.94, "holds", None)
+    store.write("mlx", {baseline_key(record): BaselineEntry(record, Provenance.MEASURED, "2026-11-30")},
+                candidates=True)  # fmt: skip
+    md = tmp_path / "out.md"
+    assert main(["report", str(store.path("mlx", candidates=True)), "--md", str(md)]) == 0
+    text = md.read_text()
+    assert "restore" not in text
+    assert "0.94x" in text
 
 
 def test_plot_history_from_a_real_history_file(
@@ -141,14 +158,23 @@ def test_rewriting_the_same_entries_leaves_the_file_untouched(
 
 
 def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["doctor"])
+    """The selected backend decides the exit status; every other backend is optional and never an action."""
+    status = main(["doctor"])  # mlx, the default, is installed here
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("python 3.")
     assert lines[1].startswith("machine ")
-    assert any(line.startswith("environment: ") for line in lines)
-    assert any(line.startswith("disk: ") or line.startswith("! disk: ") for line in lines)
+    assert any(line.startswith("environment: ") or line.startswith("note: environment: ") for line in lines)
+    assert any(line.startswith("disk: ") for line in lines)
+    (selected,) = [line for line in lines if "(selected)" in line]
+    assert selected.startswith("mlx (selected): ready — in-process: mlx ")
+    assert status == 0, "a correct [mlx] install is a correct install"
+    assert not [line for line in lines if line.startswith("!")], "nothing to do for a backend nobody asked for"
     ollama = next(line for line in lines if "ollama:" in line)
-    if shutil.which("ollama") is None:
-        assert ollama.startswith("! ollama: no server found"), "a backend with nothing to measure is an action"
-        assert status == 1
+    assert ollama.startswith("optional: ollama: ")
     assert not any("simulated" in line for line in lines)
+    if shutil.which("ollama") is None:
+        status = main(["doctor", "--backend", "ollama"])
+        lines = capsys.readouterr().out.splitlines()
+        assert "! ollama (selected): no server answered — start it (ollama serve) or pass its URL" in lines
+        assert status == 1
+        assert any(line.startswith("optional: mlx: ") for line in lines)
