@@ -10,6 +10,7 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.history import read_history
+from pytest_specdec.store.records import RunRecord
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
 
@@ -22,13 +23,18 @@ def report(args: argparse.Namespace) -> int:
     for option, path in (("--md", args.md), ("--png", args.png)):
         if path is not None and not path.parent.is_dir():
             raise SpecdecUsageError(f"{option} {path}: the folder {path.parent} does not exist — create it first")
-    runs = [load_run(path) for path in args.results]
+    runs = [load_results(path) for path in args.results]
     run = replace(
         runs[0],
         comparisons=tuple(c for r in runs for c in r.comparisons),
         summary=tuple(line for r in runs for line in r.summary),
     )
-    text = markdown_report(run)
+    # Several files: one section each, headed by its path, so every row says which file it came from.
+    text = (
+        markdown_report(run)
+        if len(runs) == 1
+        else "\n".join(markdown_report(r, source=str(p)) for p, r in zip(args.results, runs, strict=True))
+    )
     if args.md:
         write_atomically(args.md, text)
         print(f"wrote {args.md}")
@@ -40,6 +46,19 @@ def report(args: argparse.Namespace) -> int:
     if not args.md and not args.png:
         print(text, end="")
     return 1 if run.flips else 0
+
+
+def load_results(path: Path) -> RunRecord:
+    """A ``--specdec-json`` results file, or a baselines or candidates file (its entries as one run)."""
+    from pytest_specdec.store.baselines import load_any
+    from pytest_specdec.store.files import read_json
+
+    data = read_json(path)
+    if isinstance(data, dict) and "entries" in data and "comparisons" not in data:
+        stored = load_any(path)
+        results = tuple(entry.result for _, entry in sorted(stored.entries.items()))
+        return RunRecord(machine_class=stored.machine_class, started="", finished="", comparisons=results)
+    return load_run(path)
 
 
 def plot_history(args: argparse.Namespace) -> int:
@@ -64,8 +83,9 @@ def plot_history(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``specdec report`` and ``specdec plot-history``."""
-    parser = commands.add_parser("report", help="render a --specdec-json results file")
-    parser.add_argument("results", type=Path, nargs="+", help="one or more --specdec-json files (same machine)")
+    parser = commands.add_parser("report", help="render --specdec-json results, baselines or candidates files")
+    parser.add_argument("results", type=Path, nargs="+",
+                        help="--specdec-json, baselines or candidates files (several: a section each)")  # fmt: skip
     parser.add_argument("--md", type=Path, help="write Markdown here (default: print it)")
     parser.add_argument("--png", type=Path, help="write the forest plot here")
     parser.set_defaults(handler=report)

@@ -332,13 +332,14 @@ def _markdown_notes(records: Sequence[ComparisonRecord], summary: Sequence[str])
     return lines + [f"- {_markdown_cell(line)}" for line in summary]
 
 
-def markdown_report(run: RunRecord) -> str:
-    """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine."""
+def markdown_report(run: RunRecord, *, source: str = "") -> str:
+    """The run for ``$GITHUB_STEP_SUMMARY``: flips first, then the verdict table, then the machine (``source``:
+    the file it was read from, in the heading)."""
     records = sorted(
         run.comparisons, key=lambda r: (CHANGE_ORDER[r.check.change] if r.check else len(CHANGE_ORDER), r.nodeid)
     )
     flips = run.flips
-    lines = ["# pytest-specdec verdicts", ""]
+    lines = [f"# pytest-specdec verdicts{f' — {source}' if source else ''}", ""]
     if flips:
         lines += [f"## ❌ Conclusion changed ({len(flips)})", ""]
         lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.check.message)}" for r in flips if r.check]
