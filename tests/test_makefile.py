@@ -44,7 +44,7 @@ def test_no_python_on_path_is_one_line_too(tmp_path: Path) -> None:
 def test_the_newest_python_3_1x_on_path_is_found(tmp_path: Path) -> None:
     for name, version in (("python3.11", "3.11"), ("python3.13", "3.13"), ("python3", "3.9")):
         fake = tmp_path / name
-        fake.write_text(f"#!/bin/sh\n[ \"$1\" = -c ] && [ -z \"$2\" ] && exit 0\necho {version}\n")
+        fake.write_text(f'#!/bin/sh\n[ "$1" = -c ] && [ -z "$2" ] && exit 0\necho {version}\n')
         fake.chmod(0o755)
     probe = subprocess.run(
         [str(shutil.which("make")), "-s", "-C", str(REPO), "-f", "Makefile", "--eval", "which: ; @echo $(PYTHON);", "which"],
