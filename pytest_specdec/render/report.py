@@ -123,7 +123,12 @@ def reading_line(records: Sequence[ComparisonRecord]) -> str | None:
 
 
 def in_words(record: ComparisonRecord) -> str:
-    """The outcome in plain words, beside the statistical word: does SD pay off here?"""
+    """The outcome in plain words, beside the statistical word: does SD pay off here?
+
+    It names what it compares with, so it never contradicts the verdict column (which is about the claim's
+    bound): ``SD pays off here (1.88x vs 1x)`` beside ``inconclusive`` says the claim's bound is undecided while
+    SD is decidedly faster than plain. "More pairs would decide" only when the run could have taken them.
+    """
     conclusion, s = record.judgement.conclusion, record.speedup
     if conclusion is Conclusion.FAILED:
         return "SD changed the output"
@@ -134,13 +139,28 @@ def in_words(record: ComparisonRecord) -> str:
         return "both arms speculate" if "both arms speculate" in said else "SD never engaged"
     about = _about(record)
     if s.low > 1.0:
-        return f"SD pays off here ({s.estimate:.2f}x{about})"
+        return f"SD pays off here ({s.estimate:.2f}x vs 1x{about})"
     if s.high < 1.0:
-        return f"SD does not pay off here ({s.estimate:.2f}x{about})"
+        return f"SD does not pay off here ({s.estimate:.2f}x vs 1x{about})"
     if conclusion is Conclusion.INCONCLUSIVE:
-        more = more_pairs(record)
-        return "can't tell yet" + (f": about {more} more pairs would decide" if more else "")
-    return f"SD breaks even here ({s.estimate:.2f}x{about})"
+        more, cap = more_pairs(record), record.scope.get("max_trials", "")
+        if more is not None and cap.isdigit() and s.n + more > int(cap):
+            return f"can't tell yet vs 1x or the claim: won't decide within {cap} pairs — measure more prompts"
+        return "can't tell yet vs 1x or the claim" + (f": about {more} more pairs would decide" if more else "")
+    return f"SD breaks even here ({s.estimate:.2f}x vs 1x{about})"
+
+
+def theory_note(record: ComparisonRecord) -> str | None:
+    """The theory line; where the model does not meet the measurement, it says the measurement stands."""
+    theory = record.theory
+    if theory is None:
+        return None
+    if theory.agrees is False:
+        return (
+            f"{theory.text} — the model does not explain this measurement: the measured "
+            f"{record.speedup.estimate:.2f}x stands"
+        )
+    return theory.text
 
 
 def verdict_rows(records: Sequence[ComparisonRecord], *, with_baseline: bool = False) -> list[list[str]]:
@@ -274,8 +294,9 @@ def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
     new = [r for r in records if r.check is not None and r.check.change is Change.NEW]
     for r in records:
         lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
-        if r.theory is not None:
-            lines.append(f"{r.nodeid} [{r.category}]: {r.theory.text}")
+        theory = theory_note(r)
+        if theory is not None:
+            lines.append(f"{r.nodeid} [{r.category}]: {theory}")
         shown = r.judgement.failure or r.judgement.warning
         if shown:
             lines.append(f"{r.nodeid} [{r.category}]: {shown}")
@@ -323,7 +344,7 @@ def _markdown_notes(records: Sequence[ComparisonRecord], summary: Sequence[str])
     noted = [
         (r, note)
         for r in records
-        for note in (*r.notes, *([r.theory.text] if r.theory else []), *filter(None, [r.judgement.warning]))
+        for note in (*r.notes, *filter(None, [theory_note(r), r.judgement.warning]))
     ]
     if not (noted or summary):
         return []

@@ -175,17 +175,20 @@ def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRec
 
     pays, even = sample_run.comparisons[1], sample_run.comparisons[0]
     assert claim_cell(pays) == "SD ≤ 1.3x"
-    assert in_words(pays) == "SD pays off here (1.41x)"
-    assert in_words(even) == "SD breaks even here (1.00x)"
+    assert in_words(pays) == "SD pays off here (1.41x vs 1x)", "says what it compares with: not the claim's bound"
+    assert in_words(even) == "SD breaks even here (1.00x vs 1x)"
     loses = replace(even, speedup=Interval(0.82, 0.78, 0.86, 0.98, 16))
-    assert in_words(loses) == "SD does not pay off here (0.82x)"
+    assert in_words(loses) == "SD does not pay off here (0.82x vs 1x)"
     open_ = replace(
         even,
         speedup=Interval(1.16, 0.9, 1.5, 0.98, 16),
         judgement=replace(even.judgement, conclusion=Conclusion.INCONCLUSIVE),
     )
     # 16 pairs x (half-width 0.255 / distance to max=1.3 0.114)² ≈ 80.4 in all
-    assert in_words(open_) == "can't tell yet: about 65 more pairs would decide"
+    assert in_words(open_) == "can't tell yet vs 1x or the claim: about 65 more pairs would decide"
+    capped = replace(open_, scope={**open_.scope, "max_trials": "72"})
+    assert in_words(capped) == "can't tell yet vs 1x or the claim: won't decide within 72 pairs — measure more prompts"
+    assert "about 65 more" in in_words(replace(open_, scope={**open_.scope, "max_trials": "96"})), "16 + 65 ≤ 96"
     lossy = replace(even, judgement=replace(even.judgement, conclusion=Conclusion.FAILED))
     assert in_words(lossy) == "SD changed the output"
     idle = replace(
@@ -195,6 +198,22 @@ def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRec
         ),
     )
     assert in_words(idle) == "SD never engaged"
+
+
+def test_a_theory_line_that_disagrees_with_the_measurement_says_the_measurement_stands(sample_run: RunRecord) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.render.report import terminal_notes, theory_note
+    from pytest_specdec.store.records import TheoryRecord
+
+    measured = sample_run.comparisons[1]
+    wrong = TheoryRecord(0.1, 3, 0.4, 1.9, 0.6, None, False, "SD loses", "timed", "α=0.10 …: predicted 0.60x; "
+                         "break-even α none (SD cannot win) — SD loses")  # fmt: skip
+    note = theory_note(replace(measured, theory=wrong))
+    assert note is not None
+    assert note.endswith("— the model does not explain this measurement: the measured 1.41x stands")
+    assert theory_note(replace(measured, theory=replace(wrong, agrees=True))) == wrong.text
+    assert any(line.endswith("the measured 1.41x stands") for line in terminal_notes([replace(measured, theory=wrong)]))
 
 
 def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
