@@ -33,7 +33,7 @@ from pytest_specdec.hardware import environment_fitness, machine_class
 from pytest_specdec.render import report
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
-from pytest_specdec.store.ledger import default_root
+from pytest_specdec.store.ledger import check_store_folder, default_root
 from pytest_specdec.store.records import Unmeasured, UnmeasuredTest
 from pytest_specdec.store.timings import expect, keep_timings, read_timings, timings_file
 
@@ -118,6 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
             "bandwidth and would skew every timing — run without -n"
         )
     root = default_root(config.rootpath, settings.baselines)
+    try:
+        check_store_folder(root)
+    except SpecdecUsageError as error:
+        raise pytest.UsageError(str(error)) from None
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
 
 

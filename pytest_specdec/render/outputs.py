@@ -27,13 +27,22 @@ def _pytest_benchmark_version() -> str:
 
 
 def check_output_folders(outputs: Mapping[str, str], base: Path) -> None:
-    """Each report file goes into a folder that exists: one line, never a folder made behind the user's back."""
+    """Each report file goes into a folder that exists, is not itself a folder, and the plot's library is
+    installed: one line before the first pair, never a folder made behind the user's back."""
+    import importlib.util
+
     for key, value in outputs.items():
-        folder = (base / value).parent
-        if not folder.is_dir():
-            raise SpecdecUsageError(
-                f"--specdec-{key.replace('_', '-')} {value}: the folder {folder} does not exist — create it first"
-            )
+        flag, path = f"--specdec-{key.replace('_', '-')}", base / value
+        blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise SpecdecUsageError(f"{flag} {value}: {blocking} is a file, not a folder — choose another path")
+        if not path.parent.is_dir():
+            raise SpecdecUsageError(f"{flag} {value}: the folder {path.parent} does not exist — create it first")
+        if path.is_dir():
+            raise SpecdecUsageError(f"{flag} {value} is a folder — name a file in it")
+        if key == "plot" and importlib.util.find_spec("matplotlib") is None:
+            raise SpecdecUsageError(f"{flag} needs matplotlib, which is not installed — pip install "
+                                    "'pytest-specdec[plot]', or leave the option out")  # fmt: skip
 
 
 def render_outputs(run: RunRecord, wanted: dict[str, Path]) -> tuple[list[Path], list[str]]:

@@ -262,3 +262,13 @@ def newer_kept(keys: Sequence[str]) -> list[str]:
         return []
     return [f"kept {len(keys)} baseline(s) measured under a newer measurement protocol (first: {keys[0]}) — an "
             "older pytest-specdec never replaces them; upgrade it to accept these results"]  # fmt: skip
+
+
+def check_store_folder(root: Path, flag: str = "--specdec-baselines") -> None:
+    """The baselines folder (made at the end if absent) must be a folder, under folders: said before any pair."""
+    blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise SpecdecUsageError(
+            f"{flag} {root}: {blocking} is a file, not a folder — the results could never be stored there; point "
+            f"{flag} at a folder (or move the file)"
+        )

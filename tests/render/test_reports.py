@@ -250,3 +250,29 @@ def test_a_runs_summary_lines_survive_the_results_file(tmp_path: Path, sample_ru
     path = tmp_path / "results.json"
     path.write_text(dumps(results_document(run)))
     assert load_run(path).summary == ("a γ sweep's line",)
+
+
+def test_every_output_path_and_its_library_are_checked_before_the_first_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from pytest_specdec.render.outputs import check_output_folders
+
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-folder").mkdir()
+    cases = {
+        "json": ("a-file/results.json", "a-file is a file, not a folder — choose another path"),
+        "report_md": ("absent/report.md", "the folder"),
+        "plot": ("a-folder", "--specdec-plot a-folder is a folder — name a file in it"),
+    }
+    for key, (value, said) in cases.items():
+        with pytest.raises(SpecdecUsageError, match=said):
+            check_output_folders({key: value}, tmp_path)
+    check_output_folders({"plot": "forest.png"}, tmp_path)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(
+        SpecdecUsageError, match=r"--specdec-plot needs matplotlib, .* pip install 'pytest-specdec\[plot\]'"
+    ):
+        check_output_folders({"plot": "forest.png"}, tmp_path)

@@ -180,13 +180,15 @@ def test_bad_baseline_files_are_refused_untouched(pytester: pytest.Pytester, con
     assert not (pytester.path / "baselines" / "history").exists()
 
 
-def test_unwritable_baselines_directory_is_one_error_line(pytester: pytest.Pytester) -> None:
+def test_a_baselines_path_under_a_file_is_one_line_before_any_pair(pytester: pytest.Pytester) -> None:
+    """Found at start, not after minutes of measuring: no pair runs, the file is untouched."""
     claim_file(pytester)
     (pytester.path / "blocked").write_text("a file where the baselines folder should be")
     result = run(pytester, "--specdec-baselines=blocked/baselines")
-    result.assert_outcomes(passed=1)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["ERROR: cannot write under */blocked/baselines: * — make it writable*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--specdec-baselines */blocked/baselines: */blocked is a file, not a folder — *"])
+    assert "Traceback" not in result.stderr.str()
+    assert "passed" not in result.stdout.str(), "no test ran"
     assert (pytester.path / "blocked").read_text().startswith("a file")
 
 
