@@ -341,11 +341,7 @@ def _markdown_cell(text: str) -> str:
 def _markdown_notes(records: Sequence[ComparisonRecord], summary: Sequence[str]) -> list[str]:
     """Each row's notes (end to end, the lossless check, published figures beside it, the theory, a warning) and
     the run's summary lines (sweeps, the tests' own notes); failures and flips have sections of their own."""
-    noted = [
-        (r, note)
-        for r in records
-        for note in (*r.notes, *filter(None, [theory_note(r), r.judgement.warning]))
-    ]
+    noted = [(r, note) for r in records for note in (*r.notes, *filter(None, [theory_note(r), r.judgement.warning]))]
     if not (noted or summary):
         return []
     lines = ["", "## Notes", ""]
