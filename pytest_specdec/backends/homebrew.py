@@ -15,6 +15,11 @@ from pathlib import Path
 
 from pytest_specdec.backends.server_process import program_output
 
+# The shipped ``upgrade-servers``: Homebrew's servers to their newest release, last night's keg kept beside it.
+UPGRADE_SERVERS = (
+    "brew cleanup ollama llama.cpp; HOMEBREW_NO_CLEANUP_FORMULAE=ollama,llama.cpp brew upgrade ollama llama.cpp"
+)
+
 
 def cellar(formula: str) -> Path | None:
     """``brew --cellar FORMULA``, when Homebrew is installed."""

@@ -106,13 +106,16 @@ def watchdog(args: argparse.Namespace) -> int:
 
 def init(args: argparse.Namespace) -> int:
     """Print (or append to pyproject.toml) legs for what this machine has installed."""
-    from pytest_specdec.gate.init import append_to_pyproject, gate_table
+    from pytest_specdec.gate.init import NO_LEG, append_to_pyproject, gate_table
 
-    text = gate_table()
+    text, legs = gate_table()
     if not args.write:
         print(text, end="")
-        return 0
-    print(f"specdec gate: {append_to_pyproject(Path.cwd() / 'pyproject.toml', text)}")
+        return 0 if legs else 1
+    if not legs:
+        print(f"specdec gate: {NO_LEG}; nothing was written to pyproject.toml")
+        return 1
+    print(f"specdec gate: {append_to_pyproject(Path.cwd() / 'pyproject.toml', text)} ({legs} leg(s))")
     return 0
 
 

@@ -107,8 +107,19 @@ def look(spec: BackendSpec, usable: float) -> Found:
                  "pull them, or add [tool.specdec.profiles.NAME] with yours")  # fmt: skip
 
 
-def gate_table() -> str:
-    """The ``[tool.specdec.gate]`` text for this machine, a comment above each leg."""
+NO_LEG = (
+    "no leg: no installed backend has a model profile's models here (each backend's line above says what is "
+    "missing) — pull a profile's models (specdec doctor --backend NAME says which), or add "
+    "[tool.specdec.profiles.NAME] with your own, then run specdec gate init again"
+)
+
+
+def gate_table() -> tuple[str, int]:
+    """The ``[tool.specdec.gate]`` text for this machine, a comment above each leg, and how many legs it has."""
+    import shutil
+
+    from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
+
     usable = machine_profile().usable_bytes
     found = [
         look(spec, usable)
@@ -122,15 +133,22 @@ def gate_table() -> str:
         "window-minutes = 300  # a night's time on the runner; claims beyond it are dropped, and said so",
         "ungated-nights = 3  # nights results may wait for acceptance before the night is red",
         "undecided-nights = 3  # nights a claim may stay undecided before an issue opens",
+        "# how server releases enter: Homebrew's ollama and llama.cpp to their newest, last night's keg kept for the "
+        "same-night A/B",
+        ("" if shutil.which("brew") else "# (no Homebrew here) ") + f'upgrade-servers = "{UPGRADE_SERVERS}"',
     ]
+    legs = 0
     for item in found:
         lines += ["", f"# {item.comment}"]
         if item.profile is None:
             continue
+        legs += 1
         lines += [f"[tool.specdec.gate.legs.{item.spec.name}]", "required = true", f'profile = "{item.profile}"']
         if item.spec.serve is not None and not any("running" in label for label in item.releases):
             lines.append("serve = true  # no running server answered: the gate starts one")
-    return "\n".join(lines) + "\n"
+    if not legs:
+        lines += ["", f"# {NO_LEG}"]
+    return "\n".join(lines) + "\n", legs
 
 
 def append_to_pyproject(path: Path, text: str) -> str:

