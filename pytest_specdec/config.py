@@ -117,6 +117,12 @@ OPTIONS: tuple[OptionDef, ...] = (
         "comma-separated columns of the terminal table (default: as many as fit the terminal), e.g. "
         "'category,speedup [CI],verdict'",
     ),
+    OptionDef(
+        "notes",
+        "str",
+        "few",
+        "notes under the verdict table: 'few' (the first 4 per row; -v shows all) or 'all'",
+    ),
     OptionDef("baselines", "str", "baselines", "baselines directory, relative to the rootdir"),
     OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
@@ -171,8 +177,15 @@ class Settings:
     drift_min_effect: float = 0.05
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
     columns: tuple[str, ...] = ()  # the terminal table's columns; empty: as many as fit
+    notes: str = "few"  # notes under the table: the first few per row, or all
     plain_runtime: str | None = None  # a faster plain runtime on the same weights (plain arm of the verdict)
     plain_model: str | None = None
+
+
+def _notes_choice(value: str) -> str:
+    if value not in ("few", "all"):
+        raise SpecdecUsageError(f"--specdec-notes {value!r}: choose 'few' (the default) or 'all'")
+    return value
 
 
 def read_pyproject(rootdir: Path) -> dict[str, object]:
@@ -291,6 +304,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
         columns=tuple(c.strip() for c in str(values["columns"] or "").split(",") if c.strip()),
+        notes=_notes_choice(str(values["notes"])),
         plain_runtime=str(values["plain_runtime"]) if values["plain_runtime"] else None,
         plain_model=str(values["plain_model"]) if values["plain_model"] else None,
     )

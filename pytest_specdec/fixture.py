@@ -370,8 +370,11 @@ def _enforce_each(results: Sequence[Result], label: Callable[[Result], str]) -> 
 
 
 def _enforce(failure: str | None, warning: str | None) -> None:
-    """A failure fails the test in one line; a warning (inconclusive, drift) is a warning."""
+    """A failure fails the test in one line, wrapped to the terminal; a warning (inconclusive, drift) is a warning."""
     if failure:
-        pytest.fail(failure, pytrace=False)
+        import shutil
+        import textwrap
+
+        pytest.fail("\n".join(textwrap.wrap(failure, shutil.get_terminal_size().columns)), pytrace=False)
     if warning:
         warnings.warn(SpecdecInconclusiveWarning(warning), stacklevel=3)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import textwrap
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -133,11 +134,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
     fitness = environment_fitness()
     power = ", ".join(f"{k}={v}" for k, v in fitness.details.items())
+    width = config.get_terminal_writer().fullwidth
     return [
-        f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
-        + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
-        f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
-        f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
+        part
+        for line in [
+            f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
+            + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
+            f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
+            f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
+        ]
+        for part in textwrap.wrap(line, width, subsequent_indent="  ")
     ]
 
 
@@ -194,7 +200,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     expected = expect(measuring, read_timings(_timings_path(config)))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"specdec: {config.stash[session_key].settings.backend}: {expected.text}")
+        said = f"specdec: {config.stash[session_key].settings.backend}: {expected.text}"
+        for line in textwrap.wrap(said, reporter._tw.fullwidth, subsequent_indent="  "):
+            reporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -326,19 +334,28 @@ def _errored(config: pytest.Config) -> list[UnmeasuredTest]:
     return found
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The verdict table, one row per comparison, then what was written."""
-    records = config.stash[session_key].records
-    finished = config.stash.get(finish_key, [])
+    """The notes and what was written, then the verdict table and one answer per claim: the last lines before
+    pytest's own summary line, so the answer has not scrolled away when the run ends."""
+    session = config.stash[session_key]
+    records, finished = session.records, config.stash.get(finish_key, [])
     if not records and not finished:
         return
-    terminalreporter.write_sep("=", "specdec verdicts")
+    width = terminalreporter._tw.fullwidth
+    every = session.settings.notes == "all" or config.option.verbose > 0
+    notes = report.terminal_notes(records, width, every=every) + [
+        part for line in session.notes + finished for part in textwrap.wrap(line, width, subsequent_indent="  ")
+    ]
+    if notes:
+        terminalreporter.write_sep("-", "specdec notes")
+        for line in notes:
+            terminalreporter.write_line(line, red=line.startswith("ERROR"))
     if records:
-        columns = config.stash[session_key].settings.columns
-        table = report.terminal_table(records, terminalreporter._tw.fullwidth, columns)  # names checked at start
-        terminalreporter.write_line(table)
-    for line in report.terminal_notes(records) + config.stash[session_key].notes + finished:
-        terminalreporter.write_line(line, red=line.startswith("ERROR"))
+        terminalreporter.write_sep("=", "specdec verdicts")
+        terminalreporter.write_line(report.terminal_table(records, width, session.settings.columns))
+        for line in report.claim_answers(records, width):
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

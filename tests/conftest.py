@@ -30,9 +30,10 @@ from pytest_specdec.store.records import (
 
 @pytest.fixture(scope="session", autouse=True)
 def _wide_terminal() -> Iterator[None]:
-    """In-process runs print the whole verdict table (fitting a narrow terminal is tested on its own)."""
+    """In-process runs print the whole verdict table and each note on one line (fitting a narrow terminal is tested
+    on its own, in a pseudo-terminal: tests/test_terminal_width.py)."""
     previous = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "320"
+    os.environ["COLUMNS"] = "1000"
     yield
     if previous is None:
         os.environ.pop("COLUMNS", None)

@@ -115,14 +115,15 @@ def test_a_concurrency_sweep_on_llama_server_says_where_sd_stops_paying_off(pyte
     pytester.makepyfile("def test_load(specdec):\n    specdec.sweep(concurrency=[1, 2], max_trials=8)\n")
     result = pytester.runpytest(
         "--backend=llama-server", "-p", "no:cacheprovider", "--specdec-min-trials=8", "--specdec-max-tokens=16",
-        "--specdec-json=run.json", "--specdec-backend-option", "ctx=512",
+        "--specdec-json=run.json", "--specdec-backend-option", "ctx=512", "--specdec-notes=all",
     )  # fmt: skip
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*code, streams=2 *",  # the sweep's rows are told apart in the table
+            "[[]code, streams=2, γ=*[]] test_load:",  # the sweep's rows are told apart in the notes' labels
             "*2 streams at once on servers started for 2: the verdict reads the aggregate decode rate*per stream*",
             "*::test_load concurrency sweep [[]code[]]: streams=1 decode *; streams=2 decode * — decode *",
+            "*code, streams=2 *",  # and in the table, which comes last
         ]
     )
     comparisons = json.loads((pytester.path / "run.json").read_text())["comparisons"]

@@ -187,13 +187,13 @@ def test_a_context_sweep_rows_summary_and_plot_say_where_sd_stops_paying_off(pyt
     result.stdout.fnmatch_lines(
         [
             "ctx=1K: speedup 0.* behind 1024 tokens of context < claimed min 1.1x*",
-            "*code, ctx=1K *refuted*",
-            "*code, ctx=4K *refuted*",
             "*context sweep [[]code[]]: ctx=0 (* prompt tokens) decode 1.*x*, end to end *; "
             "ctx=1K (10* prompt tokens) decode 0.*"
             " — decode pays off up to ctx=0, slower from ctx=1K; end to end pays off up to ctx=0, slower from ctx=1K;"
             " verdict holds up to ctx=0, refuted from ctx=1K;"
             " not measured here: context=2000000 is not measurable here: *window*",
+            "*code, ctx=1K *refuted*",  # the table comes last, after the notes and the sweep's line
+            "*code, ctx=4K *refuted*",
         ]
     )
     records = json.loads((pytester.path / "run.json").read_text())["comparisons"]

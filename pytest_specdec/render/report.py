@@ -8,7 +8,8 @@ it did live.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 
 from tabulate import tabulate
 
@@ -229,12 +230,27 @@ def column_names(records: Sequence[ComparisonRecord]) -> tuple[str, ...]:
     return HEADERS + BASELINE_HEADERS if has_baselines(records) else HEADERS
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], chosen: Sequence[str]) -> str:
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    chosen: Sequence[str],
+    widths: Mapping[str, int] | None = None,
+) -> str:
     keep = [headers.index(name) for name in chosen]
+    limits = [(widths or {}).get(headers[i]) for i in keep]
     return tabulate(
         [[row[i] for i in keep] for row in rows], headers=[headers[i] for i in keep], tablefmt="simple",
-        disable_numparse=True,
+        disable_numparse=True, maxcolwidths=limits if any(limits) else None,
     )  # fmt: skip
+
+
+def _widest(text: str) -> int:
+    return max(map(len, text.splitlines()))
+
+
+# Columns whose cells wrap onto more lines when the table is still too wide with only the essential columns left.
+WRAPPABLE = ("in words", "category", "verdict", "claim", "change", "baseline", "target", "draft")
+NARROWEST = 8
 
 
 def _shorten(cell: str) -> str:
@@ -266,6 +282,16 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
             chosen.remove(name)
         dropped += present
         text = _table(headers, rows, chosen)
+    widths: dict[str, int] = {}
+    while _widest(text) > width:  # the essential columns alone are too wide: their longest cells wrap
+        sized = {name: max(len(line) for row in rows for line in [row[headers.index(name)], name]) for name in chosen}
+        sized |= widths
+        wrappable = [name for name in WRAPPABLE if name in chosen and sized[name] > NARROWEST]
+        if not wrappable:
+            break
+        widest = max(wrappable, key=lambda name: sized[name])
+        widths[widest] = max(NARROWEST, sized[widest] - (_widest(text) - width))
+        text = _table(headers, rows, chosen, widths)
     if dropped:
         import textwrap
 
@@ -277,34 +303,86 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
     return text
 
 
-def terminal_notes(records: Sequence[ComparisonRecord]) -> list[str]:
-    """Lines under the table: profile, confidence, synthetic models, warnings, changes."""
+def as_text(note: str) -> str:
+    """A note as plain text: control bytes (a synthetic model's output samples) shown escaped, never sent raw."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in note)
+
+
+def row_name(record: ComparisonRecord) -> str:
+    """``code, γ=3``: a row's category and conditions with its γ (a γ sweep's rows differ only there)."""
+    return f"{category_cell(record)}, γ={draft_label(record.num_draft)}"
+
+
+def row_label(record: ComparisonRecord) -> str:
+    """``[code, γ=3] test_mlx_draft[code]``: which table row a group of notes is about, said once."""
+    return f"[{row_name(record)}] {record.nodeid.rsplit('::', 1)[-1]}"
+
+
+def row_notes(record: ComparisonRecord, new: int) -> list[str]:
+    """One row's notes, what needs reading first: why it did not decide, its change, then the rest (a failure is
+    pytest's own failure line and the table's verdict: not said a third time)."""
+    notes = [record.judgement.warning] if record.judgement.warning else []
+    check = record.check
+    if check is not None and (
+        check.change in (Change.RECONFIRMED, Change.UNDECIDED, Change.REBASELINE)
+        or (check.change is Change.NEW and new <= 3)
+    ):
+        notes.append(check.message)
+    theory = theory_note(record)
+    return notes + list(record.notes) + ([theory] if theory else [])
+
+
+def terminal_notes(records: Sequence[ComparisonRecord], width: int = 120, *, every: bool = True) -> list[str]:
+    """Lines under the table: the run's own (profile, confidence, synthetic models), then each row's notes under
+    its label, wrapped to ``width`` (``every``: all of them; else the first few per row, and how to see the rest)."""
     if not records:
         return []
     first = records[0]
-    lines = [
+    run = [
         f"profile: {', '.join(sorted({r.profile for r in records}))}; device: {first.device}; release: {first.release}",
         f"intervals: {first.speedup.confidence:.0%} repeated confidence over each comparison's looks "
         "(group-sequential; the error is split across a test's bounds)",
     ]
     reading = reading_line(records)
-    lines += [reading] if reading else []
+    run += [reading] if reading else []
     if any(models.is_embedded(r.target) for r in records):
-        lines.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
-    new = [r for r in records if r.check is not None and r.check.change is Change.NEW]
-    for r in records:
-        lines += [f"{r.nodeid} [{r.category}]: {note}" for note in r.notes]
-        theory = theory_note(r)
-        if theory is not None:
-            lines.append(f"{r.nodeid} [{r.category}]: {theory}")
-        shown = r.judgement.failure or r.judgement.warning
-        if shown:
-            lines.append(f"{r.nodeid} [{r.category}]: {shown}")
-        if r.check is not None and (
-            r.check.change in (Change.RECONFIRMED, Change.UNDECIDED, Change.REBASELINE)
-            or (r.check.change is Change.NEW and len(new) <= 3)
-        ):
-            lines.append(f"{r.nodeid} [{r.category}]: {r.check.message}")
+        run.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
+    lines = [part for line in run for part in textwrap.wrap(line, width, subsequent_indent="  ")]
+    new = sum(1 for r in records if r.check is not None and r.check.change is Change.NEW)
+    hidden = 0
+    for record in records:
+        notes = row_notes(record, new)
+        if not notes:
+            continue
+        shown = notes if every else notes[:FEW_NOTES]
+        hidden += len(notes) - len(shown)
+        lines += textwrap.wrap(row_label(record) + ":", width, subsequent_indent="  ")
+        for note in shown:
+            lines += textwrap.wrap(as_text(note), width, initial_indent="  - ", subsequent_indent="    ")
+    if hidden:
+        lines.append(f"({hidden} more note(s) left out: -v or --specdec-notes=all shows them)")
+    return lines
+
+
+FEW_NOTES = 4
+
+
+def claim_answers(records: Sequence[ComparisonRecord], width: int = 120) -> list[str]:
+    """One line per claim (or test without one), the last before pytest's summary: each row's verdict, said once,
+    e.g. ``claim d (SD ≤ 1.3x): refuted (FLIPPED) on code; holds on prose``."""
+    grouped: dict[str, list[ComparisonRecord]] = {}
+    for record in records:
+        subject = f"claim {record.claim_id}" if record.claim_id else record.nodeid.rsplit("::", 1)[-1].split("[")[0]
+        grouped.setdefault(subject, []).append(record)
+    lines = []
+    for subject, rows in grouped.items():
+        verdicts: dict[str, list[str]] = {}
+        for row in rows:
+            verdicts.setdefault(verdict_cell(row), []).append(row_name(row) if len(rows) > 1 else category_cell(row))
+        said = "; ".join(f"{verdict} on {', '.join(categories)}" for verdict, categories in verdicts.items())
+        claim = claim_cell(rows[0])
+        head = f"{subject} ({claim})" if claim != "-" else subject
+        lines += textwrap.wrap(f"{head}: {said}", width, subsequent_indent="  ")
     return lines
 
 
