@@ -117,3 +117,25 @@ def test_the_ollama_lines_give_a_verdict_in_plain_words(
     done = run_line(measure.replace(tag, "specdec-synthetic:mtp"), installed, tmp_path, OLLAMA_HOST=ollama_standin.url)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
     assert PLAIN_WORDS.search(done.stdout), done.stdout[-3000:]
+
+
+def test_the_readme_links_its_write_up_and_says_each_term_before_using_it(installed: Path) -> None:
+    """The write-up ships with the package; the published M1 Max figures are marked published; each term is
+    explained at its first use."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "[`pytest_specdec/seed/write-up.md`](pytest_specdec/seed/write-up.md)" in text
+    shipped = subprocess.run(
+        [str(installed / "python"), "-c", "import importlib.resources as r; "
+         "print(r.files('pytest_specdec').joinpath('seed/write-up.md').read_text()[:60])"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "Speculative Decoding on Apple silicon" in shipped, "the wheel carries the write-up"
+    m1 = next(line for line in text.splitlines() if line.startswith("| Apple M1 Max"))
+    assert "**published**" in m1
+    for term, word in (("**γ**", "γ"), ("**the embedded default**", "embedded default"), ("a **profile**", "profile"),
+                       ("a **machine class**", "machine class"), ("a **reference**", "reference"),
+                       ("a **leg**", "leg"), ("a **stand-in**", "stand-in")):  # fmt: skip
+        defined = text.index(term)
+        first = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text)
+        assert first is not None
+        assert first.start() >= defined - len(term), f"{word!r} is used before it is explained"
