@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name
 
 from pytest_specdec.gate.lockfile import Pin, write_pins
@@ -48,8 +49,10 @@ def repack(name: str, folder: Path) -> Path:
     """``name``'s installed files as a wheel in ``folder``."""
     distribution = metadata.distribution(name)
     info = next(p for p in distribution.files or [] if p.parts[0].endswith(".dist-info")).parts[0]
-    tag = next(line.split(":", 1)[1].strip() for line in (distribution.read_text("WHEEL") or "").splitlines()
-               if line.startswith("Tag:"))  # fmt: skip
+    here = {str(tag) for tag in sys_tags()}
+    tags = [line.split(":", 1)[1].strip() for line in (distribution.read_text("WHEEL") or "").splitlines()
+            if line.startswith("Tag:")]  # fmt: skip
+    tag = next(t for t in tags if t in here)  # py2-none-any first in tzdata's WHEEL: the one this Python takes
     stem = f"{canonicalize_name(name).replace('-', '_')}-{distribution.version}"
     wheel = folder / f"{stem}-{tag}.whl"
     skipped = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
