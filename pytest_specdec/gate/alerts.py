@@ -53,7 +53,9 @@ def key_in(body: str) -> AlertKey | None:
         if text.startswith("<!--") and MARKER in text and text.endswith("-->"):
             try:
                 fields = json.loads(text[text.index(MARKER) + len(MARKER) : -3])
-                return AlertKey(**{name: str(value) for name, value in fields.items()})
+                if not isinstance(fields, dict):
+                    return None
+                return AlertKey(**{str(name): str(value) for name, value in fields.items()})
             except (ValueError, TypeError):
                 return None
     return None

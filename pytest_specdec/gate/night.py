@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_specdec.gate.change import Call
 from pytest_specdec.store.baselines import baseline_key
-from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Role, RunRecord
 
 NIGHT_SCHEMA_VERSION = 1
 NIGHT_FILE = "night.json"
@@ -103,7 +103,7 @@ class LegNight:
     awaiting: int = 0  # results without an accepted baseline tonight
     release_changes: tuple[str, ...] = ()
     budget: str = ""  # what the budget step said (expected duration, claims dropped)
-    agreeing_subjects: tuple[str, ...] = ()  # claims whose every result tonight agrees: only these clear an alert
+    agreeing: Mapping[str, str] = field(default_factory=dict)  # claim → release, every result agreeing: these clear
     schema_version: int = NIGHT_SCHEMA_VERSION
 
     @property
@@ -264,14 +264,19 @@ def comparison_findings(
 AGREES = (Change.UNCHANGED, Change.RECONFIRMED, Change.DRIFT)  # the accepted verdict, decided again tonight
 
 
-def agreeing_subjects(run: RunRecord) -> tuple[str, ...]:
-    """The claims (or tests) whose every result tonight decided the same verdict as its accepted baseline.
+def agreeing_subjects(run: RunRecord) -> dict[str, str]:
+    """The claims (or tests) whose every gating result tonight decided the same verdict as its accepted baseline,
+    with the release they were measured on.
 
     Only these can clear an alert: an inconclusive re-measurement, a lossy or unmeasured one, or a new
-    result says nothing about whether a flip went away.
+    result says nothing about whether a flip went away; rows shown for another profile or beside the verdict
+    (reference rows) gate nothing and decide nothing here.
     """
     verdicts: dict[str, bool] = {}
+    releases: dict[str, str] = {}
     for record in run.comparisons:
+        if record.judgement.role is not Role.GATING:
+            continue
         agrees = (
             record.check is not None
             and record.check.change in AGREES
@@ -279,7 +284,8 @@ def agreeing_subjects(run: RunRecord) -> tuple[str, ...]:
         )
         subject = subject_of(record)
         verdicts[subject] = verdicts.get(subject, True) and agrees
-    return tuple(sorted(subject for subject, agrees in verdicts.items() if agrees))
+        releases[subject] = record.release
+    return {subject: releases[subject] for subject, agrees in sorted(verdicts.items()) if agrees}
 
 
 def awaiting_acceptance(run: RunRecord) -> int:

@@ -147,7 +147,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         awaiting=awaiting,
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
         budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
-        agreeing_subjects=agreeing_subjects(run) if run is not None else (),
+        agreeing=agreeing_subjects(run) if run is not None else {},
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import AlertKey, clear_alert, known_issues, raise_alert
+from pytest_specdec.gate.alerts import AlertKey, KnownIssue, clear_alert, known_issues, raise_alert
 from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour, silent_legs
 from pytest_specdec.gate.tonight import read_night
 
@@ -76,20 +76,44 @@ def told(legs: Sequence[LegNight]) -> list[tuple[LegNight, Finding]]:
 
 def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
     """Why ``key``'s state is shown cleared tonight; ``None`` when tonight does not show it (not measured, or
-    still there). Only a leg that reported on the key's machine class can clear it, and a claim only when every
-    result of it tonight decided its accepted verdict again (an inconclusive one clears nothing)."""
-    leg = next((n for n in legs if (n.backend, n.machine_class) == (key.leg, key.machine_class)), None)
+    still there). Only a leg that reported can clear it (on the key's machine class; a leg that reported nothing
+    was keyed before its machine class was known), a claim only when every gating result of it tonight decided
+    its accepted verdict again (an inconclusive one clears nothing), and a release's change only on that release
+    (a night that measured an older one, by hand, says nothing about it)."""
+    silent = key.state == State.NOT_REPORTED.value
+    leg = next((n for n in legs if n.backend == key.leg and (silent or n.machine_class == key.machine_class)), None)
     if leg is None or any(f.state is State.NOT_REPORTED for f in leg.findings):
         return None
     if any(f.subject == key.subject and f.state.value == key.state for f in leg.findings):
         return None
     if key.subject == "leg":
-        if key.state != State.NOT_REPORTED.value and not leg.measured:
+        if silent:
+            return f"Cleared: the {key.leg} leg reported tonight."
+        if not leg.measured:
             return None
         return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
-    if not leg.measured or key.subject not in leg.agreeing_subjects:
+    release = leg.agreeing.get(key.subject) if leg.measured else None
+    if release is None:
         return None
-    return f"Cleared: {key.subject} was measured tonight on {key.machine_class} and agrees with its accepted verdict."
+    _, arrow, newer = key.cause.partition(" → ")
+    if arrow and release != newer and not release.endswith(f" {newer}"):
+        return None
+    return (
+        f"Cleared: {key.subject} was measured tonight on {key.machine_class} ({release}) and agrees with its "
+        "accepted verdict."
+    )
+
+
+def _continued(key: AlertKey, known: Mapping[AlertKey, KnownIssue]) -> AlertKey:
+    """The open issue's key for the same claim and state away from the same accepted release (a flip that lasts
+    through the next release, ``0.32.2 → 0.33.0`` then ``0.32.2 → 0.33.1``, is the same change going on: it is
+    commented there, not opened again); else ``key``."""
+    accepted, arrow, _ = key.cause.partition(" → ")
+    if key in known or not arrow:
+        return key
+    same = [k for k, issue in known.items() if issue.open and (k.machine_class, k.leg, k.subject, k.state) ==
+            (key.machine_class, key.leg, key.subject, key.state) and k.cause.startswith(f"{accepted} → ")]  # fmt: skip
+    return max(same, key=lambda k: known[k].number) if same else key
 
 
 def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
@@ -99,9 +123,10 @@ def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
     for leg, finding in told(legs):
         bodies.setdefault(alert_key(leg, finding), []).append(issue_body(leg, finding, run_url))
     known = known_issues(gh)
-    done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in bodies.items()]
+    raised = {_continued(key, known): parts for key, parts in bodies.items()}
+    done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in raised.items()]
     for key, issue in sorted(known.items()):
-        why = cleared(key, legs) if issue.open and key not in bodies else None
+        why = cleared(key, legs) if issue.open and key not in raised else None
         if why is not None:
             done.append(clear_alert(gh, issue, f"{why}\n\nRun and artifacts: {run_url}"))
     return done

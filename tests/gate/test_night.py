@@ -222,9 +222,11 @@ def test_an_issue_is_found_again_by_its_key_not_by_its_title(tmp_path: Path, mon
     assert key_in(key.marker) == key
 
 
-def keyed_night(tmp_path: Path, findings: tuple[Finding, ...], agreeing: tuple[str, ...] = ("claim d",)) -> list[str]:
-    """One required mlx leg's night told to the gh stand-in; what the verdict did."""
-    leg = LegNight("mlx", "M", True, True, "measured", findings, agreeing_subjects=agreeing)
+def keyed_night(tmp_path: Path, findings: tuple[Finding, ...], agreeing: dict[str, str] | None = None) -> list[str]:
+    """One required mlx leg's night told to the gh stand-in; what the verdict did (claim d agrees on 0.33.0 unless
+    ``agreeing`` says otherwise)."""
+    agreed = {"claim d": "mlx-lm 0.33.0"} if agreeing is None else agreeing
+    leg = LegNight("mlx", "M", True, True, "measured", findings, agreeing=agreed)
     return tell([leg], str(GH), "https://example/run/1")
 
 
@@ -243,19 +245,26 @@ def test_every_change_its_own_issue_closed_when_cleared_and_reopened_when_it_ret
     assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(absent).title}"], "the flip is not cleared"
     unmeasured = replace(unmeasured, findings=(broken,))
     assert tell([unmeasured], str(GH), "u") == [f"opened: {alert_key_of(broken).title}"], "another kind, another"
-    assert keyed_night(tmp_path, (), agreeing=()) == [
+    assert keyed_night(tmp_path, (), agreeing={}) == [
         "closed #2 (cleared): " + alert_key_of(absent).title,
         "closed #3 (cleared): " + alert_key_of(broken).title,
     ], "claim d was not measured (or was inconclusive): its flip stays open"
     not_confirmed = replace(flip, state=State.NOT_CONFIRMED)
-    assert keyed_night(tmp_path, (not_confirmed,), agreeing=()) == [], "a flip not confirmed does not clear a flip"
+    assert keyed_night(tmp_path, (not_confirmed,), agreeing={}) == [], "a flip not confirmed does not clear a flip"
+    assert keyed_night(tmp_path, (), agreeing={"claim d": "mlx-lm 0.32.2"}) == [], "an older release clears nothing"
+    later = replace(flip, cause="mlx-lm 0.32.2 → 0.33.1")
+    assert keyed_night(tmp_path, (later,)) == [f"commented on #1: {alert_key_of(flip).title}"], "the same flip goes on"
     assert keyed_night(tmp_path, ()) == ["closed #1 (cleared): " + alert_key_of(flip).title]
+    silent = Finding(State.NOT_REPORTED, "leg", "nothing came back", cause=LegCause.NO_NIGHT_FILE)
+    nobody = LegNight("mlx", "its self-hosted runner", True, False, "the leg reported nothing", (silent,))
+    (opened,) = tell([nobody], str(GH), "u")
+    assert keyed_night(tmp_path, ()) == [opened.replace("opened:", "closed #4 (cleared):")], "a leg that reports again"
     assert keyed_night(tmp_path, (flip,)) == ["reopened #1 (it returned): " + alert_key_of(flip).title]
     assert keyed_night(tmp_path, (flip,)) == ["commented on #1: " + alert_key_of(flip).title]
     issues = json.loads((tmp_path / "gh-state.json").read_text())["issues"]
-    assert [(i["number"], i["state"]) for i in issues] == [(1, "open"), (2, "closed"), (3, "closed")]
-    assert issues[0]["comments"][0].startswith("Cleared: claim d was measured tonight on M and agrees")
-    assert issues[0]["comments"][1].startswith("It returned.")
+    assert [(i["number"], i["state"]) for i in issues] == [(1, "open"), (2, "closed"), (3, "closed"), (4, "closed")]
+    assert [c.split(" ", 1)[0] for c in issues[0]["comments"]] == ["**conclusion", "Cleared:", "It", "**conclusion"]
+    assert issues[0]["comments"][1].startswith("Cleared: claim d was measured tonight on M (mlx-lm 0.33.0) and agrees")
 
 
 def alert_key_of(finding: Finding) -> AlertKey:
