@@ -16,8 +16,9 @@ PYVER := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.ve
 # The venv is made by $(PYTHON); one made by another Python (too old, or not the one asked for) is rebuilt.
 $(VENV)/.python-$(PYVER):
 	@test -n "$(PYTHON)" || { echo "make: no Python 3.11 or newer on PATH (a Mac's python3 is 3.9): $(NEED_PYTHON)" >&2; exit 2; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: PYTHON=$(PYTHON) is not found: $(NEED_PYTHON)" >&2; exit 2; }
 	@$(PYTHON) -c '$(GOOD_PYTHON)' || { echo "make: $(PYTHON) is $$($(PYTHON) -V 2>&1); pytest-specdec needs 3.11 or newer: $(NEED_PYTHON)" >&2; exit 2; }
-	@if test -d $(VENV); then echo "make: $(VENV) was not made by $(PYTHON) ($(PYVER)): rebuilding it"; rm -rf $(VENV); fi
+	@if test -d $(VENV); then echo "make: $(VENV) has no record of being made by Python $(PYVER) ($(PYTHON)): rebuilding it"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	touch $@
 

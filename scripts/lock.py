@@ -4,7 +4,7 @@
     python scripts/lock.py linux-x86_64-py3.12 alert .github/alert-lock.txt
 
 The first locks the measuring venv of the document's machine class (macOS arm64, Python
-3.12: ``[all]``), the second the hosted jobs' venv (GitHub's ubuntu-latest Python: the
+3.12: ``[all]``), the second the hosted jobs' venv (ubuntu-24.04's Python 3.12: the
 project's own dependencies and httpx for the webhook). Both lock the build backend of
 ``[build-system] requires`` too, since the project is installed with
 ``--no-build-isolation``. Each pin is followed by a ``# requires:`` line naming what it

@@ -200,7 +200,7 @@ def act(
     command = [
         ACT, "workflow_dispatch", "-W", f".github/workflows/{workflow}",
         "-P", "self-hosted=-self-hosted", "-P", "macOS=-self-hosted", "-P", "ARM64=-self-hosted",
-        "-P", "ubuntu-latest=-self-hosted", *inputs,
+        "-P", "ubuntu-24.04=-self-hosted", *inputs,
         "--local-repository", f"{CHECKOUT}={standin}",
         "--local-repository", f"{UPLOAD}={standin / 'upload-artifact'}",
         "--local-repository", f"{DOWNLOAD}={standin / 'download-artifact'}",

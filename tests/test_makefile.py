@@ -60,7 +60,7 @@ def test_a_venv_made_by_another_python_is_rebuilt(tmp_path: Path) -> None:
     (venv / "left-by-the-old-python").touch()
     done = make(f"{venv}/.python-{VERSION}", f"PYTHON={sys.executable}", f"VENV={venv}")
     assert done.returncode == 0, done.stderr
-    assert f"{venv} was not made by {sys.executable} ({VERSION}): rebuilding it" in done.stdout
+    assert f"{venv} has no record of being made by Python {VERSION} ({sys.executable}): rebuilding it" in done.stdout
     assert not (venv / "left-by-the-old-python").exists()
     assert (venv / "bin" / "python").exists()
     again = make(f"{venv}/.python-{VERSION}", f"PYTHON={sys.executable}", f"VENV={venv}")

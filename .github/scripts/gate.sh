@@ -44,11 +44,13 @@ gate() { "$python" -m pytest_specdec.cli gate "$1" --backend "$BACKEND" --out "$
 # the upgrade step resolves new releases; the lock step records what ran, with hashes. pip itself
 # is the one the interpreter bundles (ensurepip, no download); it is never upgraded here.
 base_python="${SPECDEC_GATE_BASE_PYTHON:-python3}"
-new_venv() {  # $1: folder
+need_python() {  # before anything reads the platform or makes a venv: one line, not a log line
   if ! "$base_python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2> /dev/null; then
-    echo "gate.sh: $base_python is not Python 3.11 or newer ($("$base_python" -V 2>&1 || true)): set SPECDEC_GATE_BASE_PYTHON=/opt/homebrew/bin/python3.12 in the runner's .env (brew install python@3.12)" >&2
+    echo "gate.sh: $base_python is not Python 3.11 or newer ($("$base_python" -V 2>&1 || echo 'not found')): set SPECDEC_GATE_BASE_PYTHON=/opt/homebrew/bin/python3.12 in the runner's .env (brew install python@3.12)" >&2
     exit 2
   fi
+}
+new_venv() {  # $1: folder
   rm -rf "$1"
   if [ -n "${SPECDEC_GATE_SHARED_SITE:-}" ] && [ "${SPECDEC_GATE_PROJECT:-}" = "preinstalled" ]; then
     # The shared site brings the project and pip along: seeding pip into every venv would take
@@ -69,18 +71,25 @@ pip_in() {  # $1: venv, then pip install's arguments; each call is said first (t
   # shellcheck disable=SC2086
   "$venv_dir/bin/python" -m pip install -q ${SPECDEC_GATE_PIP_ARGS:-} "$@"
 }
-hashed_venv() {  # $1: venv, $2: lock — the lock's packages, then the project from the checkout
+locked_venv() {  # $1: venv, $2: lock — every package of the lock, hashes checked
   new_venv "$1"
-  pip_in "$1" --require-hashes --no-deps -r "$2" || return 1
+  pip_in "$1" --require-hashes --no-deps -r "$2"
+}
+project_into() {  # $1: venv — the project from the checkout: nothing resolved, nothing downloaded
   if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
     pip_in "$1" --no-deps --no-index --no-build-isolation -e .
   fi
+}
+hashed_venv() {  # $1: venv, $2: lock
+  locked_venv "$1" "$2" && project_into "$1"
 }
 resolving_venv() {  # $1: venv — no lock could be installed: the upgrade resolves tonight's releases
   new_venv "$1"
   echo "gate.sh: upgrade (no hashed lock was installed): the newest releases, recorded with hashes by the lock step"
   if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
-    pip_in "$1" -e ".[all]"
+    # The build backend too, so that the lock step records it and tomorrow's --no-build-isolation finds it.
+    # shellcheck disable=SC2046
+    pip_in "$1" -e ".[all]" $("$1/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')
   fi
 }
 
@@ -98,9 +107,11 @@ PY
     mkdir -p "$OUT"
     rm -rf .gate-venv-old  # never a venv left by an earlier night: it is rebuilt from the lock or absent
     rm -f "$OUT/old-env.txt" "$OUT/resolved.txt"
+    need_python
     lock="$("$base_python" "$(dirname "$0")/lock_for_here.py" baselines)"
-    if [ -n "$lock" ] && hashed_venv "$venv" "$lock" > "$OUT/lock-install.log" 2>&1; then
+    if [ -n "$lock" ] && locked_venv "$venv" "$lock" > "$OUT/lock-install.log" 2>&1; then
       cat "$OUT/lock-install.log"
+      project_into "$venv"  # a failure here is the checkout's, never "the lock cannot be installed"
       gate install --lock "$lock"
     else
       if [ -n "$lock" ]; then
@@ -162,7 +173,8 @@ PY
     gate lock
     ;;
   alert-setup)
-    # The hosted jobs' own hashed lock (GitHub's ubuntu-latest Python; SPECDEC_GATE_ALERT_LOCK: the act tests').
+    # The hosted jobs' own hashed lock (ubuntu-24.04's Python 3.12; SPECDEC_GATE_ALERT_LOCK: the act tests').
+    need_python
     hashed_venv .alert-venv "${SPECDEC_GATE_ALERT_LOCK:-.github/alert-lock.txt}"
     ;;
   verdict)

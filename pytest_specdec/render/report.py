@@ -299,7 +299,7 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
             f"(left out to fit {width} columns: {', '.join(dropped)} — a wider terminal, or --specdec-columns, "
             "shows them)"
         )
-        text += "\n" + "\n".join(textwrap.wrap(note, max(40, width)))
+        text += "\n" + "\n".join(textwrap.wrap(note, max(20, width)))
     return text
 
 
