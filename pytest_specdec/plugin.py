@@ -41,7 +41,10 @@ from pytest_specdec.store.timings import expect, keep_timings, read_timings, tim
 session_key = pytest.StashKey[SpecdecSession]()
 deselected_key = pytest.StashKey[bool]()
 finish_key = pytest.StashKey[list[str]]()
-timings_key = pytest.StashKey[dict[str, float]]()  # this run's seconds per measuring test (set up and run)
+# This run's seconds per measuring test (set up and run) and whether it skipped; a test whose run never
+# reported (Ctrl-C) is not kept, and a skip never replaces a time measured before.
+timings_key = pytest.StashKey[dict[str, tuple[float, bool]]]()
+setup_key = pytest.StashKey[float]()
 
 MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
@@ -210,9 +213,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Time each measuring test (set-up included: the first one loads the models) for the next run's estimate."""
     report = yield
     found = item.config.stash.get(timings_key, None)
-    if found is not None and _measuring(item) and report.when in ("setup", "call"):
-        # A test that skips itself here (another backend's claim) takes about no time, measured like the rest.
-        found[item.nodeid] = found.get(item.nodeid, 0.0) + report.duration
+    if found is None or not _measuring(item):
+        return report
+    if report.when == "setup":
+        item.stash[setup_key] = report.duration  # kept until the run reports: a set-up alone is no timing
+        if report.skipped:  # skipped while set up (its backend absent): about no time
+            found[item.nodeid] = (report.duration, True)
+    elif report.when == "call":
+        found[item.nodeid] = (item.stash.get(setup_key, 0.0) + report.duration, report.skipped)
     return report
 
 
@@ -283,8 +291,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     specdec_session = config.stash[session_key]
     if timings_key in config.stash:
-        timed: dict[str, float] = config.stash[timings_key]
-        keep_timings(_timings_path(config), timed)
+        path, timed = _timings_path(config), config.stash[timings_key]
+        earlier = read_timings(path)
+        keep_timings(path, {n: s for n, (s, skipped) in timed.items() if not skipped or n not in earlier})
     ledger = specdec_session.ledger
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     if ledger.records:

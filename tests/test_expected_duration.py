@@ -69,3 +69,24 @@ def test_timings_are_a_cache_a_broken_file_costs_only_the_estimate(tmp_path: Pat
     blocked.write_text("not a folder")
     keep_timings(blocked / "t.json", {"a": 1.0})  # cannot be written: never an error
     assert blocked.read_text() == "not a folder"
+
+
+def test_a_skip_never_replaces_a_measured_time_and_an_interrupted_test_is_not_kept(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECDEC_TIMINGS_DIR", str(tmp_path / "timings"))
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Timed-Machine")
+    pytester.makepyfile(test_claim=CLAIM)
+    pytester.runpytest_subprocess("--backend=simulated", "-p", "no:cacheprovider")
+    (kept,) = (tmp_path / "timings").iterdir()
+    before = json.loads(kept.read_text())
+    pytester.makepyfile(
+        test_claim="import pytest\n\n@pytest.mark.parametrize('category', ['prose', 'copy'])\n"
+        "def test_more(specdec, category):\n    pytest.skip('server down tonight')\n\n"
+        "def test_sd(specdec):\n    raise KeyboardInterrupt\n"
+    )
+    pytester.runpytest_subprocess("--backend=simulated", "-p", "no:cacheprovider")
+    after = json.loads(kept.read_text())
+    prose = "test_claim.py::test_more[prose]"
+    assert after[prose] == before[prose], "tonight's skip keeps the time measured before"
+    assert after["test_claim.py::test_sd"] == before["test_claim.py::test_sd"], "a test cut short is no timing"
