@@ -377,8 +377,9 @@ def claim_answers(records: Sequence[ComparisonRecord], width: int = 120) -> list
     lines = []
     for subject, rows in grouped.items():
         verdicts: dict[str, list[str]] = {}
+        by_gamma = len({row.num_draft for row in rows}) > 1  # a γ sweep's rows differ only there
         for row in rows:
-            verdicts.setdefault(verdict_cell(row), []).append(row_name(row) if len(rows) > 1 else category_cell(row))
+            verdicts.setdefault(verdict_cell(row), []).append(row_name(row) if by_gamma else category_cell(row))
         said = "; ".join(f"{verdict} on {', '.join(categories)}" for verdict, categories in verdicts.items())
         claim = claim_cell(rows[0])
         head = f"{subject} ({claim})" if claim != "-" else subject
