@@ -22,17 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.axes.num_draft import draft_label
-from pytest_specdec.stats import Verdict
 from pytest_specdec.store.files import write_atomically
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion
 from pytest_specdec.store.trends import erosions
 
-COLOURS = {
-    Verdict.HOLDS.value: "#2e7d32",
-    Verdict.REFUTED.value: "#c62828",
-    Verdict.INCONCLUSIVE.value: "#f9a825",
-    Conclusion.MEASURED.value: "#1565c0",
-}
 OTHER = "#757575"
 FLIPPED = "#c62828"
 # Per measurement protocol, newest first: results of two protocols are not comparable.
@@ -47,9 +40,27 @@ class Drawing:
     drawn: list[dict[str, Any]]
 
 
-def _colour(conclusion: Conclusion) -> str:
-    verdict = conclusion.verdict
-    return COLOURS.get(verdict.value if verdict else conclusion.value, OTHER)
+# A row's colour says what it means for the question, "does SD pay off here?" (against 1x), never the claim's
+# verdict: a refuted "SD ≤ 1.3x" is the answer a user hopes for, and red would say "bad". The verdict is in the label.
+ANSWERS = {
+    "SD pays off": "#2e7d32",
+    "SD does not pay off": "#6a1b9a",
+    "breaks even": "#757575",
+    "can't tell yet": "#f9a825",
+    "SD changed the output": "#000000",
+}
+
+
+def answer(record: ComparisonRecord) -> str:
+    """What the row means for the question, in :data:`ANSWERS`' words."""
+    conclusion, s = record.judgement.conclusion, record.speedup
+    if conclusion is Conclusion.FAILED:
+        return "SD changed the output"
+    if s.low > 1.0:
+        return "SD pays off"
+    if s.high < 1.0:
+        return "SD does not pay off"
+    return "can't tell yet" if conclusion is Conclusion.INCONCLUSIVE else "breaks even"
 
 
 def _pyplot() -> Any:
@@ -141,7 +152,7 @@ def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
     other = False
     for row, record in enumerate(reversed(records)):
         s = record.speedup
-        colour = _colour(record.judgement.conclusion)
+        colour = ANSWERS[answer(record)]
         axes.errorbar(
             [s.estimate], [row], xerr=[[s.estimate - s.low], [max(0.0, s.high - s.estimate) if s.high < float("inf") else 0.0]],
             fmt="o", color=colour, capsize=3,
@@ -177,19 +188,22 @@ def forest_figure(records: Sequence[ComparisonRecord], title: str) -> Drawing:
                 "low": s.low,
                 "high": s.high,
                 "verdict": record.judgement.shown,
+                "answer": answer(record),
                 "baseline": None if baseline is None else [baseline.estimate, baseline.low, baseline.high],
                 "change": change,
             }
         )
-    labels = [row_label(r) + _change_suffix(r) for r in reversed(records)]
+    labels = [f"{row_label(r)} · {r.judgement.shown}{_change_suffix(r)}" for r in reversed(records)]
     axes.set_yticks(range(len(records)), labels)
     axes.set_ylim(-0.8, len(records) - 0.3)
     axes.axvline(1.0, color=OTHER, linestyle="--", linewidth=1)
     speedup_axis(axes, min(extremes), max(extremes))
     axes.set_xlabel("speedup (plain time ÷ SD time: decode, or end to end where a row says so), log scale; "
-                    "| = claimed bound; grey = accepted baseline")  # fmt: skip
+                    "| = claimed bound, the claim's verdict in the label; grey = accepted baseline")  # fmt: skip
     axes.set_title("\n".join(part for part in (title, measured_with(records)) if part))
-    handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=v) for v, c in COLOURS.items()]
+    shown = {answer(r) for r in records}
+    handles = [plt.Line2D([], [], color=c, marker="o", linestyle="", label=f"{a} (vs 1x)")
+               for a, c in ANSWERS.items() if a in shown]  # fmt: skip
     if same:
         said = f"accepted baseline, {_protocols_text(same)}"
         handles.append(plt.Line2D([], [], color=OTHER, marker="s", linestyle="", label=said))
@@ -262,6 +276,19 @@ def _bar(estimate: float, interval: Mapping[str, Any]) -> tuple[float, float]:
     return (estimate - low if low > 0 else 0.0, max(0.0, high - estimate) if high < float("inf") else 0.0)
 
 
+def _spread(xs: Sequence[float], width: float = 0.3) -> list[float]:
+    """Runs on one release side by side, in the order they ran, instead of on top of each other."""
+    counts = {x: xs.count(x) for x in xs}
+    seen: dict[float, int] = {}
+    spread = []
+    for x in xs:
+        index = seen.get(x, 0)
+        seen[x] = index + 1
+        n = counts[x]
+        spread.append(x if n == 1 else x - width / 2 + width * index / (n - 1))
+    return spread
+
+
 def _draw_key(
     axes: Any,
     points: Sequence[Mapping[str, Any]],
@@ -275,7 +302,7 @@ def _draw_key(
         mine = [p for p in points if protocol_of(p) == protocol]
         if not mine:
             continue
-        xs = [releases.index(str(p["release"])) + offset for p in mine]
+        xs = _spread([releases.index(str(p["release"])) + offset for p in mine])
         ys = [float(p["speedup"]["estimate"]) for p in mine]
         lows, highs = zip(*(_bar(y, p["speedup"]) for y, p in zip(ys, mine, strict=True)), strict=True)
         axes.errorbar(xs, ys, yerr=[list(lows), list(highs)], fmt="-", color=colour, capsize=3, linewidth=1)

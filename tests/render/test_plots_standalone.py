@@ -188,7 +188,9 @@ def test_the_gamma_sweep_names_its_profile_and_backend_and_the_protocol_of_its_b
     labels = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "accepted baseline, measurement protocol 2" in labels
     assert not any("another" in label for label in labels)
-    assert [label.get_text() for label in axes.get_yticklabels()][-1].endswith("γ=1")
+    assert [label.get_text() for label in axes.get_yticklabels()][-1].endswith("γ=1 · holds"), (
+        "the verdict in the label"
+    )
 
 
 def test_a_baseline_of_another_protocol_is_drawn_and_said_apart(make_record: Callable[..., ComparisonRecord]) -> None:
@@ -201,3 +203,35 @@ def test_a_baseline_of_another_protocol_is_drawn_and_said_apart(make_record: Cal
     labels = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "accepted baseline of another\nmeasurement protocol (re-baseline)" in labels
     assert not any(label.startswith("accepted baseline,") for label in labels), "no baseline of protocol 2 drawn"
+
+
+def test_the_forest_plot_colours_what_a_row_means_and_labels_the_claims_verdict(
+    make_record: Callable[..., ComparisonRecord],
+) -> None:
+    """A refuted "SD ≤ 1.3x" at 1.41x is SD paying off: green, not the red of "bad"; the verdict is in the label."""
+    from matplotlib.colors import to_hex
+
+    from pytest_specdec.render.plots import ANSWERS
+
+    pays = make_record("code", 1.41, "refuted", None)
+    loses = make_record("prose", 0.82, "holds", None)
+    axes = forest_figure([pays, loses], "t").figure.axes[0]
+    colours = [to_hex(line.get_color()) for line in axes.lines if line.get_marker() == "o"]
+    assert colours == [ANSWERS["SD does not pay off"], ANSWERS["SD pays off"]], "bottom row first: the last record"
+    labels = [label.get_text() for label in axes.get_yticklabels()]
+    assert labels[1].endswith("· code · γ=3 · refuted")
+    assert labels[0].endswith("· prose · γ=3 · holds")
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert {"SD pays off (vs 1x)", "SD does not pay off (vs 1x)"} <= set(legend)
+
+
+def test_runs_on_one_release_are_drawn_side_by_side(make_record: Callable[..., ComparisonRecord]) -> None:
+    from pytest_specdec.render.plots import history_figure
+    from pytest_specdec.store.history import history_line
+
+    lines = [history_line(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
+             for i, s in enumerate((0.9, 1.0, 1.1), 1)]  # fmt: skip
+    axes = history_figure(lines, "t").figure.axes[0]
+    xs = sorted({round(float(x), 3) for collection in axes.collections for x, _ in collection.get_offsets()})
+    assert len(xs) == 3, "three runs on one release are three points, not one"
+    assert max(xs) - min(xs) <= 0.31
