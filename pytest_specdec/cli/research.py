@@ -61,7 +61,8 @@ def evidence(args: argparse.Namespace) -> int:
         PublishedPoint(str(r.chip), r.family, float(r.speedup or 0), r.roofline_suspect, r.id) for r in plottable(rows)
     ]
     own = []
-    for path in sorted((args.dir / "history").glob("*.jsonl")):
+    # This machine's results (or --machine's): the ones the title promises in black.
+    for path in sorted((args.dir / "history").glob(f"{machine}.jsonl")):
         latest: dict[str, dict[str, object]] = {}
         for line in read_history(path, TORN):
             latest[str(line["key"])] = line  # history is in time order: the last line per key wins
@@ -74,8 +75,9 @@ def evidence(args: argparse.Namespace) -> int:
             own.append(
                 OwnPoint(chip[0], family, speedup["estimate"], speedup["low"], speedup["high"], str(line["key"]))
             )
-    evidence_plot(points, own, args.plot, "Published SD speedups by chip and runtime (yours in black)")
-    print(f"wrote {args.plot}")
+    yours = f"{machine}'s in black" if own else f"no result of {machine}'s on a chip the evidence names"
+    evidence_plot(points, own, args.plot, f"Published SD speedups by chip and runtime ({yours})")
+    print(f"wrote {args.plot} ({len(own)} result(s) of {machine}'s drawn in black)")
     return 0
 
 

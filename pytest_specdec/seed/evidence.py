@@ -104,11 +104,11 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-SEED_PATH_PREFIX = "shared/seed/"
+SEED_PATH_PREFIX = "pytest_specdec/seed/"  # the write-up, shipped with the package (seed/write-up.md)
 
 
 def _is_source(value: object) -> bool:
-    """A web link someone can open, or the seed document's own path (the seed rows)."""
+    """A web link someone can open, or the seed document's own path in the package (the seed rows)."""
     if not _is_text(value):
         return False
     from urllib.parse import urlparse
