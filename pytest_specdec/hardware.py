@@ -62,6 +62,31 @@ def _detected_machine_class() -> str:
     return f"{system}-{platform.machine()}-cpu"
 
 
+@dataclass(frozen=True)
+class Cores:
+    """How many CPU threads a backend is given by default, and what that count is."""
+
+    count: int
+    source: str
+
+
+def usable_cores() -> Cores:
+    """The cores this process may use, as a user's own run would get them.
+
+    Apple silicon: its performance cores (``sysctl hw.perflevel0.physicalcpu``; the efficiency
+    cores slow a decode step down). Elsewhere: the cores this process may run on
+    (``os.sched_getaffinity``, which ``taskset`` and container limits narrow), else every core.
+    """
+    if platform.system() == "Darwin":
+        performance = _run(["sysctl", "-n", "hw.perflevel0.physicalcpu"]).strip()
+        if performance.isdigit() and int(performance) > 0:
+            return Cores(int(performance), "performance cores (sysctl hw.perflevel0.physicalcpu)")
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return Cores(len(affinity(0)), "cores this process may run on (sched_getaffinity)")
+    return Cores(os.cpu_count() or 1, "every core (os.cpu_count)")
+
+
 def nvidia_gpu_summary() -> str:
     """``NVIDIA H200 (143771 MiB)`` for the first GPU, or ``""`` without nvidia-smi."""
     if not shutil.which("nvidia-smi"):

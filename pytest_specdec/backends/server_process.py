@@ -191,6 +191,12 @@ class ServerProcess:
         }  # fmt: skip
         (folder / f"{self._process.pid}.json").write_text(json.dumps(entry), encoding="utf-8")
 
+    def log_text(self) -> str:
+        """What the program has logged so far (``""`` without a log)."""
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
     def last_log_line(self) -> str:
         """The last non-empty line the program logged (where it says why it stopped)."""
         if self.log_path is None or not self.log_path.is_file():

@@ -21,7 +21,8 @@ SPEC = BackendSpec(
         OptionSpec("n_batch", "int", "llama.cpp's batch size"),
         OptionSpec("n_gpu_layers", "int", "layers offloaded to the GPU (-1: all)"),
         OptionSpec("flash_attn", "bool", "flash attention"),
-        OptionSpec("n_threads", "int", "CPU threads (0: llama.cpp's default)"),
+        OptionSpec("n_threads", "int", "CPU threads for decoding (0: the cores this process may use)"),
+        OptionSpec("n_threads_batch", "int", "CPU threads for prompts and batches (0: the cores this process may use)"),
         OptionSpec("plain_instance", "str", "own (the plain arm loads its own Llama) or shared (when two do not fit)"),
     ),
     pairs={

