@@ -367,12 +367,14 @@ def test_each_red_state_has_its_word_and_issue_and_only_agreement_is_green(works
     assert "specdec gate: the night is green" in night.stdout
     assert created(calls) == [], "an agreeing night opens nothing"
     closed = re.findall(r"closed #\d+ \(cleared\): specdec: ([^—]+) —", night.stdout)
-    assert sorted(c.strip() for c in closed) == [  # none closed earlier: no night between agreed with the baseline
-        "conclusion changed", "metric changed, not speed", "not gated for too long", "re-baseline needed",
-        "undecided for nights",
-    ], "the first night that agrees again closes every alert it shows cleared"  # fmt: skip
+    # Tonight measured the lock's 1.0 (no upgrade): the alerts caused by 1.1, 1.2 and 1.3 stay open until a night
+    # on those releases agrees; the undecided claim and the ungated leg are cleared by tonight's agreement.
+    assert sorted(c.strip() for c in closed) == ["not gated for too long", "undecided for nights"]
     state = json.loads((workspace / "gh-state.json").read_text())
-    assert [i["state"] for i in state["issues"]] == ["closed"] * len(state["issues"]), "every alert has closed"
+    still = sorted(
+        i["title"].split(" — ")[0].removeprefix("specdec: ") for i in state["issues"] if i["state"] == "open"
+    )
+    assert still == ["conclusion changed", "metric changed, not speed", "re-baseline needed"]
     night, calls = act(workspace, "specdec-gate.yml", "testbackend")
     assert [c[:2] for c in calls] == [["issue", "list"]], "a green night after it is silent: one look-up"
 
