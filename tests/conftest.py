@@ -41,30 +41,27 @@ def _wide_terminal() -> Iterator[None]:
         os.environ["COLUMNS"] = previous
 
 
+def _folder_in(variable: str, path: Path) -> Iterator[Path]:
+    """``variable`` points at ``path`` for the session, then is put back as it was."""
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = previous
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Keep synthetic models out of the user's cache (shared by in-process pytester runs)."""
-    path = tmp_path_factory.mktemp("specdec-models")
-    previous = os.environ.get("SPECDEC_CACHE_DIR")
-    os.environ["SPECDEC_CACHE_DIR"] = str(path)
-    yield path
-    if previous is None:
-        os.environ.pop("SPECDEC_CACHE_DIR", None)
-    else:
-        os.environ["SPECDEC_CACHE_DIR"] = previous
+    yield from _folder_in("SPECDEC_CACHE_DIR", tmp_path_factory.mktemp("specdec-models"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _timings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Keep tests' timings out of the user's cache: each run's expected duration starts unknown here."""
-    path = tmp_path_factory.mktemp("specdec-timings")
-    previous = os.environ.get("SPECDEC_TIMINGS_DIR")
-    os.environ["SPECDEC_TIMINGS_DIR"] = str(path)
-    yield path
-    if previous is None:
-        os.environ.pop("SPECDEC_TIMINGS_DIR", None)
-    else:
-        os.environ["SPECDEC_TIMINGS_DIR"] = previous
+    yield from _folder_in("SPECDEC_TIMINGS_DIR", tmp_path_factory.mktemp("specdec-timings"))
 
 
 RecordFactory = Callable[[str, float, str, CheckRecord | None], ComparisonRecord]

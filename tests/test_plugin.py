@@ -214,37 +214,15 @@ def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch:
 
 def in_a_terminal(pytester: pytest.Pytester, columns: int | None = None) -> str:
     """What a pty of ``columns`` shows while a simulated claim runs with pytest's default capture."""
-    import fcntl
     import os
-    import pty
-    import struct
-    import subprocess
     import sys
-    import termios
+
+    from pty_run import run_in_a_pty
 
     pytester.makepyfile(claim_test("speedup(min=1.1)"))
-    primary, secondary = pty.openpty()
-    environment = dict(os.environ)
-    if columns:
-        fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-        environment["COLUMNS"] = str(columns)
+    environment = {**os.environ, **({"COLUMNS": str(columns)} if columns else {})}
     command = [sys.executable, "-m", "pytest", *SIM, "--specdec-backend-option", "speedup=1.3"]
-    process = subprocess.Popen(
-        command, cwd=pytester.path, stdin=secondary, stdout=secondary, stderr=secondary, env=environment
-    )
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    process.wait(timeout=120)
-    os.close(primary)
-    return b"".join(chunks).decode(errors="replace")
+    return run_in_a_pty(command, pytester.path, environment, columns)
 
 
 def test_live_progress_reaches_a_terminal_without_dash_s(pytester: pytest.Pytester) -> None:

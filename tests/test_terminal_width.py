@@ -3,17 +3,13 @@ columns (pytest sizes its output from the terminal, as a user's shell gives it, 
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import struct
-import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
+from pty_run import run_in_a_pty
 
 CLAIMS = """import pytest
 
@@ -34,25 +30,10 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 def run_in_a_terminal(folder: Path, columns: int, *args: str) -> list[str]:
     """pytest in a pseudo-terminal ``columns`` wide; its output lines, colour codes removed."""
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     command = [sys.executable, "-m", "pytest", "test_claims.py", "--backend=simulated", "-p", "no:cacheprovider",
                "--specdec-backend-option", "speedup=1.5", *args]  # fmt: skip
-    process = subprocess.Popen(command, cwd=folder, stdin=child, stdout=child, stderr=child, env=env)
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the child closed its end
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    process.wait(timeout=600)
-    os.close(main)
-    text = ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace"))
+    text = ANSI.sub("", run_in_a_pty(command, folder, env, columns))
     return [line.rstrip("\r") for line in text.split("\n")]
 
 

@@ -79,14 +79,21 @@ def gh_output(gh: str, *args: str) -> str:
     return done.stdout
 
 
+def gh_json(gh: str, *args: str) -> object:
+    """What ``gh ARGS`` answers, as JSON; an answer that is not JSON is one line naming the command."""
+    said = gh_output(gh, *args)
+    try:
+        return json.loads(said or "null")
+    except json.JSONDecodeError:
+        raise SpecdecUsageError(
+            f"'gh {' '.join(args[:2])}' answered something that is not JSON: {said[:200]!r}"
+        ) from None
+
+
 def known_issues(gh: str) -> dict[AlertKey, KnownIssue]:
     """Every issue carrying the gate's label, open or closed, by key (the newest where two share one)."""
-    listed = gh_output(gh, "issue", "list", "--label", LABEL, "--state", "all", "--limit", "1000",
-                       "--json", "number,state,body")  # fmt: skip
-    try:
-        issues = json.loads(listed or "[]")
-    except json.JSONDecodeError:
-        raise SpecdecUsageError(f"'gh issue list' answered something that is not JSON: {listed[:200]!r}") from None
+    issues = gh_json(gh, "issue", "list", "--label", LABEL, "--state", "all", "--limit", "1000",
+                     "--json", "number,state,body")  # fmt: skip
     found: dict[AlertKey, KnownIssue] = {}
     for issue in sorted(issues if isinstance(issues, list) else [], key=lambda item: int(item.get("number", 0))):
         key = key_in(str(issue.get("body") or ""))

@@ -14,11 +14,10 @@ issue, and fails; the first check that finds a measured night again closes it.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import AlertKey, clear_alert, gh_output, known_issues, raise_alert, run_url
+from pytest_specdec.gate.alerts import AlertKey, clear_alert, gh_json, gh_output, known_issues, raise_alert, run_url
 
 # Only the scheduled night measures every leg: a manual run may measure one optional leg, without the
 # upgrade or on another profile, and a push-triggered run is no night at all.
@@ -59,11 +58,7 @@ def last_measured_night(gh: str, runs: list[dict[str, object]]) -> tuple[datetim
     """When the newest night that measured finished, and how many newer completed ones did not measure."""
     skipped = 0
     for finished, run in finished_nights(runs):
-        view = gh_output(gh, "run", "view", str(run.get("databaseId", "")), "--json", "jobs")
-        try:
-            jobs = json.loads(view or "{}")
-        except json.JSONDecodeError:
-            raise SpecdecUsageError(f"'gh run view' answered something that is not JSON: {view[:200]!r}") from None
+        jobs = gh_json(gh, "run", "view", str(run.get("databaseId", "")), "--json", "jobs")
         if measured(jobs):
             return finished, skipped
         skipped += 1
@@ -73,12 +68,8 @@ def last_measured_night(gh: str, runs: list[dict[str, object]]) -> tuple[datetim
 def check_nights(gh: str, workflow: str, hours: float, now: datetime | None = None) -> tuple[bool, list[str]]:
     """``(quiet, lines)``: whether no night completed within ``hours``, and what was done."""
     # Scheduled runs only: a week of manual runs would otherwise push the last night out of the 50.
-    listed = gh_output(gh, "run", "list", "--workflow", workflow, "--event", "schedule", "--limit", "50",
-                       "--json", "databaseId,status,conclusion,event,createdAt,updatedAt")  # fmt: skip
-    try:
-        runs = json.loads(listed or "[]")
-    except json.JSONDecodeError:
-        raise SpecdecUsageError(f"'gh run list' answered something that is not JSON: {listed[:200]!r}") from None
+    runs = gh_json(gh, "run", "list", "--workflow", workflow, "--event", "schedule", "--limit", "50",
+                   "--json", "databaseId,status,conclusion,event,createdAt,updatedAt")  # fmt: skip
     current = now or datetime.now(UTC)
     last, unmeasured = last_measured_night(gh, runs if isinstance(runs, list) else [])
     key = quiet_key(workflow)
