@@ -362,7 +362,8 @@ def test_a_history_line_with_only_some_fields_is_one_line_for_every_reader(
     (tmp_path / "history" / "M.jsonl").write_text(json.dumps(line) + "\n")
     argv = {"claims": ["claims", "--dir", str(tmp_path)],
             "plot-history": ["plot-history", "--dir", str(tmp_path), "--out", str(tmp_path / "h.png")],
-            "evidence": ["evidence", "--dir", str(tmp_path), "--plot", str(tmp_path / "e.png")]}[command]  # fmt: skip
+            "evidence": ["evidence", "--dir", str(tmp_path), "--machine", "M",  # its history: the black points
+                         "--plot", str(tmp_path / "e.png")]}[command]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "is not a pytest-specdec history line" in err
