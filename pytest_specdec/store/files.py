@@ -80,7 +80,12 @@ def dumps(document: object) -> str:
 
 
 def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write through a temporary file in the same folder and rename it into place."""
+    """Write through a temporary file in the same folder and rename it into place.
+
+    A symbolic link (a baselines file a user keeps elsewhere) stays a link: its target is what is replaced.
+    """
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     if path.is_dir():
         raise SpecdecUsageError(f"{path} is a folder — name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -120,3 +120,19 @@ def test_the_store_survives_any_sequence_of_runs_faults_and_kills(make_record: A
 
     Life.make_record = staticmethod(make_record)
     run_state_machine_as_test(Life, settings=settings(max_examples=40, stateful_step_count=12, deadline=None))
+
+
+def test_a_baseline_file_that_is_a_link_stays_a_link_and_its_target_is_written(tmp_path: Path) -> None:
+    """A user who keeps baselines elsewhere and links them in finds the link, and the new content behind it."""
+    from pytest_specdec.store.files import write_atomically
+
+    kept = tmp_path / "elsewhere" / "mlx.json"
+    kept.parent.mkdir()
+    kept.write_text("old\n")
+    link = tmp_path / "baselines" / "mlx.json"
+    link.parent.mkdir()
+    link.symlink_to(kept)
+    write_atomically(link, "new\n")
+    assert link.is_symlink(), "never replaced by a plain copy"
+    assert kept.read_text() == "new\n"
+    assert not list(link.parent.glob(".specdec-*")), "no temporary file left beside the link"
