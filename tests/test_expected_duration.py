@@ -27,16 +27,22 @@ def test_plain():
 """
 
 
-def test_the_first_run_says_unknown_and_the_next_its_measured_duration(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def timings(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project with the claims above, whose timings are kept in a folder of the test's own."""
     monkeypatch.setenv("SPECDEC_TIMINGS_DIR", str(tmp_path / "timings"))
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Timed-Machine")
     pytester.makepyfile(test_claim=CLAIM)
+    return tmp_path / "timings"
+
+
+def test_the_first_run_says_unknown_and_the_next_its_measured_duration(
+    pytester: pytest.Pytester, timings: Path
+) -> None:
     first = pytester.runpytest("--backend=simulated", "-p", "no:cacheprovider")
     first.assert_outcomes(passed=3, skipped=1)
     first.stdout.fnmatch_lines(["specdec: simulated: 3 test(s), expected duration not known yet on this machine*"])
-    (kept,) = (tmp_path / "timings").iterdir()
+    (kept,) = timings.iterdir()
     timed = json.loads(kept.read_text())
     assert sorted(timed) == ["test_claim.py::test_more[copy]", "test_claim.py::test_more[prose]",
                              "test_claim.py::test_sd"], "every measuring test, the one that skipped itself too"  # fmt: skip
@@ -72,13 +78,10 @@ def test_timings_are_a_cache_a_broken_file_costs_only_the_estimate(tmp_path: Pat
 
 
 def test_a_skip_never_replaces_a_measured_time_and_an_interrupted_test_is_not_kept(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, timings: Path
 ) -> None:
-    monkeypatch.setenv("SPECDEC_TIMINGS_DIR", str(tmp_path / "timings"))
-    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Timed-Machine")
-    pytester.makepyfile(test_claim=CLAIM)
     pytester.runpytest_subprocess("--backend=simulated", "-p", "no:cacheprovider")
-    (kept,) = (tmp_path / "timings").iterdir()
+    (kept,) = timings.iterdir()
     before = json.loads(kept.read_text())
     pytester.makepyfile(
         test_claim="import pytest\n\n@pytest.mark.parametrize('category', ['prose', 'copy'])\n"
