@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import textwrap
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -137,17 +136,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
     fitness = environment_fitness()
     power = ", ".join(f"{k}={v}" for k, v in fitness.details.items())
-    width = config.get_terminal_writer().fullwidth
-    return [
-        part
-        for line in [
-            f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
-            + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
-            f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
-            f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
-        ]
-        for part in textwrap.wrap(line, width, subsequent_indent="  ")
+    lines = [
+        f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
+        + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
+        f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
+        f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
     ]
+    return report.wrapped(lines, config.get_terminal_writer().fullwidth)
 
 
 def _expectations(item: pytest.Item) -> Expectations:
@@ -204,7 +199,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         said = f"specdec: {config.stash[session_key].settings.backend}: {expected.text}"
-        for line in textwrap.wrap(said, reporter._tw.fullwidth, subsequent_indent="  "):
+        for line in report.wrapped([said], reporter._tw.fullwidth):
             reporter.write_line(line)
 
 
@@ -351,9 +346,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     width = terminalreporter._tw.fullwidth
     every = session.settings.notes == "all" or config.option.verbose > 0
-    notes = report.terminal_notes(records, width, every=every) + [
-        part for line in session.notes + finished for part in textwrap.wrap(line, width, subsequent_indent="  ")
-    ]
+    notes = report.terminal_notes(records, width, every=every) + report.wrapped(session.notes + finished, width)
     if notes:
         terminalreporter.write_sep("-", "specdec notes")
         for line in notes:

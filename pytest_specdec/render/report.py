@@ -303,6 +303,11 @@ def terminal_table(records: Sequence[ComparisonRecord], width: int = 120, column
     return text
 
 
+def wrapped(lines: Sequence[str], width: int) -> list[str]:
+    """Each line wrapped to ``width``, its continuation indented: what a terminal of that width shows."""
+    return [part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="  ") or [""]]
+
+
 def as_text(note: str) -> str:
     """A note as plain text: control bytes (a synthetic model's output samples) shown escaped, never sent raw."""
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in note)
@@ -347,7 +352,7 @@ def terminal_notes(records: Sequence[ComparisonRecord], width: int = 120, *, eve
     run += [reading] if reading else []
     if any(models.is_embedded(r.target) for r in records):
         run.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
-    lines = [part for line in run for part in textwrap.wrap(line, width, subsequent_indent="  ")]
+    lines = wrapped(run, width)
     new = sum(1 for r in records if r.check is not None and r.check.change is Change.NEW)
     hidden = 0
     for record in records:
