@@ -18,7 +18,9 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_specdec.axes import Conditions, from_keywords, sweep_axis
-from pytest_specdec.backends.base import Arm, Backend
+from pytest_specdec.backends import backend_spec
+from pytest_specdec.backends.base import Arm, Backend, BackendSpec
+from pytest_specdec.backends.kinds import SpeculationKind, run_kind
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
 from pytest_specdec.errors import NO_RESULT_KEPT, BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
@@ -58,6 +60,17 @@ class SpecdecFixture:
     def backend(self) -> Backend:
         """The configured backend (loaded once per session)."""
         return self._session.backend()
+
+    @property
+    def backend_spec(self) -> BackendSpec:
+        """What the ``--backend`` choice declares (read without loading it)."""
+        return backend_spec(self.backend_name)
+
+    @property
+    def speculation_kind(self) -> SpeculationKind | None:
+        """The kind of SD this run's speculative arm runs (``backends/kinds.py``; loads the backend)."""
+        backend = self.backend
+        return run_kind(self.backend_spec.kinds, backend, backend.pair.draft)
 
     def compare(
         self,

@@ -171,7 +171,9 @@ def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.Ca
     assert not [line for line in lines if line.startswith("!")], "nothing to do for a backend nobody asked for"
     ollama = next(line for line in lines if "ollama:" in line)
     assert ollama.startswith("optional: ollama: ")
-    assert not any("simulated" in line for line in lines)
+    simulated = next(line for line in lines if "simulated:" in line)  # every registered backend, what it lacks
+    assert "no real model profile (seed or gemma) — no leg" in simulated
+    assert "SD kinds: draft model (runs claim d)" in simulated
     if shutil.which("ollama") is None:
         status = main(["doctor", "--backend", "ollama"])
         lines = capsys.readouterr().out.splitlines()

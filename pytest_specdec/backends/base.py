@@ -11,6 +11,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.sampling import GREEDY, Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
@@ -272,6 +273,8 @@ class BackendSpec:
     options: tuple[OptionSpec, ...] = ()  # every --specdec-backend-option key it reads
     # The model pair each profile gives it ("embedded": the synthetic default, "gemma", "seed", ...).
     pairs: Mapping[str, ModelPair] = field(default_factory=dict)
+    # The kinds of SD it can run; claims select by kind (a draft model runs claim d), see backends/kinds.py.
+    kinds: tuple[SpeculationKind, ...] = ()
     evidence_family: str | None = None  # the runtime family published rows are filed under ("llama.cpp")
     # "module:function" returning {label: release} for the servers it talks to, as each reports itself.
     server_releases: str | None = None

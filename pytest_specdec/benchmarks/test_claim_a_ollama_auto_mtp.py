@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_where
 from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.roofline import check_plausibility
 from pytest_specdec.seed.document import CLAIMS, SEED_BANDWIDTH_GBS
@@ -23,7 +23,7 @@ SEED_TAGS = ["qwen3-coder:30b", "gemma4:26b-nvfp4", "deepseek-r1:14b"]
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("tag", SEED_TAGS)
 def test_ollama_auto_mtp_is_net_zero_or_negative(specdec: SpecdecFixture, tag: str) -> None:
-    only_for(specdec, ["ollama"])
+    only_where(specdec, "a")
     if specdec.profile != "seed" and tag != SEED_TAGS[0]:
         pytest.skip(f"does not apply: {tag} runs with --specdec-profile seed (this run measures the configured model)")
     specdec.compare(category="code", target=tag if specdec.profile == "seed" else None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_where
 from pytest_specdec.fixture import SpecdecFixture
 from pytest_specdec.roofline import memory_fit
 from pytest_specdec.seed.document import MTPLX_DRAFT_BF16, MTPLX_TARGET_BF16, SEED_USABLE_BYTES
@@ -28,7 +28,7 @@ def test_document_pair_does_not_fit_an_m1_max(specdec: SpecdecFixture) -> None:
 
 @pytest.mark.claim(**claim_marker_kwargs("b"))
 def test_mtplx_drafts_with_a_separate_model(specdec: SpecdecFixture) -> None:
-    only_for(specdec, ["mtplx"])
+    only_where(specdec, "b")
     drafter = specdec.backend.fingerprint().details.get("drafter", "unknown")
     specdec.note(f"MTPLX reports its drafter: {drafter}")
     if "own MTP head" in drafter and specdec.gating:
@@ -40,5 +40,5 @@ def test_mtplx_drafts_with_a_separate_model(specdec: SpecdecFixture) -> None:
 @pytest.mark.parametrize("category", ["code", "prose"])
 def test_mtplx_gives_at_most_1_3x(specdec: SpecdecFixture, category: str) -> None:
     """The document's summary: MTPLX, like every approach it tried, gave at most 1.3x."""
-    only_for(specdec, ["mtplx"])
+    only_where(specdec, "b")
     specdec.compare(category=category)

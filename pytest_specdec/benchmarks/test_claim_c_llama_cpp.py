@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_for
+from pytest_specdec.benchmarks.kit import claim_marker_kwargs, only_where
 from pytest_specdec.fixture import SpecdecFixture
-
-LLAMA_BACKENDS = ("llama-cpp", "llama-server")
 
 
 @pytest.mark.claim(**claim_marker_kwargs("c"))
 @pytest.mark.speedup(max=1.0)
 @pytest.mark.parametrize("category", ["code", "copy", "prose", "unpredictable"])
 def test_llama_cpp_sd_overhead_exceeds_benefit(specdec: SpecdecFixture, category: str) -> None:
-    only_for(specdec, LLAMA_BACKENDS)
+    only_where(specdec, "c")
     specdec.compare(category=category)

@@ -40,7 +40,7 @@ def findings(selected: str) -> tuple[list[str], bool]:
     """Every finding, one line each (``!`` first where something must be done), and whether ``selected`` can run."""
     from pytest_specdec.backends import backend_spec, registered_backends
     from pytest_specdec.backends.base import load_attribute
-    from pytest_specdec.gate.init import PROFILES, look
+    from pytest_specdec.gate.init import look
     from pytest_specdec.hardware import environment_fitness, machine_class, machine_profile
 
     spec = backend_spec(selected)  # an unknown name is one line naming the registered ones
@@ -84,9 +84,9 @@ def findings(selected: str) -> tuple[list[str], bool]:
         lines.append(f"{selected} (selected): ready — {found.comment.removeprefix(f'{selected}: ')}{real}")
         if spec.doctor:
             lines += load_attribute(spec.doctor)()  # type: ignore[operator]
-    for _, other in sorted(registered_backends().items()):
-        if other.name == selected or not any(kind in other.pairs for kind in PROFILES):
-            continue  # the simulated backend has no real models
+    for _, other in sorted(registered_backends().items()):  # every registered one, each saying what it lacks
+        if other.name == selected:
+            continue
         lines.append(f"optional: {look(other, profile.usable_bytes).comment}")
     cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
     existing = next((p for p in (cache, *cache.parents) if p.exists()), Path.home())

@@ -32,9 +32,9 @@ def claims(args: argparse.Namespace) -> int:
             if seen
             else "not measured yet"
         )
-        rows.append([claim.id, claim.section, claim.quote, claim.bounds, claim.research, verdict])
-    headers = ("id", "section", "quote", "bounds", "research", "latest verdict")
-    widths = [None, 18, 40, 24, 30, None]
+        rows.append([claim.id, claim.section, claim.quote, claim.bounds, claim.applies_to, claim.research, verdict])
+    headers = ("id", "section", "quote", "bounds", "applies to", "research", "latest verdict")
+    widths = [None, 18, 36, 22, 16, 28, None]
     print(tabulate(rows, headers=headers, tablefmt="github" if args.markdown else "simple", maxcolwidths=widths))
     return 0
 

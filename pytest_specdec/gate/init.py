@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -74,8 +74,24 @@ class Found:
     comment: str
 
 
+def what_it_does(spec: BackendSpec) -> str:
+    """``SD kinds: draft model, n-gram lookup (runs claims c, d)``, or what it lacks for the claims about a kind."""
+    from pytest_specdec.seed.document import claims_run_by
+
+    runs = claims_run_by(spec.evidence_family, spec.kinds)
+    claims = f" (runs claim{'s' if len(runs) > 1 else ''} {', '.join(runs)})" if runs else ""
+    if not spec.kinds:
+        return f"declares no SD kind (BackendSpec.kinds), so claims about a kind of SD skip it{claims}"
+    return "SD kinds: " + ", ".join(spec.kinds) + claims
+
+
 def look(spec: BackendSpec, usable: float) -> Found:
-    """The backend's runtime, servers and the first profile whose models are here and fit."""
+    """The backend's runtime, servers and the first profile whose models are here and fit, and what it does."""
+    found = _look(spec, usable)
+    return replace(found, comment=f"{found.comment}; {what_it_does(spec)}")
+
+
+def _look(spec: BackendSpec, usable: float) -> Found:
     missing = missing_runtime(spec)
     if missing is not None:
         fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {missing}"
@@ -102,7 +118,11 @@ def look(spec: BackendSpec, usable: float) -> Found:
         fit = f"{needed / GB:.2f} GB fits {usable / GB:.1f} GB usable" if needed else "size reported by the server"
         return Found(spec, None, releases, profile, f"{spec.name}: {said}; profile {profile!r}: {pair.target}"
                      + (f" + {pair.draft}" if pair.draft else "") + f" found, {fit}")  # fmt: skip
-    wanted = ", ".join(f"{p}: {spec.pairs[p].target}" for p in PROFILES if p in spec.pairs) or "no profile"
+    if not any(p in spec.pairs for p in PROFILES):
+        return Found(spec, None, releases, None, f"{spec.name}: {said}; it declares only synthetic or served pairs "
+                     f"({', '.join(spec.pairs) or 'none'}), no real model profile ({' or '.join(PROFILES)}) — no leg: "
+                     "add [tool.specdec.profiles.NAME] with your models")  # fmt: skip
+    wanted = ", ".join(f"{p}: {spec.pairs[p].target}" for p in PROFILES if p in spec.pairs)
     return Found(spec, None, releases, None, f"{spec.name}: {said}; no profile's models found here ({wanted}) — "
                  "pull them, or add [tool.specdec.profiles.NAME] with yours")  # fmt: skip
 
@@ -121,11 +141,7 @@ def gate_table() -> tuple[str, int]:
     from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
 
     usable = machine_profile().usable_bytes
-    found = [
-        look(spec, usable)
-        for _, spec in sorted(registered_backends().items())
-        if any(profile in spec.pairs for profile in PROFILES)  # the simulated backend has no real models
-    ]
+    found = [look(spec, usable) for _, spec in sorted(registered_backends().items())]  # each says what it lacks
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     lines = [
         f"# written by `specdec gate init` on {machine_class()}, {stamp}",

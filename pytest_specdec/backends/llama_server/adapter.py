@@ -68,8 +68,9 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.backends.context import gguf_file_metadata
 from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
-from pytest_specdec.backends.llama_server.knobs import draft_length, sampling_fields
+from pytest_specdec.backends.llama_server.knobs import draft_length, kind_of, sampling_fields
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slot_count, slots_speculate
 from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
@@ -292,6 +293,10 @@ class LlamaServerBackend(PlainServerQueries):
     def pair(self) -> ModelPair:
         """The GGUF files the servers run (or what the user's servers serve)."""
         return self._pair
+
+    def speculation_kind(self) -> SpeculationKind:
+        """What the SD arm's ``--spec-type`` drafts with."""
+        return kind_of(self._spec_type)
 
     def fingerprint(self) -> Fingerprint:
         """The server build, how the arms are served, and what the SD server does with request fields."""

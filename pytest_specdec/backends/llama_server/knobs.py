@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_specdec.backends.context import gguf_file_metadata
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 
@@ -32,6 +33,21 @@ MAPPED_NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
 NGRAM_LOOKUP_DEFAULT = 12  # --spec-ngram-*-size-n's default (common/common.h)
 NGRAM_MOD_MIN_DEFAULT = 48  # --spec-ngram-mod-n-min's default
 NGRAM_CACHE_DRAFT = 8  # common_speculative_n_max: COMMON_SPECULATIVE_TYPE_NGRAM_CACHE
+
+
+def kind_of(spec_type: str) -> SpeculationKind:
+    """The kind of SD a ``--spec-type`` runs (``common/speculative.cpp`` names each type's drafter).
+
+    >>> kind_of("ngram-mod")
+    <SpeculationKind.NGRAM_LOOKUP: 'n-gram lookup'>
+    """
+    if spec_type == "draft-mtp":
+        return SpeculationKind.MTP_HEAD
+    if spec_type in ("draft-dflash", "draft-dspark"):
+        return SpeculationKind.BLOCK_DRAFTER
+    if spec_type.startswith("ngram-"):
+        return SpeculationKind.NGRAM_LOOKUP
+    return SpeculationKind.DRAFT_MODEL  # draft-simple, draft-eagle3: a second model drafts
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET
 from pytest_specdec.embedded.packaged import GEMMA_GGUF
 
@@ -23,6 +24,7 @@ SPEC = BackendSpec(
         "seed": ModelPair("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-0.5B-Instruct-4bit"),
         "embedded-1b": ModelPair("embedded:target-1b", "embedded:draft-1b-aligned"),
     },
+    kinds=(SpeculationKind.DRAFT_MODEL, SpeculationKind.EARLY_EXIT),
     evidence_family="mlx-lm",
     in_process=True,
 )

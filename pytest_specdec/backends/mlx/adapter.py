@@ -28,7 +28,9 @@ from pytest_specdec.backends.base import (
 )
 from pytest_specdec.backends.context import config_context
 from pytest_specdec.backends.files import looks_like_path, model_dir_digest
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.embedded import models
+from pytest_specdec.embedded.gemma_mlx import EARLY_EXIT
 from pytest_specdec.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -134,6 +136,11 @@ class MlxBackend:
     def pair(self) -> ModelPair:
         """The loaded target and draft."""
         return self._pair
+
+    def speculation_kind(self) -> SpeculationKind:
+        """A draft model, or the target's own first layers when the draft is an early exit (``#early-exit=K``)."""
+        early = self._pair.draft is not None and EARLY_EXIT in self._pair.draft
+        return SpeculationKind.EARLY_EXIT if early else SpeculationKind.DRAFT_MODEL
 
     def fingerprint(self) -> Fingerprint:
         """mlx and mlx-lm versions and the mlx device (Metal GPU name and arch, or CPU)."""

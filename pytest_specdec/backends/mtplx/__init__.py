@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, ServeRecipe
 from pytest_specdec.backends.http_client import HTTP_OPTIONS
+from pytest_specdec.backends.kinds import SpeculationKind
 
 SPEC = BackendSpec(
     name="mtplx",
@@ -15,6 +16,7 @@ SPEC = BackendSpec(
     options=HTTP_OPTIONS,
     # MTPLX reports the model it serves; the pair is a placeholder until it does.
     pairs={"embedded": ModelPair("server-model", None), "seed": ModelPair("server-model", None)},
+    kinds=(SpeculationKind.MTP_HEAD,),
     evidence_family="mtplx",
     server_releases="pytest_specdec.backends.mtplx.releases:server_releases",
     previous_release="pytest_specdec.backends.mtplx.releases:previous_release",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec, ServeRecipe
+from pytest_specdec.backends.kinds import SpeculationKind
 
 SPEC = BackendSpec(
     name="ollama",
@@ -26,6 +27,7 @@ SPEC = BackendSpec(
         OptionSpec("serve_env", "str", "NAME=VALUE,... for a managed 'ollama serve'"),
     ),
     pairs={"seed": ModelPair("qwen3-coder:30b", None)},
+    kinds=(SpeculationKind.MTP_HEAD,),
     evidence_family="ollama",
     server_releases="pytest_specdec.backends.ollama.releases:server_releases",
     previous_release="pytest_specdec.backends.ollama.releases:previous_release",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.backends.kinds import SpeculationKind
 
 _NUMBERS = (
     ("speedup", "the true speedup"),
@@ -49,5 +50,6 @@ SPEC = BackendSpec(
         OptionSpec("prompt_seed", "int", "seed of the per-prompt effects (default: seed)"),
     ),
     pairs={"embedded": ModelPair("simulated-target", "simulated-draft")},
+    kinds=(SpeculationKind.DRAFT_MODEL,),
     in_process=True,
 )

@@ -10,6 +10,7 @@ counts drafted and accepted tokens on ``/metrics`` as vLLM's v1 engine does
 from __future__ import annotations
 
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec, ServeRecipe
+from pytest_specdec.backends.kinds import SpeculationKind
 
 SPEC = BackendSpec(
     name="openai-spec",
@@ -24,6 +25,7 @@ SPEC = BackendSpec(
         OptionSpec("timeout", "float", "seconds a request may take in all"),
     ),
     pairs={"embedded": ModelPair("served-target", "served-draft")},
+    kinds=(SpeculationKind.DRAFT_MODEL,),  # the "sd" model speculates with a draft model, as vLLM's draft_model method
     evidence_family="vllm",
     server_releases="specdec_openai_spec.adapter:server_releases",
     serve=ServeRecipe(("specdec-openai-spec-serve", "--port", "{port}"), {}, "/health", "url"),
