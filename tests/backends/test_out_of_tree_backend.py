@@ -15,13 +15,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from pytest_specdec.backends.server_process import free_port
+from pytest_specdec.backends.server_process import free_port, pid_dir, reap_orphans
 
 PACKAGE = Path(__file__).parents[1] / "thirdparty" / "specdec-openai-spec"
 BIN = Path(sys.executable).parent
@@ -161,3 +162,48 @@ def test_declaring_a_draft_model_runs_claim_d_unchanged(
     assert line.endswith("SD kinds: draft model (runs claim d)")
     init = run([str(BIN / "specdec"), "gate", "init"], installed, tmp_path)
     assert f"# {line.removeprefix('optional: ')}" in init.stdout
+
+
+def test_a_server_it_starts_through_the_plugins_helper_is_never_left_behind(
+    installed: dict[str, str], tmp_path: Path
+) -> None:
+    """``serve=true`` starts its server with ``ServerProcess``: stopped when the run ends, and reaped by the next
+    start when the run was killed (found by the identity in its pid file, never by its name)."""
+    (tmp_path / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    command = [str(BIN / "pytest"), "test_claim.py", "-p", "no:cacheprovider", "--backend=openai-spec",
+               "--specdec-backend-option=serve=true", *BUDGET]  # fmt: skip
+    done = run(command, installed, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert not _served_by_the_helper(), "stopped when the run ended"
+    killed = subprocess.Popen([*command, "--specdec-min-trials=400", "--specdec-max-trials=400"], env=installed,
+                              cwd=tmp_path, stdout=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not _served_by_the_helper() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling for the server's pid file, a condition (the run takes minutes to end)
+    (server,) = _served_by_the_helper()
+    killed.kill()
+    killed.wait(timeout=60)
+    assert _alive(server), "SIGKILL leaves the server running"
+    assert reap_orphans() == [server]
+    deadline = time.monotonic() + 30
+    while _alive(server) and time.monotonic() < deadline:  # SIGKILL is delivered, not awaited, by the reaper
+        time.sleep(0.05)
+    assert not _alive(server)
+
+
+def _served_by_the_helper() -> list[int]:
+    """The pids of live openai-spec servers registered under the plugin's pid folder."""
+    found = []
+    for path in pid_dir().glob("*.json"):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if entry["name"] == "openai-spec" and _alive(int(entry["pid"])):
+            found.append(int(entry["pid"]))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

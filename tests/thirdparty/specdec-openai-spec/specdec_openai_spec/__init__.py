@@ -23,6 +23,7 @@ SPEC = BackendSpec(
         OptionSpec("plain_model", "str", "the served model that decodes plainly"),
         OptionSpec("sd_model", "str", "the served model that speculates"),
         OptionSpec("timeout", "float", "seconds a request may take in all"),
+        OptionSpec("serve", "bool", "start specdec-openai-spec-serve for the run and stop it after (instead of url=)"),
     ),
     pairs={"embedded": ModelPair("served-target", "served-draft")},
     kinds=(SpeculationKind.DRAFT_MODEL,),  # the "sd" model speculates with a draft model, as vLLM's draft_model method

@@ -19,6 +19,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 
 # vLLM's v1 engine counts these (vllm/v1/spec_decode/metrics.py; Prometheus adds _total to a counter).
@@ -46,7 +47,13 @@ class OpenAISpecBackend:
 
     def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
         self._pair = pair
-        url = options.get("url", "http://127.0.0.1:8000")
+        self._server: ServerProcess | None = None
+        if options.get("serve", "false").lower() in ("1", "true", "yes", "on"):
+            # The plugin's managed-server helper: a free port, ready on /health, a pid file with the run's identity
+            # (a killed run's server is reaped by the next start), the log kept when it fails.
+            self._server = ServerProcess("openai-spec", lambda port: ["specdec-openai-spec-serve", "--port", str(port)],
+                                         ready_path="/health").start()  # fmt: skip
+        url = self._server.base_url if self._server else options.get("url", "http://127.0.0.1:8000")
         self._plain = options.get("plain_model", "plain")
         self._sd = options.get("sd_model", "sd")
         self._http = httpx.Client(base_url=url, timeout=float(options.get("timeout", "120")))
@@ -54,9 +61,11 @@ class OpenAISpecBackend:
             self._version = str(self._http.get("/version").json()["version"])
             served = {m["id"] for m in self._http.get("/v1/models").json()["data"]}
         except (httpx.HTTPError, ValueError, KeyError) as error:
+            self.close()
             raise ModelLoadError(f"no OpenAI-compatible server at {url}: {error} — start it or fix url=") from None
         missing = sorted({self._plain, self._sd} - served)
         if missing:
+            self.close()
             raise ModelLoadError(f"the server at {url} serves no model {missing[0]!r} (it serves {sorted(served)})")
 
     @property
@@ -111,5 +120,7 @@ class OpenAISpecBackend:
         )
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool, and stop the server this backend started."""
         self._http.close()
+        if self._server is not None:
+            self._server.stop()
