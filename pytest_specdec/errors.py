@@ -27,5 +27,9 @@ class BackendRuntimeError(RuntimeError):
     """A backend failed while generating (server fault, stream cut, bad response)."""
 
 
+class PlainArmSpeculates(BackendRuntimeError):
+    """The plain arm drafted although it was started not to (a release whose default drafts): no comparison."""
+
+
 class NotMeasurableHere(SpecdecUsageError):
     """A comparison this machine cannot run as asked (a context beyond the window or the memory): skipped, not failed."""

@@ -22,7 +22,13 @@ from pytest_specdec.backends import backend_spec
 from pytest_specdec.backends.base import Arm, Backend, BackendSpec
 from pytest_specdec.backends.kinds import SpeculationKind, run_kind
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
-from pytest_specdec.errors import NO_RESULT_KEPT, BackendRuntimeError, NotMeasurableHere, SpecdecUsageError
+from pytest_specdec.errors import (
+    NO_RESULT_KEPT,
+    BackendRuntimeError,
+    NotMeasurableHere,
+    PlainArmSpeculates,
+    SpecdecUsageError,
+)
 from pytest_specdec.hardware import MachineProfile, environment_fitness, machine_profile
 from pytest_specdec.measure import Progress
 from pytest_specdec.render import report
@@ -269,6 +275,8 @@ class SpecdecFixture:
             if not skip_unmeasurable:
                 raise
             pytest.skip(str(error))
+        except PlainArmSpeculates as error:
+            self._kept_nothing(Unmeasured.PLAIN_SPECULATES, str(error))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             self._kept_nothing(Unmeasured.REFUSED, str(error))
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept

@@ -35,6 +35,7 @@ class State(StrEnum):
     LOSSY = "SD changed the output"
     NOT_ENGAGED = "SD no longer engaged"
     CRASHED = "backend failed"
+    PLAIN_SPECULATES = "the plain arm now speculates"  # a release whose default drafts: no comparison, not a flip
     NOT_MEASURED = "claim not measured"
     CUT_SHORT = "run cut short"
     UNMEASURABLE = "leg not measurable"
@@ -72,6 +73,7 @@ class LegCause(StrEnum):
     NO_MEASURE_STEP = "the measure step did not run"
     TEST_CRASHED = "a test crashed"
     CLAIM_REFUSED = "a claim was refused"
+    PLAIN_SPECULATES = "the plain arm drafted"
     INTERRUPTED = "interrupted"
     NO_NIGHT_FILE = "no night file came back"
     AWAITING = "results await acceptance"

@@ -54,9 +54,11 @@ REPORT_FILES = {
 
 
 # The leg-level states a leg's steps can say of it (each is a State of the night: its word, its issue).
-LEG_STATES = (State.CRASHED, State.NOT_MEASURED, State.CUT_SHORT, State.UNMEASURABLE)
-UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED}
-UNMEASURED_CAUSE = {Unmeasured.CRASHED: LegCause.TEST_CRASHED, Unmeasured.REFUSED: LegCause.CLAIM_REFUSED}
+LEG_STATES = (State.CRASHED, State.NOT_MEASURED, State.PLAIN_SPECULATES, State.CUT_SHORT, State.UNMEASURABLE)
+UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED,
+                    Unmeasured.PLAIN_SPECULATES: State.PLAIN_SPECULATES}  # fmt: skip
+UNMEASURED_CAUSE = {Unmeasured.CRASHED: LegCause.TEST_CRASHED, Unmeasured.REFUSED: LegCause.CLAIM_REFUSED,
+                    Unmeasured.PLAIN_SPECULATES: LegCause.PLAIN_SPECULATES}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,9 @@ def leg_facts(run: RunRecord | None, *, cut_short: bool) -> tuple[LegFact, ...]:
     for kind, state in UNMEASURED_STATE.items():
         tests = [t for t in (run.unmeasured if run is not None else ()) if t.kind is kind]
         if tests:
-            said = "could not measure" if kind is Unmeasured.CRASHED else "measured nothing"
+            said = {Unmeasured.CRASHED: "could not measure", Unmeasured.REFUSED: "measured nothing"}.get(
+                kind, "compared nothing: the plain arm drafted"
+            )
             first = tests[0]
             facts.append(LegFact(state, f"{len(tests)} test(s) {said} (first: {first.nodeid.rsplit('::', 1)[-1]}: "
                                         f"{first.line[:200]})", UNMEASURED_CAUSE[kind]))  # fmt: skip

@@ -262,7 +262,8 @@ class Unmeasured(StrEnum):
     """Why a test kept no result, said by the plugin as it happened (the gate reads this, never a message's words)."""
 
     CRASHED = "crashed"  # the backend failed while measuring, or the test errored before or after it
-    REFUSED = "refused"  # refused before measuring: its own arguments, or the backend (a plain arm that drafted …)
+    REFUSED = "refused"  # refused before measuring: its own arguments, or the backend
+    PLAIN_SPECULATES = "plain arm speculates"  # the plain arm drafted although started not to: nothing to compare
 
 
 @dataclass(frozen=True)

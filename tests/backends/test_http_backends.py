@@ -7,9 +7,6 @@ really drafts).
 
 from __future__ import annotations
 
-import os
-import stat
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -131,7 +128,8 @@ def test_a_plain_llama_server_that_speculates_fails_in_one_line(servers: dict[st
     sd_url = servers["llama-server-sd"].url
     backend = LlamaServerBackend(ModelPair("ignored"), {"plain_url": sd_url, "sd_url": sd_url})
     with pytest.raises(
-        BackendRuntimeError, match=r"^the plain arm speculated: draft_n=\d+ .* start it with --spec-type none$"
+        BackendRuntimeError,
+        match=r"^the plain arm now speculates: draft_n=\d+ .* start that server with --spec-type none$",
     ):
         run(backend, Arm("plain"))
     backend.close()
@@ -262,24 +260,6 @@ def test_probe_measures_both_arms_on_equal_length_pairs(servers: dict[str, Stand
     assert probe.describe().startswith("engagement probe: predictable/unpredictable decode ratio")
 
 
-@pytest.fixture
-def fake_ollama_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An ``ollama`` executable that serves the stand-in on $OLLAMA_HOST."""
-    binary = tmp_path / "bin" / "ollama"
-    binary.parent.mkdir()
-    binary.write_text(
-        f"#!{sys.executable}\n"
-        "import os, sys\n"
-        "from pytest_specdec.backends.standin.__main__ import main\n"
-        "assert sys.argv[1:] == ['serve'], sys.argv\n"
-        "port = os.environ['OLLAMA_HOST'].rsplit(':', 1)[1]\n"
-        "sys.exit(main(['ollama', '--port', port]))\n"
-    )
-    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{binary.parent}{os.pathsep}{os.environ['PATH']}")
-    return binary
-
-
 @pytest.mark.usefixtures("fake_ollama_on_path")
 def test_managed_server_starts_with_its_environment_and_stops() -> None:
     backend = OllamaBackend(
@@ -332,6 +312,7 @@ def test_benchmark_runs_end_to_end_through_the_plugin(
         *(o.format(url=url, sd=sd) for o in options),
         "--specdec-min-trials=2",
         "--specdec-max-trials=2",
+        "--specdec-notes=all",  # the probe's note among however many the run has
         "-p",
         "no:cacheprovider",
     )

@@ -60,7 +60,7 @@ def gemma() -> Path:
 
 @pytest.fixture(scope="module")
 def managed(gemma: Path) -> Iterator[LlamaServerBackend]:
-    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple", "tuned": "true"})
     yield backend
     backend.close()
 
@@ -85,7 +85,7 @@ def test_each_arm_has_its_own_server_and_only_the_sd_arm_drafts(managed: LlamaSe
     details = managed.fingerprint().details
     assert details["servers"] == "managed, one per arm"
     # Current builds ignore per-request speculative fields (tools/server/server-schema.cpp, #if 0).
-    assert details["request_fields_honoured[ngram-simple γ=3]"] == "false"
+    assert details["request_fields_honoured[ngram-simple γ=3 tuned]"] == "false"
     commands = {" ".join(server.command) for server in managed._servers.values()}
     assert any("--spec-type none" in c for c in commands)
     assert any(
@@ -98,7 +98,7 @@ def test_gamma_goes_to_the_flag_the_spec_type_reads_and_bounds_each_draft(gemma:
 
     The server's own /metrics count the drafts, so the mean draft length is read, not assumed.
     """
-    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple", "tuned": "true"})
     try:
         for gamma in (3, 16):  # the γ=3 server is stopped (its /metrics read first) when γ=16's starts
             run(backend, Arm("sd", True, gamma), 60)
@@ -109,8 +109,32 @@ def test_gamma_goes_to_the_flag_the_spec_type_reads_and_bounds_each_draft(gemma:
     means = {gamma: tokens / drafts for gamma, (tokens, drafts) in rounds.items()}
     assert 0 < means[3] <= 3.0, f"no draft is longer than γ: {means}"
     assert means[16] > 3.0, f"a larger γ drafts longer: {means}"
-    assert details.details["draft_length[ngram-simple γ=3]"].startswith("size-m 3, lookup 3; drafts averaged ")
-    assert "/metrics" in details.details["draft_length[ngram-simple γ=16]"]
+    assert details.details["draft_length[ngram-simple γ=3 tuned]"].startswith("size-m 3, lookup 3; drafts averaged ")
+    assert "/metrics" in details.details["draft_length[ngram-simple γ=16 tuned]"]
+
+
+def test_an_ngram_arm_runs_upstreams_own_lengths_unless_tuned(gemma: Path) -> None:
+    """What a user running llama-server --spec-type ngram-simple gets: no length flag, a 12-token lookup, drafts of
+    12–48 tokens, none before 62 tokens of history; read back from the server's /metrics, not assumed."""
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    try:
+        assert backend.adapts_draft_length(), "γ does not apply: the record says adaptive"
+        _, short = run(backend, Arm("sd", True, 0), 16, "def f(x):\n    return x")
+        said = backend.speculation_evidence()
+        repeated = "for item in items:\n    total = total + item.price * item.count\n" * 6
+        _, long = run(backend, Arm("sd", True, 0), 48, repeated)
+        upstream = ArmServer("ngram-simple", 0)
+        command = " ".join(backend._servers[upstream].command)
+        backend._read_drafts(upstream)  # the server's own /metrics: draft tokens, drafts
+        tokens, drafts = backend._draft_rounds[upstream]
+    finally:
+        backend.close()
+    assert "--spec-type ngram-simple --metrics" in command, "no length flag: upstream's defaults"
+    assert short.drafted == 0  # type: ignore[attr-defined]
+    assert said.reason.startswith("not engaged at upstream defaults: ")
+    assert "a 12-token lookup, drafts of 12–48 tokens, none before 62 tokens of history" in said.reason
+    assert long.drafted > 0  # type: ignore[attr-defined]
+    assert tokens / drafts >= 12, f"every upstream draft is 12 tokens or more: {tokens} in {drafts}"
 
 
 def test_an_unknown_spec_type_fails_at_once_with_the_servers_own_line(gemma: Path) -> None:
@@ -163,7 +187,8 @@ def test_a_plain_server_started_with_speculation_fails_the_comparison(gemma: Pat
     )
     try:
         with pytest.raises(
-            BackendRuntimeError, match=r"^the plain arm speculated: draft_n=\d+ on .* --spec-type none$"
+            BackendRuntimeError,
+            match=r"^the plain arm now speculates: draft_n=\d+ on .* — start that server with --spec-type none$",
         ):
             run(backend, Arm("plain"))
     finally:
@@ -312,7 +337,7 @@ def test_a_server_that_cannot_start_at_the_grown_context_goes_back_to_the_one_be
 ) -> None:
     from pytest_specdec.backends.llama_server.adapter import NO_SPECULATION
 
-    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
+    backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple", "tuned": "true"})
     arguments = backend._arguments
     refused: set[tuple[str, int]] = set()  # (spec type, -c) pairs the real server is made to refuse
 

