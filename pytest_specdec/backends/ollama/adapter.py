@@ -22,6 +22,7 @@ is judged from the static evidence and the engagement probe (:mod:`pytest_specde
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -40,13 +41,16 @@ from pytest_specdec.backends.ollama.model import (
     OllamaModel,
     describe_model,
     option_evidence,
+    parse_version,
     refuse_flash_attention_on_mlx,
     tag_evidence,
 )
 from pytest_specdec.backends.ollama.serve import ManagedOllama, parse_environment
+from pytest_specdec.backends.ollama.speculate_log import INFO_SINCE, speculation_counts
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
+LOG_WAIT_S = 2.0  # how long an SD request waits for its stats line after the last chunk
 
 
 def full_tag(model: str) -> str:
@@ -254,7 +258,12 @@ class OllamaBackend:
             yield chunk
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
-        """One greedy generation; rates from ``eval_count`` / ``eval_duration``."""
+        """One greedy generation; rates from ``eval_count`` / ``eval_duration``; drafts from the server's log
+        where the plugin started it and its MLX engine logs them (``speculate_log.py``).
+
+        No request carries ``logprobs``: the MLX engine turns drafting off for one that asks (``speculate.go``).
+        """
+        logged = len(self._server.log_text()) if self._server is not None else None
         final = None
         for chunk in self._stream(request):
             text = (getattr(chunk, "thinking", None) or "") + (chunk.response or "")
@@ -269,8 +278,11 @@ class OllamaBackend:
             raise BackendRuntimeError(
                 f"Ollama at {self._host} answered without eval_count / eval_duration — is it a real Ollama server?"
             )
+        counts = self._logged_counts(logged, request.arm.speculative)
         return GenerationStats(
             prompt_tokens=int(final.prompt_eval_count or 0),
+            drafted=counts[0] if counts else None,
+            accepted=counts[1] if counts else None,
             server_decode_seconds=final.eval_duration / 1e9,
             server_decode_tokens=int(final.eval_count),
             server_ttft_seconds=(final.prompt_eval_duration or 0) / 1e9,
@@ -278,6 +290,25 @@ class OllamaBackend:
             load_seconds=(final.load_duration or 0) / 1e9,
             output_units="character",
         )
+
+    def _logged_counts(self, since: int | None, speculative: bool) -> tuple[int, int] | None:
+        """This request's ``(drafted, accepted)`` from the managed server's log, or ``None`` where it logs none.
+
+        The line is written when the runner's decoder closes, which may come just after the last chunk: an SD
+        request on an engine that logs them waits for it briefly (polling the log, at most LOG_WAIT_S).
+        """
+        if since is None or self._server is None:
+            return None
+        logs = speculative and not self._model.gguf and (parse_version(self._version) or (0, 0, 0)) >= INFO_SINCE
+        deadline = time.monotonic() + (LOG_WAIT_S if logs else 0.0)
+        while True:
+            found = speculation_counts(self._server.log_text()[since:])
+            if found or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)  # polling a child's log file for a line it writes after the response
+        if not found:
+            return None
+        return sum(d for d, _ in found), sum(a for _, a in found)
 
     def close(self) -> None:
         """Close the client and stop a managed server."""

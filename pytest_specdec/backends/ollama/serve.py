@@ -62,6 +62,10 @@ class ManagedOllama:
         """Whether the server process is alive."""
         return self._server is not None and self._server.running
 
+    def log_text(self) -> str:
+        """What the server has logged so far (its stdout and stderr)."""
+        return self._server.log_text() if self._server is not None else ""
+
     def stop(self) -> None:
         """Stop the server's process group."""
         if self._server is not None:

@@ -23,7 +23,9 @@ Endpoints: ``/``, ``/api/version``, ``/api/tags``, ``/api/ps``, ``/api/show``,
 * An error after the first bytes is one more NDJSON line ``{"error": ...}`` under the
   HTTP 200 already sent, with no ``done`` chunk (``streamResponse``; fault ``midstream``).
 * Durations are nanoseconds; ``eval_count`` / ``eval_duration`` are the decoded tokens
-  and their time (``api.Metrics``); no draft counters are exposed.
+  and their time (``api.Metrics``); no draft counters are exposed in the API. From v0.32.6 the MLX
+  engine logs them per request at INFO on the server's stderr (``x/mlxrunner/speculate_stats.go``,
+  ``stats_line``), only for a request that may draft (a drafter, no ``logprobs``).
 
 Settings: ``version`` (default ``0.32.4``).
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +47,7 @@ from pytest_specdec.backends.standin.http import StandinHandler
 VERSION = "0.32.4"
 DRAFT_OPTION_SINCE = (0, 30, 0)
 DRAFT_DEFAULT = 4  # api/types.go DefaultOptions
+STATS_AT_INFO_SINCE = (0, 32, 6)  # the MLX runner's stats line, DEBUG before (commit 3ff2dcb)
 MLX_DEPTH = 3
 RELOAD_NS = 1_500_000_000  # a GGUF runner reload, as reported in load_duration
 ENVIRONMENT = ("OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "OLLAMA_CONTEXT_LENGTH", "OLLAMA_NUM_PARALLEL")
@@ -72,6 +76,22 @@ TAGS = {
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def stats_line(stats: EngineStats, depth: int) -> str:
+    """The runner's per-request line in slog's text format (``x/mlxrunner/speculate_stats.go`` line 62 at v0.32.6+:
+    ``slog.Info("speculative decode stats", "iterations", …, "drafted", …, "accepted", …, "acceptance", "%.2f",
+    "avg_draft", "%.2f", "max_draft", …, "avg_accepted", "%.2f", "depth_over_time", …)``; ``logutil/logutil.go``
+    adds ``source`` as the file's base name)."""
+    iterations = max(1, stats.decode_tokens - stats.accepted)  # one target step per round
+    acceptance = stats.accepted / stats.drafted if stats.drafted else 0.0
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        f'time={stamp} level=INFO source=speculate_stats.go:62 msg="speculative decode stats" '
+        f"iterations={iterations} drafted={stats.drafted} accepted={stats.accepted} acceptance={acceptance:.2f} "
+        f"avg_draft={stats.drafted / iterations:.2f} max_draft={depth} avg_accepted={stats.accepted / iterations:.2f} "
+        f"depth_over_time={depth:.1f}/{depth}"
+    )
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -218,6 +238,13 @@ class OllamaHandler(StandinHandler):
             return
         options = body.get("options") or {}
         num_draft = self._num_draft(tag, body)
+        spec = TAGS[tag]
+        # The MLX runner's stats line is written only for a request that may draft (speculate_stats.go, logStats:
+        # "if !s.enabled { return }"; enabled = a drafter and no logprobs, speculate.go open), at INFO from 0.32.6.
+        asked_logprobs = bool(body.get("logprobs")) or bool(body.get("top_logprobs"))
+        self.logs_stats = (spec.format == "safetensors" and spec.draft and not asked_logprobs
+                           and _version(self.ollama_version) >= STATS_AT_INFO_SINCE)  # fmt: skip
+        self.depth = num_draft
         load_ns = self._load_ns(tag, num_draft)
         thinking = TAGS[tag].thinking and body.get("think") is not False
         events = self.server.engine.generate(
@@ -232,6 +259,8 @@ class OllamaHandler(StandinHandler):
         self.send_json(200, self._final(tag, stats, "" if thinking else text, load_ns, text if thinking else ""))
 
     def _final(self, tag: str, stats: EngineStats, response: str, load_ns: int, thinking: str = "") -> dict[str, Any]:
+        if getattr(self, "logs_stats", False):
+            print(stats_line(stats, self.depth), file=sys.stderr, flush=True)
         final: dict[str, Any] = {
             "model": tag,
             "created_at": _now(),

@@ -53,10 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spec-ngram-mod-n-max", default="64", help="llama-server: ngram-mod's draft length")
     parser.add_argument("--no-speculation-context", action="store_true",
                         help="llama-server: the draft set-up failed and the server carries on without SD")  # fmt: skip
+    parser.add_argument("--ollama-version", default=None, help="ollama: the release it answers as (/api/version)")
     args = parser.parse_args(argv)
     settings = {"spec_type": args.spec_type, "n_max": args.spec_draft_n_max,
                 "ngram_simple_size_m": args.spec_ngram_simple_size_m, "ngram_mod_n_max": args.spec_ngram_mod_n_max,
-                "speculation_context": "failed" if args.no_speculation_context else "ok"}  # fmt: skip
+                "speculation_context": "failed" if args.no_speculation_context else "ok",
+                **({"version": args.ollama_version} if args.ollama_version else {})}  # fmt: skip
     server = start(args.kind, args.port, args.fault, settings)
     if args.no_speculation_context:  # upstream's SRV_ERR line (server-context.cpp), then it serves without SD
         print("srv load_model: failed to initialize speculative decoding context: stand-in draft set-up", flush=True)
