@@ -160,6 +160,7 @@ class Settings:
     pair: ModelPair = field(default_factory=lambda: ModelPair(models.DEFAULT_TARGET, models.DEFAULT_DRAFT))
     profile: str = "embedded"
     num_draft: int = 3
+    num_draft_explicit: bool = False  # γ given (option, ini, [tool.specdec.BACKEND]): a backend's own default yields
     max_tokens: int = 32
     min_trials: int = 16
     max_trials: int = 72
@@ -287,6 +288,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         pair=pair,
         profile=profile,
         num_draft=int(values["num_draft"]),  # type: ignore[call-overload]
+        num_draft_explicit="num_draft" in explicit or "num_draft" in backend_table,
         max_tokens=int(values["max_tokens"]),  # type: ignore[call-overload]
         min_trials=int(values["min_trials"]),  # type: ignore[call-overload]
         max_trials=int(values["max_trials"]),  # type: ignore[call-overload]

@@ -17,7 +17,14 @@ from pytest_specdec.analysis import Analysis, verify_cost
 from pytest_specdec.axes import Conditions
 from pytest_specdec.axes.num_draft import ADAPTIVE, NUM_DRAFT
 from pytest_specdec.backends.arms import needs_router
-from pytest_specdec.backends.base import AdaptsDraftLength, Arm, Backend, Fingerprint, ModelPair
+from pytest_specdec.backends.base import (
+    AdaptsDraftLength,
+    Arm,
+    Backend,
+    Fingerprint,
+    KnowsDefaultDraftLength,
+    ModelPair,
+)
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import Settings
@@ -205,6 +212,10 @@ class SpecdecSession:
                     f"num_draft={given} would label one setting with a γ that did not run — drop num_draft"
                 )
             plan = replace(plan, treatment=replace(plan.treatment, num_draft=ADAPTIVE)).under(num_draft=ADAPTIVE)
+        elif isinstance(backend, KnowsDefaultDraftLength) and plan.treatment.speculative and spec.treatment is None:
+            own = backend.default_num_draft()
+            if own is not None and asked.get(NUM_DRAFT) is None and not self.settings.num_draft_explicit:
+                plan = replace(plan, treatment=replace(plan.treatment, num_draft=own)).under(num_draft=own)
         # Before anything runs: each condition put into effect (a context prefix inside the window and the memory).
         room = Room(self.pool.weight_bytes(backend) or 0, machine_profile().usable_bytes)
         plan = realise(plan, backend, room)
@@ -223,6 +234,11 @@ class SpecdecSession:
         )
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         notes += condition_notes(comparison)
+        own = backend.default_num_draft() if isinstance(backend, KnowsDefaultDraftLength) else None
+        if own is not None and plan.treatment.speculative and plan.treatment.num_draft != own:
+            notes.append(
+                f"a tuned arm: γ={plan.treatment.num_draft}, where {backend.name}'s users get {own} by default"
+            )
         if (
             not judgement.conclusion.says_nothing_about_speed
             and {axis.name for axis, _ in plan.conditions.items()} <= PUBLISHED_CONDITIONS

@@ -181,6 +181,16 @@ class AdaptsDraftLength(Protocol):
 
 
 @runtime_checkable
+class KnowsDefaultDraftLength(Protocol):
+    """A backend whose library or server drafts a length of its own when a user sets none (llama-cpp-python's
+    prompt lookup: ``num_pred_tokens=10``): that is the default arm, and a γ set by the user a tuned one."""
+
+    def default_num_draft(self) -> int | None:
+        """The length its users get by default, read from the library or server (``None``: the plugin's γ)."""
+        ...
+
+
+@runtime_checkable
 class KnowsModelKind(Protocol):
     """A backend that can tell a base model (no chat template: it continues text) from a chat model."""
 

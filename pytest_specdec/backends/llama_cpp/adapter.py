@@ -320,6 +320,18 @@ class LlamaCppBackend:
         self._llm.reset()
         return draft, one, wide, method
 
+    def default_num_draft(self) -> int | None:
+        """Prompt lookup: the ``num_pred_tokens`` llama-cpp-python's ``LlamaPromptLookupDecoding`` drafts when a user
+        sets none (read from its signature: 10 in 0.3.x); a draft model: none of its own (the plugin's γ)."""
+        if self.spec_mode == "draft" and self._draft_llm is not None:
+            return None
+        import inspect
+
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        default = inspect.signature(LlamaPromptLookupDecoding).parameters["num_pred_tokens"].default
+        return default if isinstance(default, int) else None
+
     def _drafter(self, num_draft: int) -> Any:
         if self.spec_mode == "draft" and self._draft_llm is not None:
             inner = make_second_model_drafter(self._draft_llm, num_draft)

@@ -97,6 +97,11 @@ class MtplxBackend:
             return str(identity)
         return "the target's own MTP heads" if self._health.get("mtp_enabled") else "none (MTP not loaded)"
 
+    def default_num_draft(self) -> int | None:
+        """The depth ``mtplx serve`` runs when a request sets none: its configured ``depth`` (``/health``)."""
+        depth = self._health.get("depth")
+        return depth if isinstance(depth, int) and depth > 0 else None
+
     def fingerprint(self) -> Fingerprint:
         """MTPLX release (``mtplx --version``), MTP state and drafter."""
         return Fingerprint(
