@@ -27,38 +27,15 @@ from pytest_specdec.backends.base import (
     TokenBurst,
 )
 from pytest_specdec.backends.context import config_context
-from pytest_specdec.backends.files import looks_like_path, model_dir_digest
+from pytest_specdec.backends.files import model_dir_digest
 from pytest_specdec.backends.kinds import SpeculationKind
+from pytest_specdec.backends.mlx_lm_parts import CountedModel, resolve_reference
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.gemma_mlx import EARLY_EXIT
 from pytest_specdec.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from mlx_lm.tokenizer_utils import TokenizerWrapper
-
-
-class CountedModel:
-    """A model whose forward calls are counted as mlx-lm makes them (it calls the model object itself).
-
-    ``after``: count only the calls made once that model (the target) has been called — the draft's
-    prompt prefill comes before the target's in mlx-lm, so what is counted then are the draft's
-    proposals. Every other attribute is the model's own (mlx-lm reads ``layers``, ``make_cache`` …).
-    """
-
-    def __init__(self, model: Any, after: CountedModel | None = None) -> None:
-        self._model = model
-        self._after = after
-        self.calls = 0  # every forward call
-        self.counted = 0  # the calls made once ``after`` had been called
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self._after is None or self._after.calls:
-            self.counted += 1
-        return self._model(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
 
 
 def _config(path: Path) -> dict[str, object]:
@@ -76,30 +53,11 @@ class _LoadedModel:
         self.tokenizer = tokenizer
 
 
-def _resolve(reference: str) -> str:
-    from pytest_specdec.embedded import gemma_mlx
-
-    if reference.startswith(gemma_mlx.REFERENCE):
-        # The llama-cpp backend's Gemma GGUF, converted for mlx-lm so both backends run one model.
-        return str(gemma_mlx.resolve(reference))
-    if models.is_embedded(reference):
-        try:
-            return str(models.materialize(reference))
-        except models.UnknownEmbeddedModel as error:
-            raise ModelLoadError(f"{error} — fix --specdec-model / --specdec-draft") from None
-    if looks_like_path(reference):
-        path = Path(reference).expanduser()
-        if not path.exists():
-            raise ModelLoadError(f"model path {reference} does not exist — fix --specdec-model / --specdec-draft")
-        return str(path)
-    return reference
-
-
 def _load(reference: str) -> _LoadedModel:
     from mlx_lm import load
     from mlx_lm.utils import _download
 
-    resolved = _resolve(reference)
+    resolved = resolve_reference(reference)
     try:
         path = _download(resolved)
         model, tokenizer = load(str(path))
