@@ -87,9 +87,13 @@ class SpecdecFixture:
         max_tokens: int | None = None,
         baseline: Arm | None = None,
         treatment: Arm | None = None,
+        max_trials: int | None = None,
         **conditions: object,
     ) -> Result:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
+
+        ``max_trials`` caps the pairs below ``--specdec-max-trials`` for a comparison that needs no decision
+        on its speedup (claim g reads only the plain arm).
 
         ``baseline`` / ``treatment`` pair any two arms instead, e.g. flash attention off
         vs on (``Arm("fa-on", options={"flash_attn": True})``) or two models
@@ -100,8 +104,9 @@ class SpecdecFixture:
         or this machine's memory skips the test with the numbers).
         """
         spec = ComparisonSpec(
-            category, target, draft, max_tokens, baseline, treatment, conditions=self._conditions(conditions, "compare")
-        )
+            category, target, draft, max_tokens, baseline, treatment, max_trials,
+            conditions=self._conditions(conditions, "compare"),
+        )  # fmt: skip
         other_plain = self._session.plain_runtime_arm(spec) if baseline is None and treatment is None else None
         if other_plain is not None:
             # The user's question is SD against the fastest plain way: the verdict is against the other
