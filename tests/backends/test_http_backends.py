@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from generations import generated
 
 pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-python (extra [llama-cpp])")
 pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
@@ -65,13 +66,7 @@ def url_of(servers: dict[str, StandinServer], kind: str) -> str:
 
 
 def run(backend: Backend, arm: Arm, max_tokens: int = 12) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(PROMPT, arm, max_tokens, seed=7))
-    units: list[int] = []
-    while True:
-        try:
-            units.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(units), stop.value
+    return generated(backend, GenerationRequest(PROMPT, arm, max_tokens, seed=7))
 
 
 @pytest.mark.parametrize("kind", ["llama-server", "ollama", "mtplx"])

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from generations import generated
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.sampling import Sampling
@@ -44,13 +45,7 @@ COPY = prompts_for("copy")[1].text  # one Gemma continues by repeating it: n-gra
 def run(
     backend: LlamaServerBackend, arm: Arm, max_tokens: int = 24, prompt: str = COPY
 ) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(prompt, arm, max_tokens, seed=0))
-    tokens: list[int] = []
-    while True:
-        try:
-            tokens.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(tokens), stop.value
+    return generated(backend, GenerationRequest(prompt, arm, max_tokens, seed=0))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from generations import generated
 
 pytest.importorskip("mlx_lm", reason="mlx_lm.server (pytest-specdec[mlx])")
 
@@ -32,13 +33,7 @@ CLAIM_D = ["--pyargs", "pytest_specdec.benchmarks.test_claim_d_mlx_draft", "-k",
 
 
 def run(backend: Backend, arm: Arm) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(PROMPT, arm, 16, seed=3))
-    units: list[int] = []
-    while True:
-        try:
-            units.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(units), stop.value
+    return generated(backend, GenerationRequest(PROMPT, arm, 16, seed=3))
 
 
 @pytest.fixture(scope="module")

