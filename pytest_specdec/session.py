@@ -234,6 +234,9 @@ class SpecdecSession:
         )
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
         notes += condition_notes(comparison)
+        if self.settings.num_draft_explicit and plan.treatment.num_draft == ADAPTIVE and plan.treatment.speculative:
+            notes.append(f"γ={self.settings.num_draft} (--specdec-num-draft or [tool.specdec]) does not apply: "
+                         f"{backend.name} picks each draft's length itself here")  # fmt: skip
         own = backend.default_num_draft() if isinstance(backend, KnowsDefaultDraftLength) else None
         if own is not None and plan.treatment.speculative and plan.treatment.num_draft != own:
             notes.append(

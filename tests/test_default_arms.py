@@ -32,3 +32,44 @@ def test_prompt_lookup_drafts_the_librarys_own_length_unless_tuned(pytester: pyt
     assert tuned["conditions"]["num_draft"] == 3
     assert f"a tuned arm: γ=3, where llama-cpp's users get {own} by default" in tuned["notes"]
     result.stdout.fnmatch_lines(["*a tuned arm: γ=3*"])
+
+
+def test_the_arm_router_answers_for_the_arm_that_drafts() -> None:
+    """Arms on backends of their own (--specdec-plain-runtime): the treatment's backend says how it drafts."""
+    from pytest_specdec.backends.arms import ArmRouter
+    from pytest_specdec.backends.base import ModelPair
+
+    class Member:
+        name = "member"
+        pair = ModelPair("t")
+
+        def __init__(self, own: int | None, adapts: bool) -> None:
+            self.own, self.adapts = own, adapts
+
+        def default_num_draft(self) -> int | None:
+            return self.own
+
+        def adapts_draft_length(self) -> bool:
+            return self.adapts
+
+    router = ArmRouter({"plain": Member(None, False), "sd": Member(10, True)})  # type: ignore[dict-item]
+    assert (router.default_num_draft(), router.adapts_draft_length()) == (10, True)
+    router = ArmRouter({"plain": Member(7, True), "sd": Member(None, False)})  # type: ignore[dict-item]
+    assert (router.default_num_draft(), router.adapts_draft_length()) == (None, False)
+
+
+def test_prompt_lookup_is_not_a_draft_model_whatever_the_pair_holds() -> None:
+    from pytest_specdec.backends import load_backend
+    from pytest_specdec.backends.kinds import SpeculationKind, run_kind
+    from pytest_specdec.config import profile_pairs
+
+    pair = profile_pairs("embedded")["llama-cpp"]  # it has a draft GGUF
+    lookup = load_backend("llama-cpp", pair, {"spec": "prompt-lookup"})
+    drafting = load_backend("llama-cpp", pair, {})
+    try:
+        kinds = (SpeculationKind.DRAFT_MODEL, SpeculationKind.NGRAM_LOOKUP)
+        assert run_kind(kinds, lookup, pair.draft) is SpeculationKind.NGRAM_LOOKUP
+        assert run_kind(kinds, drafting, pair.draft) is SpeculationKind.DRAFT_MODEL
+    finally:
+        lookup.close()
+        drafting.close()

@@ -16,11 +16,13 @@ from dataclasses import replace
 from typing import ClassVar
 
 from pytest_specdec.backends.base import (
+    AdaptsDraftLength,
     Arm,
     Backend,
     Fingerprint,
     GenerationRequest,
     GenerationStream,
+    KnowsDefaultDraftLength,
     ModelPair,
 )
 
@@ -99,6 +101,16 @@ class ArmRouter:
         backend = self._backends[request.arm.label]
         arm = replace(request.arm, options={})
         return backend.generate(replace(request, arm=arm))
+
+    def adapts_draft_length(self) -> bool:
+        """The treatment arm's backend's answer (it is the arm that drafts)."""
+        treatment = self.members[-1]
+        return isinstance(treatment, AdaptsDraftLength) and treatment.adapts_draft_length()
+
+    def default_num_draft(self) -> int | None:
+        """The treatment arm's backend's own draft length, if it has one."""
+        treatment = self.members[-1]
+        return treatment.default_num_draft() if isinstance(treatment, KnowsDefaultDraftLength) else None
 
     def sampled_draws_per_seed(self) -> str:
         """``distribution``: the arms run on backends (or configurations) of their own, and nothing makes two

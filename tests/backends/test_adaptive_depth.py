@@ -63,3 +63,45 @@ def test_a_gamma_on_the_mlx_engine_is_refused_in_one_line(pytester: pytest.Pytes
     result = pytester.runpytest(*SD_TAG, f"--specdec-ollama-host={ollama.url}")
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*picks the draft length itself each round (no γ is sent): num_draft=4 would label*"])
+
+
+def test_a_gamma_from_the_command_line_that_cannot_apply_is_said(
+    pytester: pytest.Pytester, ollama: StandinServer
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    result = pytester.runpytest(*SD_TAG, f"--specdec-ollama-host={ollama.url}", "--specdec-num-draft=5",
+                                "--specdec-notes=all", "--specdec-json=run.json")  # fmt: skip
+    (comparison,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    assert comparison["conditions"]["num_draft"] == 0, "the record says adaptive, never the γ that did not run"
+    assert any(note.startswith("γ=5 (--specdec-num-draft or [tool.specdec]) does not apply: ollama picks")
+               for note in comparison["notes"])  # fmt: skip
+    result.stdout.fnmatch_lines(["*γ=5 (--specdec-num-draft*does not apply*"])
+
+
+def test_a_gguf_tag_with_a_draft_drafts_ollamas_own_default_unless_given(
+    pytester: pytest.Pytester, ollama: StandinServer
+) -> None:
+    """Left unset, draft_num_predict on a GGUF tag with a DRAFT is 4 (api/types.go, server/routes.go): that is the
+    default arm; a γ given is a tuned one."""
+    pytester.makepyfile(
+        """
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    run = ["--backend=ollama", "--specdec-model=specdec-synthetic:gguf-draft", f"--specdec-ollama-host={ollama.url}",
+           "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider", "--specdec-json=run.json"]  # fmt: skip
+    pytester.runpytest(*run)
+    (default,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    sent = {body["options"].get("draft_num_predict") for _, path, body in ollama.requests if path == "/api/generate"}
+    assert default["conditions"]["num_draft"] == 4
+    assert 4 in sent
+    pytester.runpytest(*run, "--specdec-num-draft=2")
+    (tuned,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    assert tuned["conditions"]["num_draft"] == 2
+    assert "a tuned arm: γ=2, where ollama's users get 4 by default" in tuned["notes"]

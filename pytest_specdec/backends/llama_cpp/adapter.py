@@ -47,6 +47,7 @@ from pytest_specdec.backends.base import (
 )
 from pytest_specdec.backends.context import gguf_context, gguf_file_metadata, llama_cpp_buffer_bytes
 from pytest_specdec.backends.files import files_digest, resolve_gguf
+from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.llama_cpp.drafters import (
     count_acceptance,
     make_counting_drafter,
@@ -329,8 +330,13 @@ class LlamaCppBackend:
 
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-        default = inspect.signature(LlamaPromptLookupDecoding).parameters["num_pred_tokens"].default
-        return default if isinstance(default, int) else None
+        found = inspect.signature(LlamaPromptLookupDecoding).parameters.get("num_pred_tokens")
+        return found.default if found is not None and isinstance(found.default, int) else None
+
+    def speculation_kind(self) -> SpeculationKind:
+        """A draft model where a draft GGUF drafts, else prompt lookup (``spec=prompt-lookup`` or no draft)."""
+        drafting = self.spec_mode == "draft" and self._draft_llm is not None
+        return SpeculationKind.DRAFT_MODEL if drafting else SpeculationKind.NGRAM_LOOKUP
 
     def _drafter(self, num_draft: int) -> Any:
         if self.spec_mode == "draft" and self._draft_llm is not None:

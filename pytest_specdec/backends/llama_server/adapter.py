@@ -275,7 +275,7 @@ class LlamaServerBackend(PlainServerQueries):
 
     def adapts_draft_length(self) -> bool:
         """An n-gram type at upstream's defaults picks each draft's length itself (``tuned=true``: γ sets them)."""
-        return upstream_lengths(self._spec_type) and not self._tuned
+        return upstream_lengths(self._spec_type) and not self._tuned and not self._connected
 
     def fingerprint(self) -> Fingerprint:
         """The server build, how the arms are served, and what the SD server does with request fields."""

@@ -38,6 +38,7 @@ from pytest_specdec.backends.base import (
 )
 from pytest_specdec.backends.http_client import checked_url, deadline_transport, text_units
 from pytest_specdec.backends.ollama.model import (
+    DRAFT_NUM_PREDICT_DEFAULT,
     OllamaModel,
     describe_model,
     option_evidence,
@@ -122,6 +123,12 @@ class OllamaBackend:
             raise
         draft = f"built-in draft head (vs {full_tag(self._plain_tag)})" if self._mode == "tag" else "draft_num_predict"
         self._pair = ModelPair(self._tag, draft)
+
+    def default_num_draft(self) -> int | None:
+        """On a GGUF tag with a DRAFT layer, the ``draft_num_predict`` a request that sets none gets (4); elsewhere
+        none of its own (an MTP-only GGUF does not speculate unless asked, so any γ there is the user's)."""
+        drafting = self._mode == "option" and self._model.gguf and self._model.draft_layer
+        return DRAFT_NUM_PREDICT_DEFAULT if drafting else None
 
     def adapts_draft_length(self) -> bool:
         """The MLX engine sends no γ: its depth controller picks each round's depth from acceptance and cost.
@@ -308,7 +315,7 @@ class OllamaBackend:
             time.sleep(0.02)  # polling a child's log file for a line it writes after the response
         if not found:
             return None
-        return sum(d for d, _ in found), sum(a for _, a in found)
+        return found[-1]  # requests are serial: a line before it can only be an earlier request's, written late
 
     def close(self) -> None:
         """Close the client and stop a managed server."""

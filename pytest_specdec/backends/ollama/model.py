@@ -27,6 +27,9 @@ from pytest_specdec.backends.base import SpeculationEvidence
 from pytest_specdec.errors import SpecdecUsageError
 
 DRAFT_OPTION_SINCE = (0, 30, 0)
+# draft_num_predict when a request leaves it unset on a GGUF model with a DRAFT layer (api/types.go DefaultOptions,
+# server/routes.go); unset on a model with MTP layers only it is forced to 0: no SD by default there.
+DRAFT_NUM_PREDICT_DEFAULT = 4
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
