@@ -54,6 +54,6 @@ test: lint
 	$(VENV)/bin/pytest --cov --cov-report=term --cov-fail-under=$(COVERAGE_MIN) --durations=25
 
 # A new user's first hour from nothing: fresh venvs on Python 3.11 and 3.12 resolving from the package index,
-# then the README's Install block and `make bench` (network; about 10 minutes a Python here).
+# then the README's Install block and `make bench` (network; about 12 minutes a Python here).
 fresh-install: $(VENV)/.installed
 	$(VENV)/bin/pytest tests/test_fresh_install.py -m fresh_install -s

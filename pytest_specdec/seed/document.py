@@ -65,9 +65,10 @@ class SeedClaim:
         """Where it applies, in words: ``SD with a draft model`` or ``llama.cpp`` (``any backend``).
 
         >>> CLAIMS["d"].applies_to
-        'SD with a draft model'
+        'SD with a draft model or an early exit'
         """
-        said = [*sorted(self.families), *(f"SD with a {kind}" for kind in sorted(self.kinds))]
+        kinds = " or ".join(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}" for kind in sorted(self.kinds))
+        said = [*sorted(self.families), *([f"SD with {kinds}"] if kinds else [])]
         return ", ".join(said) or "any backend"
 
     def applies(self, family: str | None, run_kind: SpeculationKind | None) -> bool:
@@ -120,7 +121,8 @@ CLAIMS: dict[str, SeedClaim] = {
             "The complexity is not worth the 0.9x–1.3x speedup (at best).",
             "speedup(max=1.3)",
             "holds on M1/M2; M3/M4 report 1.3–2.4x",
-            kinds=frozenset({SpeculationKind.DRAFT_MODEL}),
+            # mlx-lm's draft_model: a second model, or the target's own first layers loaded as one
+            kinds=frozenset({SpeculationKind.DRAFT_MODEL, SpeculationKind.EARLY_EXIT}),
         ),
         SeedClaim(
             "e",

@@ -15,7 +15,8 @@ cd /tmp/repo
 # Seen on this image: numpy or scipy loaded before llama.cpp's CUDA libraries crash the first
 # Llama(...) (exit -11); `specdec pytest` loads llama_cpp first (scripts/cuda/check_import_order.py).
 specdec=(python3 -m pytest_specdec.cli pytest -p pytest_specdec.plugin -p no:cacheprovider --backend=llama-cpp
-         --specdec-min-trials=30 --specdec-max-trials=60 --specdec-max-tokens=64 -q)
+         --specdec-min-trials=30 --specdec-max-trials=60 --specdec-max-tokens=64 -q
+         --specdec-num-draft=3)  # the γ of the recorded runs: prompt lookup's own default is 10 (a tuned arm)
 gemma=(--specdec-profile=gemma --specdec-model=/tmp/gemma/gemma-3-270m-q4_k_m.gguf)
 # Gemma with exact output required (margins of any divergence are reported) ...
 "${specdec[@]}" benchmarks/test_claim_c_llama_cpp.py "${gemma[@]}" --specdec-json="$OUT/h200-gemma-exact.json" 2>&1 | tee "$OUT/h200.log"

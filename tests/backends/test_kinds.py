@@ -47,12 +47,14 @@ def test_llama_server_spec_types_map_to_kinds() -> None:
 def test_claims_select_by_kind_or_family_never_by_name() -> None:
     d = CLAIMS["d"]
     assert d.applies("anything", DRAFT)
-    assert not d.applies("mlx-lm", EARLY), "mlx's early-exit self-speculation is not a draft model"
+    assert d.applies("mlx-lm", EARLY), "an early exit is passed to mlx-lm as its draft_model too"
+    assert not d.applies("llama.cpp", NGRAM), "prompt lookup is not a draft model"
     assert not d.applies("mlx-lm", None)
     assert CLAIMS["c"].applies("llama.cpp", NGRAM)
     assert not CLAIMS["c"].applies("vllm", DRAFT)
     assert CLAIMS["g"].applies(None, None), "a claim about any backend"
     assert claims_run_by("vllm", [DRAFT]) == ["d"]
+    assert claims_run_by("mlx-lm", [EARLY]) == ["d"]
     assert claims_run_by("llama.cpp", [NGRAM]) == ["c"]
     assert claims_run_by(None, []) == []
     assert (CLAIMS["c"].applies_to, CLAIMS["g"].applies_to) == ("llama.cpp", "any backend")

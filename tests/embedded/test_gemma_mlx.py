@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_specdec.backends.mlx import adapter as mlx_backend
+from pytest_specdec.backends.mlx_lm_parts import resolve_reference
 from pytest_specdec.embedded import gemma_mlx
 from pytest_specdec.embedded.prompts import CATEGORIES, probe_prompts, prompts_for
 from pytest_specdec.errors import ModelLoadError
@@ -62,12 +62,12 @@ def test_a_shallow_draft_is_all_local_attention() -> None:
     assert deep == {**target, "num_hidden_layers": 12}
 
 
-def test_the_mlx_backend_hands_gemma_references_to_the_converter(
+def test_the_mlx_backends_hand_gemma_references_to_the_converter(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen: list[str] = []
     monkeypatch.setattr(gemma_mlx, "resolve", lambda reference: seen.append(reference) or tmp_path)
-    assert mlx_backend._resolve(DRAFT + "12") == str(tmp_path)
+    assert resolve_reference(DRAFT + "12") == str(tmp_path)  # what mlx and mlx-server load
     assert seen == [DRAFT + "12"]
 
 

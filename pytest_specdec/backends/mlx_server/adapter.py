@@ -44,7 +44,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
-from pytest_specdec.backends.files import files_digest, model_dir_digest
+from pytest_specdec.backends.files import model_dir_digest
 from pytest_specdec.backends.http_client import HttpService, text_units
 from pytest_specdec.backends.mlx_lm_parts import resolve_reference
 from pytest_specdec.backends.mlx_server.launcher import PREFIX
@@ -61,7 +61,8 @@ def request_lines(log: str) -> list[dict[str, Any]]:
     >>> request_lines('INFO x\\nspecdec-mlx-server {"path": "single", "drafted": 6, "accepted": 4, "tokens": 8}')
     [{'path': 'single', 'drafted': 6, 'accepted': 4, 'tokens': 8}]
     """
-    return [json.loads(line[len(PREFIX) :]) for line in log.splitlines() if line.startswith(PREFIX)]
+    whole = log[: log.rfind("\n") + 1] if not log.endswith("\n") else log  # a line still being written waits
+    return [json.loads(line[len(PREFIX) :]) for line in whole.splitlines() if line.startswith(PREFIX)]
 
 
 class MlxServerBackend:
@@ -119,9 +120,11 @@ class MlxServerBackend:
                            details)  # fmt: skip
 
     def model_digest(self) -> str:
-        """Digest of the two model folders (their paths where they are repos not on disk)."""
-        folders = [Path(m) for m in (self._target, self._draft) if Path(m).is_dir()]
-        return "-".join(model_dir_digest(f) for f in folders) if folders else files_digest([])
+        """Digest of each model folder, or of its name where it is a repo the server fetches itself."""
+        import hashlib
+
+        return "-".join(model_dir_digest(Path(m)) if Path(m).is_dir() else hashlib.sha256(m.encode()).hexdigest()[:16]
+                        for m in (self._target, self._draft))  # fmt: skip
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """One streamed completion on the arm's server; counts from the server's own line for it."""
@@ -145,6 +148,17 @@ class MlxServerBackend:
                     yield TokenBurst(text_units(text))
         line = self._line_after(server, seen)
         self._paths[speculative].add(line["path"])
+        asked = "single" if speculative else self._plain_path
+        completion = usage.get("completion_tokens")
+        if line["path"] != asked or (
+            line["path"] == "single"
+            and completion is not None
+            and abs(line["tokens"] - completion) > 1  # usage counts a final EOS
+        ):
+            raise BackendRuntimeError(
+                f"mlx_lm.server's line for this request does not match it (path {line['path']}, {line['tokens']} "
+                f"tokens; asked {asked}, {completion} tokens) — an earlier request's line? no result kept"
+            )
         return GenerationStats(
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             drafted=int(line["drafted"]),
