@@ -124,6 +124,3 @@ def test_a_new_user_gets_answers_from_the_readme_on_a_fresh_python(version: str,
     for claim, said in answers.items():  # at least one row of each claim run is decided here
         assert re.search(r"\b(holds|refuted)\b", said), f"claim {claim} decided no row: {said}"
     print(f"python {version}: make install {install_s:.0f} s, make bench {bench_s:.0f} s")
-    (REPO / "build").mkdir(exist_ok=True)
-    with (REPO / "build" / "fresh-install.txt").open("a", encoding="utf-8") as log:
-        log.write(f"python {version}: make install {install_s:.0f} s, make bench {bench_s:.0f} s\n")

@@ -54,7 +54,6 @@ REPORT_FILES = {
 
 
 # The leg-level states a leg's steps can say of it (each is a State of the night: its word, its issue).
-LEG_STATES = (State.CRASHED, State.NOT_MEASURED, State.PLAIN_SPECULATES, State.CUT_SHORT, State.UNMEASURABLE)
 UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED,
                     Unmeasured.PLAIN_SPECULATES: State.PLAIN_SPECULATES}  # fmt: skip
 UNMEASURED_CAUSE = {Unmeasured.CRASHED: LegCause.TEST_CRASHED, Unmeasured.REFUSED: LegCause.CLAIM_REFUSED,
