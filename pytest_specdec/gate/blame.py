@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from pytest_specdec.backends import previous_release
@@ -28,7 +29,7 @@ from pytest_specdec.backends.base import Arm, ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import ReleasePair
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
-from pytest_specdec.gate.change import Blame, Call, blame
+from pytest_specdec.gate.change import Blame, Call, blame, settles
 from pytest_specdec.gate.legs import LegConfig, leg_server
 from pytest_specdec.hardware import machine_profile
 from pytest_specdec.measure import ComparisonPlan
@@ -39,27 +40,35 @@ from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.records import ComparisonRecord
 
 OLD_VENV = Path(".gate-venv-old")
-AB_PAIRS = 96  # quadruples per flipped comparison (benchmarks/release_change.py measured the rule at this budget)
-DOUBLINGS = 3  # a flip still undecided doubles its pairs night after night, up to 8 x AB_PAIRS
+AB_PAIRS = 96  # the first look of a flipped comparison's old-versus-new run, in quadruples
+NIGHT_DOUBLINGS = 3  # looks at 96, 192, 384 and 768 pairs in one night, stopping when the flip is settled
+CARRY_DOUBLINGS = 2  # a flip still unsettled doubles the night's cap on each later night, up to 4 x 768
 AB_SHARE = 0.5  # of the leg's share of the night's window, what the old-versus-new runs may take
 
 
 def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) -> tuple[int, str]:
-    """Pairs for tonight's old-versus-new run of a flip seen on ``nights_before`` earlier nights in a row, and why.
+    """The most pairs tonight's old-versus-new run of a flip seen on ``nights_before`` earlier nights may take.
 
-    The first night takes :data:`AB_PAIRS`; each later night in a row doubles it (more pairs decide what one
-    night's could not), up to ``2**DOUBLINGS`` times; never more than the leg's allowance holds
-    (``quadruple_s``: four generations, read from tonight's rates), and never fewer than one night's.
+    The run looks at :data:`AB_PAIRS` and at each doubling up to this cap, and stops as soon as the flip
+    is settled (:func:`~pytest_specdec.gate.change.settles`). The first night's cap is ``2**NIGHT_DOUBLINGS``
+    times one look; each later night in a row doubles it, up to ``2**CARRY_DOUBLINGS`` more; never more than
+    the leg's allowance holds (``quadruple_s``: four generations, read from tonight's rates), and never fewer
+    than one look's. ``benchmarks/release_change.py`` measured the rule at these caps.
+
+    >>> ab_pairs(0, 0.0, None)
+    (768, 'up to 768 pairs')
+    >>> ab_pairs(1, 2.0, 600.0)[0]
+    300
     """
-    wanted = AB_PAIRS * 2 ** min(max(nights_before, 0), DOUBLINGS)
+    wanted = AB_PAIRS * 2 ** (NIGHT_DOUBLINGS + min(max(nights_before, 0), CARRY_DOUBLINGS))
     if allowance_s is None or quadruple_s <= 0:
-        return wanted, f"{wanted} pairs"
+        return wanted, f"up to {wanted} pairs"
     affordable = max(AB_PAIRS, int(allowance_s / quadruple_s))
     if affordable >= wanted:
-        return wanted, f"{wanted} pairs"
+        return wanted, f"up to {wanted} pairs"
     return affordable, (
-        f"{affordable} pairs (the {wanted} this flip's night {nights_before + 1} asks for do not fit the leg's "
-        f"share of window-minutes tonight)"
+        f"up to {affordable} pairs (the {wanted} this flip's night {nights_before + 1} may take do not fit the "
+        f"leg's share of window-minutes tonight)"
     )
 
 
@@ -82,20 +91,18 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _plan(record: ComparisonRecord, pairs: int = AB_PAIRS) -> ComparisonPlan:
-    """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …)."""
+def _plan(record: ComparisonRecord, pairs: int) -> ComparisonPlan:
+    """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …).
+
+    It looks first at :data:`AB_PAIRS` pairs and at each doubling up to ``pairs``.
+    """
     kind = record.scope.get("prompts", "instruction")
     return ComparisonPlan(
         record.category, prompts_for(record.category, kind), Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),
-        max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=pairs, max_trials=pairs,
+        max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=min(AB_PAIRS, pairs), max_trials=pairs,
         confidence=record.speedup.confidence, conditions=record.conditions,
     )  # fmt: skip
-
-
-def _baseline_verdict(record: ComparisonRecord, label: str, baselines: Path, machine_class: str) -> Verdict | None:
-    entry = BaselineStore(baselines, machine_class).lookup(record)
-    return entry.result.judgement.bound_verdicts.get(label) if entry is not None else None
 
 
 @contextmanager
@@ -124,15 +131,25 @@ def unjudged_flips(record: ComparisonRecord, baselines: Path, machine_class: str
     ]  # fmt: skip
 
 
-def _verdicts(ab: ReleaseAB, record: ComparisonRecord, baselines: Path, machine_class: str) -> Blame:
-    chosen = Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
-    for bound in (b for b in record.judgement.bounds if b.metric == "speedup"):
-        before = _baseline_verdict(record, bound.label, baselines, machine_class)
-        if before is not None:
-            chosen = blame(ab, bound.kind, bound.bound, before)
-            if chosen.call is not Call.NO_FLIP:
-                break
-    return chosen
+def _judged_bound(record: ComparisonRecord, baselines: Path, machine_class: str) -> tuple[str, float, Verdict] | None:
+    """The speedup bound the old-versus-new run judges — the one that flipped, else the first accepted one."""
+    entry = BaselineStore(baselines, machine_class).lookup(record)
+    before = entry.result.judgement.bound_verdicts if entry is not None else {}
+    accepted = [(b, before[b.label]) for b in record.judgement.bounds if b.metric == "speedup" and b.label in before]
+    flipped = [(b, v) for b, v in accepted if {b.verdict, v} == {Verdict.HOLDS, Verdict.REFUTED}]
+    for bound, verdict in flipped or accepted:
+        return bound.kind, bound.bound, verdict
+    return None
+
+
+def _settled(judged: tuple[str, float, Verdict], ab: ReleaseAB) -> bool:
+    return settles(ab, *judged)
+
+
+def _verdicts(ab: ReleaseAB, judged: tuple[str, float, Verdict] | None) -> Blame:
+    if judged is None:
+        return Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
+    return blame(ab, *judged)
 
 
 def ab_flips(
@@ -160,7 +177,8 @@ def ab_flips(
             calls[key] = Blame(Call.RELEASE_CHANGED, f"{', '.join(unjudged)} flipped, and the old-versus-new run "
                                "measures the speedup only — the flip stands")  # fmt: skip
             continue
-        count, said = (pairs or {}).get(key, (AB_PAIRS, f"{AB_PAIRS} pairs"))
+        count, said = (pairs or {}).get(key) or ab_pairs(0, 0.0, None)
+        judged = _judged_bound(record, baselines, machine_class)
         try:
             plan = _plan(record, count)
             options = {**backend_options(arguments), **record.conditions.backend_options()}
@@ -172,7 +190,10 @@ def ab_flips(
                     refused = record.conditions.refusals(releases)
                     if refused:
                         raise SpecdecUsageError("; ".join(refused))
-                    ab = run_release_ab(releases, realise(plan, releases, Room(0.0, machine_profile().usable_bytes)))
+                    ab = run_release_ab(
+                        releases, realise(plan, releases, Room(0.0, machine_profile().usable_bytes)),
+                        settled=None if judged is None else partial(_settled, judged),
+                    )  # fmt: skip
                 finally:
                     releases.close()
         except SpecdecUsageError as error:  # a server or a worker that cannot start
@@ -189,6 +210,6 @@ def ab_flips(
                 f"the old-versus-new run failed ({type(error).__name__}: {error}) — the flip stands",
             )
             continue
-        chosen = _verdicts(ab, record, baselines, machine_class)
-        calls[key] = replace(chosen, line=f"{chosen.line}; tonight {said}") if count != AB_PAIRS else chosen
+        chosen = _verdicts(ab, judged)
+        calls[key] = replace(chosen, line=f"{chosen.line}; tonight {said}")
     return calls

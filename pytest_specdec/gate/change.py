@@ -45,6 +45,28 @@ def _shown(interval: Interval) -> str:
     return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
 
 
+def _verdict(interval: Interval, kind: str, bound: float) -> Verdict:
+    return verdict_at_most(interval, bound) if kind == "max" else verdict_at_least(interval, bound)
+
+
+def settles(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> bool:
+    """Whether tonight's figures settle the flip either way, so the old-versus-new run may stop measuring.
+
+    Settled: the release changed the conclusion, the machine moved, a counter changed its meaning, or the
+    new release is back on the accepted side. Not settled: the new release undecided, or against the accepted
+    verdict while neither the change interval nor the old release shows who moved it.
+
+    >>> from pytest_specdec.stats import Interval
+    >>> wide = Interval(1.0, 0.8, 1.3, 0.98, 96)
+    >>> settles(ReleaseAB(old=wide, new=Interval(1.22, 1.1, 1.35, 0.98, 96), change=wide, metric_change=None, pairs=96),
+    ...         "max", 1.2, Verdict.HOLDS)
+    False
+    """
+    if blame(ab, kind, bound, baseline).call is not Call.NOT_CONFIRMED:
+        return True
+    return _verdict(ab.new, kind, bound) is baseline
+
+
 def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
     """The call on one bound (``kind`` ``min`` or ``max``) whose accepted verdict was ``baseline``."""
     figures = (
@@ -57,7 +79,7 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
             f"{Call.METRIC_CHANGED.value}: the server's decode rate against this process's clock moved "
             f"{_shown(metric)} between releases — {figures}",
         )
-    new = verdict_at_most(ab.new, bound) if kind == "max" else verdict_at_least(ab.new, bound)
+    new = _verdict(ab.new, kind, bound)
     flipped = {new, baseline} == {Verdict.HOLDS, Verdict.REFUTED}
     if not flipped:  # the night's comparison flipped; tonight's run of both releases does not repeat it
         return Blame(
@@ -69,7 +91,7 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
         return Blame(
             Call.RELEASE_CHANGED, f"{Call.RELEASE_CHANGED.value} ({kind}={bound:g} now {new.value}) — {figures}"
         )
-    old = verdict_at_most(ab.old, bound) if kind == "max" else verdict_at_least(ab.old, bound)
+    old = _verdict(ab.old, kind, bound)
     if old is new:  # the old release, tonight, contradicts the accepted verdict as well: shown
         return Blame(
             Call.MACHINE_MOVED,

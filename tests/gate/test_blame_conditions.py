@@ -41,10 +41,11 @@ def test_the_plan_of_a_flips_re_measurement_carries_its_records_conditions(
     make_record: Callable[..., ComparisonRecord], conditions: dict[str, object]
 ) -> None:
     record = make_record("code", 1.5, "refuted", None)
-    assert _plan(record).conditions == record.conditions  # greedy decode at a short prompt, γ=3
+    assert _plan(record, 768).conditions == record.conditions  # greedy decode at a short prompt, γ=3
     flipped = replace(record, conditions=record.conditions.with_(**conditions))
-    assert _plan(flipped).conditions == flipped.conditions
-    assert _plan(flipped).treatment.num_draft == 3
+    assert _plan(flipped, 768).conditions == flipped.conditions
+    assert _plan(flipped, 768).treatment.num_draft == 3
+    assert (_plan(flipped, 768).min_trials, _plan(flipped, 768).max_trials) == (96, 768), "looks from 96 to the cap"
 
 
 @pytest.mark.parametrize(
@@ -71,15 +72,16 @@ def test_the_release_ab_runs_for_a_sampled_long_context_or_end_to_end_flip_on_ll
     seen: list[tuple[list[int], ComparisonPlan]] = []
     real = blame_module.run_release_ab
 
-    def spy(backend: Any, plan: ComparisonPlan) -> Any:  # the prompts' tokens by tonight's tokenizer, as they run
+    def spy(backend: Any, plan: ComparisonPlan, **kwargs: Any) -> Any:  # the prompts' tokens as they run
         seen.append(([backend.count_tokens(p.text) for p in plan.prompts], plan))
-        return real(backend, plan)
+        return real(backend, plan, **kwargs)
 
     monkeypatch.setattr(blame_module, "run_release_ab", spy)
     monkeypatch.setattr(blame_module, "AB_PAIRS", 8)  # two blocks of the four prompts: a test, not a night
     old = OldRelease("llama-cpp-python (last night's)", python=sys.executable)
     calls = ab_flips([tonight], LegConfig("llama-cpp"), old, new_python=sys.executable, arguments=[], out=tmp_path,
-                     baselines=tmp_path, machine_class="Apple-M1-Max-64GB")  # fmt: skip
+                     baselines=tmp_path, machine_class="Apple-M1-Max-64GB",
+                     pairs={baseline_key(tonight): (8, "8 pairs")})  # fmt: skip
     ((counted, plan),) = seen
     assert plan.conditions == tonight.conditions
     (call,) = calls.values()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.gate.blame import ab_pairs
-from pytest_specdec.gate.change import Call, blame
+from pytest_specdec.gate.change import Call, blame, settles
 from pytest_specdec.gate.legs import GateConfig, LegConfig
 from pytest_specdec.gate.runs import flip_pairs
 from pytest_specdec.release_ab import ReleaseAB
@@ -41,16 +41,33 @@ def test_the_call_on_a_flip_of_max_1_2(old: float, new: float, change: float, me
     assert "96 pairs" in found.line
 
 
-def test_a_flip_undecided_night_after_night_is_re_measured_with_twice_the_pairs_within_the_window() -> None:
-    assert ab_pairs(0, 0.5, None) == (96, "96 pairs")
-    assert ab_pairs(1, 0.5, None)[0] == 192
-    assert ab_pairs(9, 0.5, None)[0] == 768, "doubling stops at 8 x one night's"
-    pairs, said = ab_pairs(2, 1.0, 200.0)  # 384 asked, 200 s hold 200 quadruples of a second each
-    assert pairs == 200
-    assert (
-        said == "200 pairs (the 384 this flip's night 3 asks for do not fit the leg's share of window-minutes tonight)"
+@pytest.mark.parametrize(
+    ("old", "new", "change", "settled"),
+    [
+        (0.8, 1.3, 1.6, True),  # the release changed the conclusion
+        (1.3, 1.3, 1.0, True),  # the machine moved: shown by the old release
+        (0.8, 0.85, 1.06, True),  # the new release is back on the accepted side: the flip was the night's
+        (1.1, 1.3, 1.0, False),  # who moved it is not shown: measure more
+        (1.2, 1.2, 1.0, False),  # the new release undecided: measure more
+    ],
+)
+def test_the_old_versus_new_run_measures_on_until_the_flip_is_settled_either_way(
+    old: float, new: float, change: float, settled: bool
+) -> None:
+    ab = ReleaseAB(around(old), around(new), around(change, 0.03), None, 96)
+    assert settles(ab, "max", 1.2, Verdict.HOLDS) is settled
+
+
+def test_a_flip_undecided_night_after_night_may_take_twice_the_pairs_within_the_window() -> None:
+    assert ab_pairs(0, 0.5, None) == (768, "up to 768 pairs"), "looks at 96, 192, 384 and 768 on the first night"
+    assert ab_pairs(1, 0.5, None)[0] == 1536
+    assert ab_pairs(9, 0.5, None)[0] == 3072, "doubling stops at 4 x the first night's cap"
+    pairs, said = ab_pairs(2, 1.0, 2000.0)  # 3072 asked, 2000 s hold 2000 quadruples of a second each
+    assert pairs == 2000
+    assert said == (
+        "up to 2000 pairs (the 3072 this flip's night 3 may take do not fit the leg's share of window-minutes tonight)"
     )
-    assert ab_pairs(2, 10.0, 100.0)[0] == 96, "never fewer than one night's"
+    assert ab_pairs(2, 10.0, 100.0)[0] == 96, "never fewer than one look's"
 
 
 def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
@@ -65,4 +82,4 @@ def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
     store.append_history([{**line, "time": "2026-11-02", "change": "flip"}])
     config = GateConfig(window_minutes=300, legs={"mlx": LegConfig("mlx")})
     ((pairs, said),) = flip_pairs(config, [flip], "M").values()
-    assert (pairs, said) == (192, "192 pairs")
+    assert (pairs, said) == (1536, "up to 1536 pairs"), "the second night in a row doubles the first night's cap"
