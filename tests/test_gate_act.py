@@ -217,9 +217,11 @@ def act(
 
 
 def titles(calls: list[list[str]], *, causes: bool = False) -> list[str]:
-    """The titles of the issues opened, without the cause that ends each (``causes``: with it)."""
+    """The titles of the issues opened, without the profile each names beside its leg (tests/gate check it) and
+    without the cause that ends each (``causes``: with it)."""
     opened = [call[call.index("--title") + 1] for call in calls if call[:2] == ["issue", "create"]]
-    return opened if causes else [re.sub(r"^(.*? \([^)]*\)): .*$", r"\1", text) for text in opened]
+    legs = [re.sub(r"^(.*? \([^),]*), [^)]*\)", r"\1)", text) for text in opened]
+    return legs if causes else [re.sub(r"^(.*? \([^)]*\)): .*$", r"\1", text) for text in legs]
 
 
 def title(state: str, subject: str = "claim r", backend: str = "testbackend") -> str:

@@ -1,9 +1,11 @@
-"""``specdec gate night|verdict|accept-candidates|watchdog|init``: the night as a whole.
+"""``specdec gate night|verdict|accept-candidates|watchdog|adopt-issues|init``: the night as a whole.
 
 ``night`` ends the measuring job of one leg (its ``night.json``); ``verdict`` and
 ``accept-candidates`` run in the alert job, which holds the write token and reads only
 the artifacts; ``watchdog`` runs on a hosted runner and notices a night that did not
-happen; ``init`` writes ``[tool.specdec.gate]`` legs for the machine it runs on.
+happen; ``adopt-issues``, run once after upgrading, brings the issues the gate opened before
+they were keyed under its label; ``init`` writes ``[tool.specdec.gate]`` legs for the machine
+it runs on.
 """
 
 from __future__ import annotations
@@ -104,6 +106,17 @@ def watchdog(args: argparse.Namespace) -> int:
     return 1 if quiet else 0
 
 
+def adopt_issues(args: argparse.Namespace) -> int:
+    """Bring the gate's open issues from before alerts were keyed under the label, each with its marker line."""
+    from pytest_specdec.gate.alerts import adopt_legacy
+
+    adopted = adopt_legacy(args.gh)
+    for key, issue in sorted(adopted.items(), key=lambda item: item[1].number):
+        print(f"specdec gate: adopted #{issue.number}: {key.title}")
+    print(f"specdec gate: {len(adopted)} issue(s) from before alerts were keyed adopted")
+    return 0
+
+
 def init(args: argparse.Namespace) -> int:
     """Print (or append to pyproject.toml) legs for what this machine has installed."""
     from pytest_specdec.gate.init import NO_LEG, append_to_pyproject, gate_table
@@ -138,6 +151,9 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser.add_argument("--workflow", default="specdec-gate.yml")
     parser.add_argument("--hours", type=float, default=48.0)
     parser.set_defaults(handler=watchdog)
+    parser = gate.add_parser("adopt-issues", help="once after upgrading: label and key the gate's older issues")
+    parser.add_argument("--gh", default="gh")
+    parser.set_defaults(handler=adopt_issues)
     parser = gate.add_parser("init", help="legs for this machine's installed backends, servers and models")
     parser.add_argument("--write", action="store_true", help="append them to ./pyproject.toml")
     parser.set_defaults(handler=init)

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.night import State
 from pytest_specdec.store.records import RunRecord
 
 LABEL = "specdec-gate"
 MARKER = "specdec-alert:"  # the body's marker line: <!-- specdec-alert: {key as JSON} -->
+LEGACY_CAUSE = "opened before alerts were keyed"  # the cause of an issue from before marker lines: any cause
+# The titles issues had before keys (pytest_specdec/gate/verdict.py and watchdog.py before bea5787):
+_LEGACY_TITLE = re.compile(r"^specdec: (?P<state>.+?) — (?P<subject>.+) on (?P<machine_class>.+) \((?P<leg>[^(),]+)\)$")
+_LEGACY_WATCHDOG = re.compile(r"^specdec: no gate night for [0-9.]+ hours \((?P<workflow>.+)\)$")
 
 
 @dataclass(frozen=True, order=True)
@@ -33,6 +39,7 @@ class AlertKey:
     subject: str  # "claim d", a test's name, "leg", or "nights" for the watchdog
     state: str  # the State's word
     cause: str = ""  # the release pair of a flip; the refusal's kind of a leg state
+    profile: str = ""  # the model profile measured; "" on keys written before profiles were part of them
 
     @property
     def marker(self) -> str:
@@ -41,9 +48,14 @@ class AlertKey:
 
     @property
     def title(self) -> str:
-        """``specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx): mlx-lm 0.32.2 → 0.33.0``."""
+        """``specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx, seed): mlx-lm 0.32.2 → 0.33.0``."""
         cause = f": {self.cause}" if self.cause else ""
-        return f"specdec: {self.state} — {self.subject} on {self.machine_class} ({self.leg}){cause}"
+        leg = f"{self.leg}, {self.profile}" if self.profile else self.leg
+        return f"specdec: {self.state} — {self.subject} on {self.machine_class} ({leg}){cause}"
+
+    def same_profile(self, profile: str) -> bool:
+        """Whether a night on ``profile`` speaks for this key (a key from before profiles were keyed: any)."""
+        return not self.profile or self.profile == profile
 
 
 def key_in(body: str) -> AlertKey | None:
@@ -90,6 +102,9 @@ def gh_json(gh: str, *args: str) -> object:
         ) from None
 
 
+STATE_WORDS = frozenset(state.value for state in State)
+
+
 def known_issues(gh: str) -> dict[AlertKey, KnownIssue]:
     """Every issue carrying the gate's label, open or closed, by key (the newest where two share one)."""
     issues = gh_json(gh, "issue", "list", "--label", LABEL, "--state", "all", "--limit", "1000",
@@ -99,6 +114,45 @@ def known_issues(gh: str) -> dict[AlertKey, KnownIssue]:
         key = key_in(str(issue.get("body") or ""))
         if key is not None:
             found[key] = KnownIssue(int(issue["number"]), key, str(issue.get("state", "")).upper() == "OPEN")
+    return found
+
+
+def legacy_key(title: str, states: frozenset[str] = STATE_WORDS) -> AlertKey | None:
+    """The key of an issue titled as the gate titled them before keys; ``None`` for any other title.
+
+    >>> key = legacy_key("specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx)")
+    >>> key.subject, key.leg, key.cause
+    ('claim d', 'mlx', 'opened before alerts were keyed')
+    >>> legacy_key("specdec: please add LM Studio (a user's)") is None
+    True
+    """
+    watchdog = _LEGACY_WATCHDOG.match(title)
+    if watchdog is not None:
+        return AlertKey("every machine class", "every leg", "the nightly gate", "no night measured",
+                        watchdog["workflow"])  # fmt: skip
+    found = _LEGACY_TITLE.match(title)
+    if found is None or found["state"] not in states:
+        return None
+    return AlertKey(found["machine_class"], found["leg"], found["subject"], found["state"], LEGACY_CAUSE)
+
+
+def adopt_legacy(gh: str, states: frozenset[str] = STATE_WORDS) -> dict[AlertKey, KnownIssue]:
+    """The gate's open issues from before keys (``specdec gate adopt-issues``, once after upgrading), each found
+    by its title's exact shape and given the label and a marker line, so the nightly verdict finds it by the
+    label from then on; a key whose cause is :data:`LEGACY_CAUSE` stands for any cause of its state."""
+    issues = gh_json(gh, "issue", "list", "--state", "open", "--limit", "1000", "--json", "number,title,body")
+    found: dict[AlertKey, KnownIssue] = {}
+    for issue in issues if isinstance(issues, list) else []:
+        body = str(issue.get("body") or "")
+        key = legacy_key(str(issue.get("title") or ""), states) if key_in(body) is None else None
+        if key is None:
+            continue
+        if not found:
+            gh_output(gh, "label", "create", LABEL, "--force", "--color", "B60205",
+                      "--description", "opened and closed by the specdec gate")  # fmt: skip
+        number = int(issue["number"])
+        gh_output(gh, "issue", "edit", str(number), "--add-label", LABEL, "--body", f"{body}\n\n{key.marker}\n")
+        found[key] = KnownIssue(number, key, True)
     return found
 
 

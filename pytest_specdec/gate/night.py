@@ -106,6 +106,7 @@ class LegNight:
     release_changes: tuple[str, ...] = ()
     budget: str = ""  # what the budget step said (expected duration, claims dropped)
     agreeing: Mapping[str, str] = field(default_factory=dict)  # claim → release, every result agreeing: these clear
+    profile: str = ""  # the model profile the leg measured ("" where no run said): part of each alert's key
     schema_version: int = NIGHT_SCHEMA_VERSION
 
     @property

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.legs import GateConfig
+from pytest_specdec.gate.legs import GateConfig, effective_profile
 from pytest_specdec.gate.night import (
     NIGHT_FILE,
     NIGHT_SCHEMA_VERSION,
@@ -148,7 +148,14 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
         budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
         agreeing=agreeing_subjects(run) if run is not None else {},
+        profile=_profile(config, backend, run),
     )
+
+
+def _profile(config: GateConfig, backend: str, run: RunRecord | None) -> str:
+    """The profile the leg measured: its results' own, else the one its configuration gives."""
+    measured = sorted({r.profile for r in run.comparisons}) if run is not None else []
+    return ", ".join(measured) if measured else effective_profile(config, config.leg(backend))
 
 
 def write_night(night: LegNight, out: Path) -> Path:

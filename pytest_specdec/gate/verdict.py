@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.alerts import AlertKey, KnownIssue, clear_alert, known_issues, raise_alert
+from pytest_specdec.gate.alerts import LEGACY_CAUSE, AlertKey, KnownIssue, clear_alert, known_issues, raise_alert
 from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour, silent_legs
 from pytest_specdec.gate.tonight import read_night
 
@@ -46,8 +46,9 @@ def load_legs(artifacts: Path, expected: Mapping[str, bool]) -> tuple[list[LegNi
 
 
 def alert_key(leg: LegNight, finding: Finding) -> AlertKey:
-    """The finding's issue: (machine class, leg, claim, state, cause)."""
-    return AlertKey(leg.machine_class, leg.backend, finding.subject, finding.state.value, finding.cause)
+    """The finding's issue: (machine class, leg, claim, state, cause, profile)."""
+    profile = "" if finding.state is State.NOT_REPORTED else leg.profile  # a silent leg said no profile
+    return AlertKey(leg.machine_class, leg.backend, finding.subject, finding.state.value, finding.cause, profile)
 
 
 def issue_body(leg: LegNight, finding: Finding, run_url: str) -> str:
@@ -81,7 +82,8 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
     its accepted verdict again (an inconclusive one clears nothing), and a release's change only on that release
     (a night that measured an older one, by hand, says nothing about it)."""
     silent = key.state == State.NOT_REPORTED.value
-    leg = next((n for n in legs if n.backend == key.leg and (silent or n.machine_class == key.machine_class)), None)
+    leg = next((n for n in legs if n.backend == key.leg and (silent or (n.machine_class == key.machine_class
+                                                                     and key.same_profile(n.profile)))), None)  # fmt: skip
     if leg is None or any(f.state is State.NOT_REPORTED for f in leg.findings):
         return None
     if any(f.subject == key.subject and f.state.value == key.state for f in leg.findings):
@@ -105,14 +107,20 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
 
 
 def _continued(key: AlertKey, known: Mapping[AlertKey, KnownIssue]) -> AlertKey:
-    """The open issue's key for the same claim and state away from the same accepted release (a flip that lasts
-    through the next release, ``0.32.2 → 0.33.0`` then ``0.32.2 → 0.33.1``, is the same change going on: it is
-    commented there, not opened again); else ``key``."""
-    accepted, arrow, _ = key.cause.partition(" → ")
-    if key in known or not arrow:
+    """The open issue that already tells ``key``'s change, else ``key``: the same claim and state away from the
+    same accepted release (a flip that lasts through the next release, ``0.32.2 → 0.33.0`` then ``0.32.2 →
+    0.33.1``, is the same change going on: commented there, not opened again), a key written before profiles
+    were keyed, or an issue from before keys (:data:`~pytest_specdec.gate.alerts.LEGACY_CAUSE`)."""
+    if key in known:
         return key
-    same = [k for k, issue in known.items() if issue.open and (k.machine_class, k.leg, k.subject, k.state) ==
-            (key.machine_class, key.leg, key.subject, key.state) and k.cause.startswith(f"{accepted} → ")]  # fmt: skip
+    accepted, arrow, _ = key.cause.partition(" → ")
+
+    def continues(k: AlertKey) -> bool:
+        same = (k.machine_class, k.leg, k.subject, k.state) == (key.machine_class, key.leg, key.subject, key.state)
+        cause = k.cause in (key.cause, LEGACY_CAUSE) or bool(arrow and k.cause.startswith(f"{accepted} → "))
+        return same and cause and k.same_profile(key.profile)
+
+    same = [k for k, issue in known.items() if issue.open and continues(k)]
     return max(same, key=lambda k: known[k].number) if same else key
 
 

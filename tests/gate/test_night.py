@@ -87,7 +87,7 @@ def test_a_confirmed_flip_is_red_with_one_issue_found_again_the_next_night(tmp_p
     calls = [c for c in gh_calls(tmp_path) if c[0] == "issue"]
     assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
     title = calls[1][calls[1].index("--title") + 1]
-    assert title.startswith("specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx): "), title
+    assert title.startswith("specdec: conclusion changed — claim d on Apple-M1-Max-64GB (mlx, seed): "), title
     assert "- mlx-lm 0.32.2 → 0.33.0" in calls[1][calls[1].index("--body") + 1]
     night_and_verdict(tmp_path, measured)
     assert [c[:2] for c in gh_calls(tmp_path) if c[0] == "issue"][2:] == [["issue", "list"], ["issue", "comment"]]
@@ -150,7 +150,9 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
         assert created == []
         return
     (create,) = created
-    assert create[create.index("--title") + 1].startswith("specdec: eroding — claim d on Apple-M1-Max-64GB (mlx)")
+    assert create[create.index("--title") + 1].startswith(
+        "specdec: eroding — claim d on Apple-M1-Max-64GB (mlx, seed)"
+    )
     assert "| 2026-11-03 | mlx-lm 0.33 | 0.98x [0.95, 1.01] | holds | - |" in create[create.index("--body") + 1]
 
 
@@ -269,6 +271,65 @@ def test_every_change_its_own_issue_closed_when_cleared_and_reopened_when_it_ret
 
 def alert_key_of(finding: Finding) -> AlertKey:
     return AlertKey("M", "mlx", finding.subject, finding.state.value, finding.cause)
+
+
+def test_a_night_on_another_profile_neither_clears_nor_continues_that_profiles_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile is part of the key: a manual night on the embedded pair that agrees closes nothing of the seed
+    profile's flip; a seed night that agrees does; a key written before profiles were keyed is cleared by either."""
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    flip = Finding(State.FLIP, "claim d", "refuted", "t.py::test_d[code]", "code", cause="mlx-lm 0.32.2 → 0.33.0")
+    seed = LegNight("mlx", "M", True, True, "measured", (flip,), profile="seed")
+    (opened,) = tell([seed], str(GH), "u")
+    assert opened.endswith("claim d on M (mlx, seed): mlx-lm 0.32.2 → 0.33.0"), opened
+    agreeing = {"claim d": "mlx-lm 0.33.0"}
+    embedded = LegNight("mlx", "M", True, True, "measured", (), agreeing=agreeing, profile="embedded")
+    assert tell([embedded], str(GH), "u") == [], "another profile's agreement says nothing of the seed models"
+    assert tell([replace(embedded, findings=(flip,))], str(GH), "u") == [
+        "opened: specdec: conclusion changed — claim d on M (mlx, embedded): mlx-lm 0.32.2 → 0.33.0"
+    ], "the same flip on another profile is its own change"
+    (closed,) = tell([replace(seed, findings=(), agreeing=agreeing)], str(GH), "u")
+    assert closed.startswith("closed #1 (cleared)"), closed
+    older = AlertKey("M", "mlx", "claim e", "conclusion changed", "mlx-lm 0.32.2 → 0.33.0")  # no profile in it
+    assert older.same_profile("seed")
+    assert older.same_profile("embedded")
+    assert not AlertKey("M", "mlx", "claim e", "eroding", "", "seed").same_profile("embedded")
+
+
+def test_the_issues_opened_before_keys_are_adopted_once_and_then_go_on_and_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``specdec gate adopt-issues`` finds the gate's open issues from before marker lines by their titles' exact
+    shape (a state word of the gate's, or the watchdog's), labels them and adds a marker; a user's issue and a
+    closed one are left alone. The adopted flip then takes tonight's flip of any cause and closes when cleared."""
+    issues = [
+        {"number": 1, "title": "specdec: conclusion changed — claim d on M (mlx)", "state": "open", "body": "old"},
+        {"number": 2, "title": "specdec: no gate night for 48 hours (specdec-gate.yml)", "state": "open", "body": ""},
+        {"number": 3, "title": "specdec: make it faster — please on M (mlx)", "state": "open", "body": "a user's"},
+        {"number": 4, "title": "specdec: eroding — claim d on M (mlx)", "state": "closed", "body": "done"},
+    ]
+    (tmp_path / "gh-state.json").write_text(json.dumps({"issues": issues}))
+    done = specdec(tmp_path, "adopt-issues", "--gh", str(GH))
+    assert done.returncode == 0, done.stderr
+    assert "specdec gate: 2 issue(s) from before alerts were keyed adopted" in done.stdout
+    after = json.loads((tmp_path / "gh-state.json").read_text())["issues"]
+    assert [i.get("labels", []) for i in after] == [[LABEL], [LABEL], [], []]
+    assert after[0]["body"].startswith("old\n\n<!-- specdec-alert: ")
+    assert key_in(after[1]["body"]) == AlertKey(
+        "every machine class", "every leg", "the nightly gate", "no night measured", "specdec-gate.yml"
+    ), "the watchdog's key, as the watchdog keys it now"
+    assert specdec(tmp_path, "adopt-issues", "--gh", str(GH)).stdout.endswith("0 issue(s) from before alerts were "
+                                                                              "keyed adopted\n"), "once"  # fmt: skip
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "log"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    flip = Finding(State.FLIP, "claim d", "refuted", "t.py::test_d[code]", "code", cause="mlx-lm 0.32.2 → 0.33.0")
+    (said,) = tell([LegNight("mlx", "M", True, True, "measured", (flip,), profile="seed")], str(GH), "u")
+    assert said.startswith("commented on #1: "), said
+    agreed = LegNight("mlx", "M", True, True, "measured", (), agreeing={"claim d": "mlx-lm 0.33.0"}, profile="seed")
+    (closed,) = tell([agreed], str(GH), "u")
+    assert closed.startswith("closed #1 (cleared)"), closed
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def red_night(root: Path, out: Path, state: str, subject: str) -> str:
     assert f"::error title=specdec gate::simulated: {state} — {subject}" in verdict.stdout
     calls = [c for c in gh_calls(root) if c[0] == "issue"]
     assert [c[:2] for c in calls] == [["issue", "list"], ["issue", "create"]]
-    assert calls[1][calls[1].index("--title") + 1].startswith(f"specdec: {state} — {subject} on {MACHINE} (simulated)")
+    assert calls[1][calls[1].index("--title") + 1].startswith(f"specdec: {state} — {subject} on {MACHINE} (simulated, ")
     return night.stdout
 
 
