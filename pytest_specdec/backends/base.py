@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.sampling import GREEDY, Sampling
@@ -43,9 +43,12 @@ class GenerationRequest:
     sampling: Sampling = GREEDY
 
 
-@dataclass(frozen=True)
-class TokenBurst:
-    """Tokens that arrived together; ``from_draft`` flags accepted draft tokens."""
+class TokenBurst(NamedTuple):
+    """Tokens that arrived together; ``from_draft`` flags accepted draft tokens.
+
+    A named tuple: one is made per token inside the decode window (a frozen dataclass cost
+    about 1.6x as much to build).
+    """
 
     token_ids: tuple[int, ...]
     from_draft: tuple[bool, ...] | None = None

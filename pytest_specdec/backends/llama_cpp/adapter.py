@@ -381,9 +381,9 @@ class LlamaCppBackend:
         if drafter is not None and hasattr(drafter.inner, "prefill"):  # a second model: its prefill first
             drafter.inner.prefill(prompt)
         try:
-            for token in stream:
-                emitted.append(int(token))
-                yield TokenBurst((int(token),))
+            for token in stream:  # per token inside the decode window: one int(), one burst, nothing more
+                emitted.append(token := int(token))
+                yield TokenBurst((token,))
                 if len(emitted) >= request.max_tokens:
                     break
         finally:
