@@ -23,6 +23,7 @@ from pytest_specdec.embedded.models import is_embedded
 from pytest_specdec.embedded.packaged import package_model_bytes
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_class, machine_profile
+from pytest_specdec.store.files import write_atomically
 
 SERVER_MODEL = "server-model"  # a pair whose model is whatever the server serves
 PROFILES = ("seed", "gemma")  # real models, best first; the synthetic pairs never gate a runner
@@ -168,12 +169,34 @@ def gate_table() -> tuple[str, int]:
 
 
 def append_to_pyproject(path: Path, text: str) -> str:
-    """Append the table; refuse when the file already has one."""
-    current = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if "[tool.specdec.gate]" in current:
-        raise SpecdecUsageError(
-            f"{path} already has [tool.specdec.gate] — remove that table first, or print the legs with "
-            "'specdec gate init' and merge them by hand"
-        )
-    path.write_text(current + ("\n" if current and not current.endswith("\n") else "") + "\n" + text, encoding="utf-8")
+    """Append the table to ``path``, parsed before and after, written atomically; otherwise one line and the file
+    as it was: not UTF-8, not valid TOML, a ``[tool.specdec.gate]`` already there (in any TOML spelling), an
+    append that would not parse, or a disk that cannot hold it."""
+    import tomllib
+
+    raw = path.read_bytes() if path.is_file() else b""
+    keep = "nothing was written; print the legs with 'specdec gate init' and add them by hand"
+    try:
+        current = raw.decode("utf-8")
+        found: object = tomllib.loads(current)
+        for name in ("tool", "specdec", "gate"):
+            found = found.get(name) if isinstance(found, dict) else None
+        if found is not None:
+            raise SpecdecUsageError(
+                f"{path} already has [tool.specdec.gate] — remove that table first, or print the legs with "
+                "'specdec gate init' and merge them by hand"
+            )
+    except UnicodeDecodeError as error:
+        raise SpecdecUsageError(f"{path} is not UTF-8 (byte {error.start}) — {keep}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SpecdecUsageError(f"{path} is not valid TOML ({error}) — fix it first; {keep}") from None
+    updated = current + ("\n" if current and not current.endswith("\n") else "") + "\n" + text
+    try:
+        tomllib.loads(updated)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecdecUsageError(f"appending the legs would leave {path} invalid TOML ({error}) — {keep}") from None
+    try:
+        write_atomically(path, updated)
+    except OSError as error:
+        raise SpecdecUsageError(f"could not write {path}: {error.strerror or error} — the file is as it was") from None
     return f"appended [tool.specdec.gate] legs for this machine to {path}"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import importlib.util
+import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -68,6 +71,50 @@ def test_init_appends_once_and_the_gate_reads_what_it_wrote(tmp_path: Path) -> N
     assert config.leg("mlx").required
     with pytest.raises(SpecdecUsageError, match="already has"):
         append_to_pyproject(pyproject, table)
+
+
+TABLE = "[tool.specdec.gate]\nwindow-minutes = 60\n\n[tool.specdec.gate.legs.mlx]\nrequired = true\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'[project\nname = "x"\n', "is not valid TOML"),  # already broken: left so, never edited
+        (b'[project]\nname = "caf\xe9"\n', "is not UTF-8 (byte 21)"),  # Latin-1, not UTF-8
+        (b"[tool]\nspecdec.gate.window-minutes = 5\n", "already has [tool.specdec.gate]"),  # a dotted spelling
+        (b"[tool.specdec.gate.legs.mlx]\nrequired = true\n", "already has"),  # a sub-table makes the table
+        (b'[tool]\nspecdec = "mine"\n', "would leave"),  # appending would redefine a key as a table
+    ],
+    ids=["broken", "latin-1", "dotted-keys", "sub-table", "would-break"],
+)
+def test_init_write_leaves_a_file_it_cannot_append_to_as_it_was(tmp_path: Path, content: bytes, said: str) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_bytes(content)
+    with pytest.raises(SpecdecUsageError, match=re.escape(said)) as raised:
+        append_to_pyproject(pyproject, TABLE)
+    assert "\n" not in str(raised.value)
+    assert pyproject.read_bytes() == content
+
+
+def test_init_write_appends_where_the_table_is_only_mentioned_and_survives_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    before = '# add [tool.specdec.gate] later\n[project]\nname = "x"\n'
+    pyproject.write_text(before)
+    original = os.replace
+
+    def full(source: object, target: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(SpecdecUsageError, match=r"could not write .*No space left on device — the file is as it was"):
+        append_to_pyproject(pyproject, TABLE)
+    assert pyproject.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["pyproject.toml"], "no temporary file left"
+    monkeypatch.setattr(os, "replace", original)
+    append_to_pyproject(pyproject, TABLE)  # a comment naming the table is no table
+    assert read_gate_config(tmp_path).window_minutes == 60
 
 
 def test_a_pulled_ollama_tag_is_found_through_its_backend_spec(monkeypatch: pytest.MonkeyPatch) -> None:
