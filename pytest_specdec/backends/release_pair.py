@@ -126,6 +126,10 @@ class _Releases:
         """The models both releases serve."""
         return self._pair
 
+    def releases(self) -> tuple[str, str]:
+        """What the old and the new release say they are, each read from its own worker."""
+        return self._release("old"), self._release("new")
+
     def fingerprint(self) -> Fingerprint:
         """Both releases, old → new."""
         return Fingerprint(self._backend, f"{self._release('old')} → {self._release('new')}")

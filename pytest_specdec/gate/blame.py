@@ -190,6 +190,9 @@ def ab_flips(
                     refused = record.conditions.refusals(releases)
                     if refused:
                         raise SpecdecUsageError("; ".join(refused))
+                    before_said, tonight = releases.releases()
+                    if before_said == tonight:  # e.g. a lock that pins tonight's release: it cannot be told apart
+                        raise SpecdecUsageError(f"the old environment runs tonight's release ({tonight})")
                     ab = run_release_ab(
                         releases, realise(plan, releases, Room(0.0, machine_profile().usable_bytes)),
                         settled=None if judged is None else partial(_settled, judged),

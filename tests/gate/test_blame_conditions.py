@@ -16,7 +16,7 @@ from pytest_specdec.axes import Conditions
 from pytest_specdec.axes.sampling import Sampling
 from pytest_specdec.backends import profile_pairs
 from pytest_specdec.backends.base import ModelPair, OldRelease
-from pytest_specdec.backends.release_pair import InProcessReleases
+from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.gate import blame as blame_module
 from pytest_specdec.gate.blame import _plan, ab_flips
@@ -77,6 +77,8 @@ def test_the_release_ab_runs_for_a_sampled_long_context_or_end_to_end_flip_on_ll
         return real(backend, plan, **kwargs)
 
     monkeypatch.setattr(blame_module, "run_release_ab", spy)
+    # One interpreter twice (this machine has one llama-cpp-python): said to be two releases, as a lock's would.
+    monkeypatch.setattr(ReleasePair, "releases", lambda self: ("llama-cpp-python 0.3.35", "llama-cpp-python 0.3.36"))
     monkeypatch.setattr(blame_module, "AB_PAIRS", 8)  # two blocks of the four prompts: a test, not a night
     old = OldRelease("llama-cpp-python (last night's)", python=sys.executable)
     calls = ab_flips([tonight], LegConfig("llama-cpp"), old, new_python=sys.executable, arguments=[], out=tmp_path,
@@ -125,7 +127,10 @@ def test_an_old_versus_new_run_that_breaks_in_any_way_leaves_the_flip_standing(
         raise BrokenPipeError(32, "Broken pipe")  # the old release's worker died between two requests
 
     monkeypatch.setattr(blame_module, "run_release_ab", broken_pipe)
-    monkeypatch.setattr(blame_module, "ReleasePair", lambda *_, **__: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(
+        blame_module, "ReleasePair",
+        lambda *_, **__: SimpleNamespace(close=lambda: None, releases=lambda: ("mlx-lm 0.32.2", "mlx-lm 0.33.0")),
+    )  # fmt: skip
     record = make_record("code", 1.41, "refuted", None)
     old = OldRelease("mlx-lm 0.32.2")
     calls = ab_flips([record], LegConfig("mlx"), old, new_python=sys.executable, arguments=[], out=tmp_path,
@@ -151,3 +156,19 @@ def test_a_flip_under_several_streams_at_once_stands_with_the_reason_in_one_line
         "the old-versus-new run could not start (concurrency=4: the old-versus-new workers take one request at a "
         "time, so 4 streams at once are not re-measured release against release) — the flip stands"
     )
+
+
+def test_an_old_environment_that_runs_tonights_release_is_refused_and_the_flip_stands(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock that pins tonight's release builds an "old" environment that is tonight's: the A/B could only say
+    "the machine moved"; it is refused in one line and the flip stands."""
+    same = [SimulatedBackend(ModelPair("t", "d"), {"release": "0.33.0"}) for _ in range(2)]
+    monkeypatch.setattr(blame_module, "ReleasePair", lambda *_, **__: InProcessReleases(*same))
+    record = make_record("code", 1.41, "refuted", None)
+    calls = ab_flips([record], LegConfig("mlx"), OldRelease("mlx-lm 0.32.2"), new_python=sys.executable,
+                     arguments=[], out=tmp_path, baselines=tmp_path, machine_class="Apple-M1-Max-64GB")  # fmt: skip
+    (call,) = calls.values()
+    assert call.call is Call.RELEASE_CHANGED
+    assert call.line.startswith("the old-versus-new run could not start (the old environment runs tonight's release (")
+    assert call.line.endswith(") — the flip stands")

@@ -150,9 +150,7 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
         assert created == []
         return
     (create,) = created
-    assert create[create.index("--title") + 1].startswith(
-        "specdec: eroding — claim d on Apple-M1-Max-64GB (mlx, seed)"
-    )
+    assert create[create.index("--title") + 1].startswith("specdec: eroding — claim d on Apple-M1-Max-64GB (mlx, seed)")
     assert "| 2026-11-03 | mlx-lm 0.33 | 0.98x [0.95, 1.01] | holds | - |" in create[create.index("--body") + 1]
 
 
