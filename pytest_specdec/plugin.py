@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import types
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from pytest_specdec.backends import (
     require_runtime,
 )
 from pytest_specdec.backends.base import Backend, ModelPair
+from pytest_specdec.backends.server_process import interrupt_on_sigterm
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
@@ -44,6 +46,7 @@ finish_key = pytest.StashKey[list[str]]()
 # reported (Ctrl-C) is not kept, and a skip never replaces a time measured before.
 timings_key = pytest.StashKey[dict[str, tuple[float, bool]]]()
 setup_key = pytest.StashKey[float]()
+sigterm_key = pytest.StashKey[Callable[[], None]]()
 
 MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
@@ -126,6 +129,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except SpecdecUsageError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
+    # SIGTERM (a CI cancel, `kill`) stops the run as Ctrl-C does: the same teardown stops managed servers.
+    config.stash[sigterm_key] = interrupt_on_sigterm()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -362,3 +367,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Release every loaded backend."""
     if session_key in config.stash:
         config.stash[session_key].close()
+    if sigterm_key in config.stash:
+        config.stash[sigterm_key]()

@@ -40,6 +40,29 @@ TOKEN_VARIABLE = "SPECDEC_SERVER_TOKEN"
 STOP_TIMEOUT_S = 3.0
 
 
+def interrupt_on_sigterm() -> Callable[[], None]:
+    """Let SIGTERM end this process as Ctrl-C does, so the same teardown stops every managed server and worker
+    (by default SIGTERM ends Python at once and they outlive it); returns what puts the old handler back.
+
+    Only where SIGTERM still has its default action and only on the main thread (signals are set there):
+    a handler someone else installed is theirs.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
+
+
 def free_port() -> int:
     """A port nothing listens on right now (127.0.0.1)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -176,8 +199,13 @@ class ServerProcess:
                 raise BackendUnavailable(
                     f"cannot start {self.name} ({self.command[0]}): {error.strerror or error}"
                 ) from None
-        self._register()
-        self._wait_until_ready()
+        try:
+            self._register()
+            self._wait_until_ready()
+        except BaseException:  # Ctrl-C or SIGTERM while it loads: nothing owns it yet, so stop it here
+            if self.running:
+                self.stop(keep_log=True)
+            raise
         return self
 
     def _register(self) -> None:

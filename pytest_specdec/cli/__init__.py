@@ -74,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_pytest(arguments[1:])
     args = build_parser().parse_args(arguments)
     handler: Command = args.handler
+    from pytest_specdec.backends.server_process import interrupt_on_sigterm
+
+    restore = interrupt_on_sigterm()  # the gate's steps start servers: SIGTERM stops them as Ctrl-C does
     try:
         status = handler(args)
         from pytest_specdec.cli import report, research
@@ -99,3 +102,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
         return 2
+    finally:
+        restore()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -189,6 +190,16 @@ def test_a_server_it_starts_through_the_plugins_helper_is_never_left_behind(
     while _alive(server) and time.monotonic() < deadline:  # SIGKILL is delivered, not awaited, by the reaper
         time.sleep(0.05)
     assert not _alive(server)
+    for stop in (signal.SIGTERM, signal.SIGINT):  # a CI cancel or `kill`, and Ctrl-C: the same teardown
+        ended = subprocess.Popen([*command, "--specdec-min-trials=400", "--specdec-max-trials=400"], env=installed,
+                                 cwd=tmp_path, stdout=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 300
+        while not _served_by_the_helper() and ended.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling for the server's pid file, as above
+        (server,) = _served_by_the_helper()
+        ended.send_signal(stop)
+        assert ended.wait(timeout=120) != 0, f"{stop.name} ends the run"
+        assert not _alive(server), f"{stop.name} stops the server it started, without the reaper"
 
 
 def _served_by_the_helper() -> list[int]:
