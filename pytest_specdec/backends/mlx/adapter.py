@@ -69,6 +69,9 @@ def _load(reference: str) -> _LoadedModel:
     return _LoadedModel(reference, Path(path), model, tokenizer)
 
 
+_FLAGS = ((False,), (True,))  # a burst's from_draft flags, built once
+
+
 class MlxBackend:
     """A target (and optional draft) loaded once with mlx-lm."""
 
@@ -224,14 +227,18 @@ class MlxBackend:
             from mlx_lm.sample_utils import make_sampler
 
             kwargs["sampler"] = make_sampler(temp=request.sampling.temperature, top_p=request.sampling.top_p)
-        target = CountedModel(self._target.model)
-        draft = CountedModel(self._draft.model, after=target) if self._draft is not None else None
-        if request.arm.speculative and draft is not None:
+        speculative = request.arm.speculative and self._draft is not None
+        # Inside the decode window per token: one burst and, for SD, one count (profiled in place, issue #52).
+        # The plain arm's target runs unwrapped: only the SD arm reads a count (the draft's, from the target's).
+        target = CountedModel(self._target.model) if speculative else self._target.model
+        draft = CountedModel(self._draft.model, after=target) if speculative and self._draft is not None else None
+        if draft is not None:
             kwargs.update(draft_model=draft, num_draft_tokens=request.arm.num_draft)
         accepted = 0
         for response in stream_generate(target, self._target.tokenizer, prompt, **kwargs):
-            accepted += bool(response.from_draft)
-            yield TokenBurst((int(response.token),), (bool(response.from_draft),))
+            if speculative:  # mlx-lm's GenerationResponse: token an int (y.item()), from_draft a bool
+                accepted += response.from_draft
+            yield TokenBurst((response.token,), _FLAGS[response.from_draft])
         speculative = request.arm.speculative
         return GenerationStats(
             prompt_tokens=len(prompt),
