@@ -19,6 +19,7 @@ import pytest
 from pytest_specdec.axes import from_markers, registered_axes
 from pytest_specdec.backends import (
     backend_spec,
+    broken_backends,
     distribution_versions,
     missing_runtime,
     profile_pairs,
@@ -146,6 +147,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
         f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
         f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
+        *(f"specdec: warning: {line}" for line in broken_backends().values()),
     ]
     return report.wrapped(lines, config.get_terminal_writer().fullwidth)
 

@@ -39,26 +39,47 @@ def builtin_backends() -> dict[str, BackendSpec]:
     return found
 
 
-def registered_backends() -> dict[str, BackendSpec]:
-    """Built-in backends plus those that other packages declare as entry points."""
-    found = dict(builtin_backends())
+def _entry_points() -> tuple[dict[str, BackendSpec], dict[str, str]]:
+    """Backends other packages declare, and one line for each entry point that cannot be loaded."""
+    found: dict[str, BackendSpec] = {}
+    broken: dict[str, str] = {}
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             spec = entry.load()
-        except Exception as error:  # a broken third-party package must not break every run
-            raise SpecdecUsageError(
-                f"the backend entry point {entry.name!r} ({entry.value}) failed to load: {type(error).__name__}: "
-                f"{error} — fix or uninstall that package"
-            ) from None
+        except Exception as error:  # a broken third-party package must not break the other backends
+            distribution = entry.dist.name if entry.dist is not None else "its package"
+            said = str(error).splitlines()[0][:200] if str(error) else ""
+            broken[entry.name] = (
+                f"the backend {entry.name!r} of {distribution} (entry point {entry.value}) cannot be loaded: "
+                f"{type(error).__name__}{': ' + said if said else ''} — fix or uninstall {distribution}"
+            )
+            continue
         if isinstance(spec, BackendSpec):
             found.setdefault(spec.name, spec)
+    return found, broken
+
+
+def registered_backends() -> dict[str, BackendSpec]:
+    """Built-in backends plus those that other packages declare as entry points (the loadable ones)."""
+    found = dict(builtin_backends())
+    for name, spec in _entry_points()[0].items():
+        found.setdefault(name, spec)
     return found
+
+
+def broken_backends() -> dict[str, str]:
+    """Each declared backend that cannot be loaded, with its one line (said by ``specdec backends``, doctor and
+    the run's header; an error only when that backend is asked for)."""
+    return _entry_points()[1]
 
 
 def backend_spec(name: str, *, option: str = "--backend") -> BackendSpec:
     """The spec registered under ``name``, or a usage error naming ``option`` and listing the choices."""
     known = registered_backends()
     if name not in known:
+        broken = broken_backends()
+        if name in broken:
+            raise SpecdecUsageError(broken[name])
         choices = ", ".join(sorted(known))
         raise SpecdecUsageError(f"unknown backend {name!r} — choose one of: {choices} ({option} NAME)")
     return known[name]

@@ -6,16 +6,23 @@ import argparse
 
 from tabulate import tabulate
 
-from pytest_specdec.backends import distribution_versions, missing_runtime, registered_backends
+from pytest_specdec.backends import (
+    backend_spec,
+    broken_backends,
+    distribution_versions,
+    missing_runtime,
+    registered_backends,
+)
 
 
 def backends(args: argparse.Namespace) -> int:
     specs = registered_backends()
     chosen = [specs[name] for name in sorted(specs) if not args.name or name == args.name]
     if args.name and not chosen:
-        from pytest_specdec.errors import SpecdecUsageError
-
-        raise SpecdecUsageError(f"unknown backend {args.name!r} — choose one of: {', '.join(sorted(specs))}")
+        backend_spec(args.name)  # one line: a backend that cannot be loaded, or the choices
+    for name, line in sorted(broken_backends().items()):
+        if not args.name or name == args.name:
+            print(f"warning: {line}")
     for spec in chosen:
         missing = missing_runtime(spec)
         versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"

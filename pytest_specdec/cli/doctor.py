@@ -38,7 +38,7 @@ def selected_backend(given: str | None) -> str:
 
 def findings(selected: str) -> tuple[list[str], bool]:
     """Every finding, one line each (``!`` first where something must be done), and whether ``selected`` can run."""
-    from pytest_specdec.backends import backend_spec, registered_backends
+    from pytest_specdec.backends import backend_spec, broken_backends, registered_backends
     from pytest_specdec.backends.base import load_attribute
     from pytest_specdec.gate.init import look
     from pytest_specdec.hardware import environment_fitness, machine_class, machine_profile
@@ -88,6 +88,7 @@ def findings(selected: str) -> tuple[list[str], bool]:
         if other.name == selected:
             continue
         lines.append(f"optional: {look(other, profile.usable_bytes).comment}")
+    lines += [f"broken: {line}" for line in broken_backends().values()]
     cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
     existing = next((p for p in (cache, *cache.parents) if p.exists()), Path.home())
     free = shutil.disk_usage(existing).free / GB
