@@ -361,8 +361,19 @@ def _model_pair(
     return pair, profile
 
 
+MAX_TOKENS_LIMIT = 131_072  # the longest window a local model takes (128 Ki tokens): no generation is longer
+TRIALS_LIMIT = 100_000  # pairs of one comparison: 200 000 generations, days on any machine
+DISTRIBUTION_SAMPLES_LIMIT = 4_096  # continuations per arm and prompt: 32 x the default, hours already
+
+
 def validate(settings: Settings) -> None:
-    """Range checks with one line each."""
+    """Range checks with one line each; every size has an upper bound, checked before anything runs."""
+    for flag, value, limit in (("max-tokens", settings.max_tokens, MAX_TOKENS_LIMIT),
+                               ("max-trials", settings.max_trials, TRIALS_LIMIT),
+                               ("min-trials", settings.min_trials, TRIALS_LIMIT),
+                               ("distribution-samples", settings.distribution_samples, DISTRIBUTION_SAMPLES_LIMIT)):  # fmt: skip
+        if value > limit:
+            raise SpecdecUsageError(f"--specdec-{flag} {value} is above {limit:,} — the largest this tool runs")
     if not 0.0 < settings.confidence < 1.0:
         raise SpecdecUsageError(f"--specdec-confidence {settings.confidence:g} is outside (0, 1) — use e.g. 0.95")
     if settings.max_trials < 2:

@@ -27,7 +27,7 @@ from pytest_specdec.backends.base import (
 )
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
-from pytest_specdec.config import Settings
+from pytest_specdec.config import MAX_TOKENS_LIMIT, TRIALS_LIMIT, Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
@@ -66,12 +66,17 @@ class ComparisonSpec:
 
     def check(self) -> None:
         """The same limits as the command line's, one line naming the argument (before anything runs)."""
-        if self.max_tokens is not None and self.max_tokens < 2:
-            raise SpecdecUsageError(
-                f"compare(max_tokens={self.max_tokens}) is below 2 — decode timing needs two tokens"
-            )
-        if self.max_trials is not None and self.max_trials < 2:
-            raise SpecdecUsageError(f"max_trials={self.max_trials} is below 2 — an interval needs two pairs")
+        for name, value, low, high in (("max_tokens", self.max_tokens, 2, MAX_TOKENS_LIMIT),
+                                       ("max_trials", self.max_trials, 2, TRIALS_LIMIT)):  # fmt: skip
+            if value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise SpecdecUsageError(f"compare({name}={value!r}) is not a whole number — e.g. {name}={low * 16}")
+            if not low <= value <= high:
+                raise SpecdecUsageError(
+                    f"compare({name}={value}) is outside {low}..{high} — "
+                    + ("decode timing needs two tokens" if value < low else "the limit the command line has too")
+                )
 
     def pair(self, configured: ModelPair) -> ModelPair | None:
         """The model pair the spec names, or ``None`` for the configured one."""

@@ -280,6 +280,9 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
     [
         ("--specdec-max-trials=0", "--specdec-max-trials 0 is below 2"),
         ("--specdec-distribution-samples=1", "--specdec-distribution-samples 1 is below 2 — *use the default 128"),
+        ("--specdec-distribution-samples=1000000000000", "*distribution-samples 1000000000000 is above 4,096 — *"),
+        ("--specdec-max-tokens=1000000000", "--specdec-max-tokens 1000000000 is above 131,072 — *"),
+        ("--specdec-max-trials=10000000", "--specdec-max-trials 10000000 is above 100,000 — *"),
     ],
 )
 def test_a_count_below_two_is_named_by_its_option(pytester: pytest.Pytester, argument: str, message: str) -> None:
@@ -292,7 +295,10 @@ def test_a_count_below_two_is_named_by_its_option(pytester: pytest.Pytester, arg
     ("arguments", "message"),
     [
         ("num_draft=0", "compare(): num_draft=0 is below 1 — draft at least one token"),
-        ("max_tokens=1", "compare(max_tokens=1) is below 2 — decode timing needs two tokens"),
+        ("max_tokens=1", "compare(max_tokens=1) is outside 2..131072 — decode timing needs two tokens"),
+        ("max_tokens=10**12", "compare(max_tokens=1000000000000) is outside 2..131072 — the limit the command line*"),
+        ("max_tokens='64'", "compare(max_tokens='64') is not a whole number — e.g. max_tokens=32"),
+        ("max_trials=2.5", "compare(max_trials=2.5) is not a whole number — e.g. max_trials=32"),
     ],
 )
 def test_bad_compare_arguments_fail_before_anything_runs_and_are_never_blamed_on_the_backend(
