@@ -15,21 +15,36 @@ from typing import Any
 from pytest_specdec.backends.base import BackendOptions, OptionSpec
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
+QUOTED = 300  # characters of a server's own words an error line quotes
+
+
+def _quoted(text: str) -> str:
+    """``text`` on one line, at most :data:`QUOTED` characters (a longer one says how long it was)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= QUOTED else f"{flat[:QUOTED]}… ({len(flat):,} characters)"
+
 
 def server_message(body: str) -> str:
     """The human message inside an error body: ``{"error": "..."}``,
-    ``{"error": {"message": ...}}`` (OpenAI, llama-server) or ``{"detail": ...}``."""
+    ``{"error": {"message": ...}}`` (OpenAI, llama-server) or ``{"detail": ...}``; quoted at most
+    :data:`QUOTED` characters, whatever the server sent.
+
+    >>> server_message('{"error": {"message": "model not found"}}')
+    'model not found'
+    >>> server_message("x" * 10_000_000)[-30:]
+    'xxxxx… (10,000,000 characters)'
+    """
     try:
         parsed = json.loads(body)
     except ValueError:
-        return body.strip()[:200] or "(empty body)"
+        return _quoted(body) or "(empty body)"
     if isinstance(parsed, dict):
         error = parsed.get("error", parsed.get("detail"))
         if isinstance(error, dict):
-            return str(error.get("message") or error)
+            return _quoted(str(error.get("message") or error))
         if error is not None:
-            return str(error)
-    return body.strip()[:200]
+            return _quoted(str(error))
+    return _quoted(body)
 
 
 def checked_url(url: str, option: str) -> str:

@@ -7,6 +7,7 @@ really drafts).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client
 
 from pytest_specdec.analysis import probe_engagement
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair
+from pytest_specdec.backends.http_client import QUOTED, server_message
 from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend
 from pytest_specdec.backends.llama_server.knobs import draft_length, mtp_heads
 from pytest_specdec.backends.llama_server.standin import LlamaServerHandler
@@ -446,3 +448,14 @@ def test_draft_mtp_refuses_a_gamma_above_its_chained_heads(tmp_path: Path) -> No
     assert draft_length("draft-mtp", 2, path).flags == ("--spec-draft-n-max", "2")
     with pytest.raises(SpecdecUsageError, match=r"chains 2 MTP heads and drafts at most 2 tokens"):
         draft_length("draft-mtp", 3, path)
+
+
+@pytest.mark.parametrize(
+    "body", ['{"error": "' + "x" * 10_000_000 + '"}', "<html>" + "y" * 10_000_000, '{"detail": {"message": "z"}}']
+)
+def test_a_servers_error_body_is_quoted_in_a_few_hundred_characters(body: str) -> None:
+    """A 10 MB error reply is not echoed into a 10-million-character line (issue #51)."""
+    said = server_message(body)
+    assert len(said) <= QUOTED + 40
+    assert "\n" not in said
+    assert said == "z" or re.search(r"… \(10,000,0\d\d characters\)$", said)
