@@ -44,6 +44,12 @@ def test_a_tokenizer_that_counts_nothing_is_one_line_not_an_endless_prefix() -> 
         prefix_text(100, lambda _: 0)
 
 
+def test_a_tokenizer_whose_count_stops_growing_is_one_line_not_an_endless_loop() -> None:
+    """One that caps what it counts (a model's maximum length) never passes the wanted length (issue #51)."""
+    with pytest.raises(SpecdecUsageError, match=r"token count stopped growing at 512 tokens for .* of 4096 tokens$"):
+        prefix_text(4096, lambda text: min(len(text.split()), 512))
+
+
 def test_each_prompt_gets_a_prefix_of_its_own_and_keeps_its_id() -> None:
     prompts = prompts_for("code")
     prefixed = with_context(prompts, 300, words)

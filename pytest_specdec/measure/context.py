@@ -25,6 +25,7 @@ from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
 CountTokens = Callable[[str], int]
+EXTRA_BLOCKS = 8  # blocks added past the estimate before a count that does not grow is called what it is
 
 
 def _filler(start: int) -> str:
@@ -42,8 +43,15 @@ def prefix_text(tokens: int, count: CountTokens, start: int = 0) -> str:
     if count(block) <= 0:  # a tokenizer that answers nothing would grow the text for ever
         raise SpecdecUsageError("the backend counted no tokens in the suite's text — it cannot build a context prefix")
     text = block * (tokens // count(block) + 2)
-    while count(text) <= tokens:  # tokens merge across the joins: rarely, one more block
+    for _ in range(EXTRA_BLOCKS):  # tokens merge across the joins: rarely, one more block
+        if count(text) > tokens:
+            break
         text += block
+    else:  # a tokenizer whose count stops growing (one that caps its length) would grow the text for ever
+        raise SpecdecUsageError(
+            f"the backend's token count stopped growing at {count(text)} tokens for {len(text):,} characters of text "
+            f"— it cannot build a context prefix of {tokens} tokens"
+        )
     low, high = 0, len(text)  # count(text[:low]) <= tokens < count(text[:high])
     while high - low > 1:
         middle = (low + high) // 2
