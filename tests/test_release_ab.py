@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
-from pytest_specdec.backends.base import Arm, ModelPair
-from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair
+from pytest_specdec.backends import release_pair
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair, WorkerProcess
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.errors import ModelLoadError
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import ReleaseAB, ab_looks, run_release_ab
 from pytest_specdec.stats import Interval
@@ -104,3 +106,19 @@ def test_looks_are_whole_blocks_doubling_from_the_first_to_the_cap() -> None:
     assert ab_looks(96, 300, 8) == (96, 192, 296), "the cap rounded down to whole blocks is the last look"
     assert ab_looks(5, 7, 8) == (8,), "never less than one block"
     assert ab_looks(100, 100, 8) == (96,), "one look when the first is the cap"
+
+
+def test_a_worker_that_stops_answering_is_stopped_at_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that says it is ready and then hangs mid-request cannot hold the confirm step for ever (#51)."""
+    hung = tmp_path / "python"
+    hung.write_text('#!/bin/sh\necho \'{"ready": "stuck 1.0"}\'\nexec sleep 3600\n')
+    hung.chmod(0o755)
+    monkeypatch.setattr(release_pair, "ANSWER_TIMEOUT_S", 0.5)
+    worker = WorkerProcess(str(hung), "simulated", ModelPair("t", "d"), {})
+    assert worker.release == "stuck 1.0"
+    stream = worker.generate(GenerationRequest("a prompt", Arm("plain"), 8))
+    with pytest.raises(BackendRuntimeError, match=r"^the worker process answered nothing for 0\.5 s — it was stopped$"):
+        next(stream)
+    worker.close()

@@ -11,7 +11,9 @@ in studies of the decision rule).
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any, ClassVar
@@ -45,6 +47,10 @@ def without_release(arm: Arm) -> Arm:
     return replace(arm, options={k: v for k, v in arm.options.items() if k != "release"})
 
 
+LOAD_TIMEOUT_S = 900.0  # a worker loading its release's models (a large GGUF, a first compile)
+ANSWER_TIMEOUT_S = 300.0  # any later message: a burst, the stats, an answer (a long prefill included)
+
+
 class WorkerProcess:
     """One release's backend in a process of its own (``python -m pytest_specdec.backends.worker``)."""
 
@@ -54,16 +60,32 @@ class WorkerProcess:
             [python, "-m", "pytest_specdec.backends.worker", json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
         )  # fmt: skip
-        ready = self._read()
+        # Lines are read on a thread of their own so that every wait has a deadline (a worker that hangs
+        # mid-request would otherwise hold the confirm step for ever).
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, name="specdec-worker-reader", daemon=True).start()
+        ready = self._read(LOAD_TIMEOUT_S)
         if "error" in ready:
             self.close()
             raise ModelLoadError(f"{python} could not load {backend}: {ready['error']}")
         self.release = str(ready["ready"])
         self.versions = {str(k): str(v) for k, v in dict(ready.get("versions") or {}).items()}
 
-    def _read(self) -> dict[str, Any]:
+    def _pump(self) -> None:
         assert self._process.stdout is not None
-        line = self._process.stdout.readline()
+        for line in self._process.stdout:
+            self._lines.put(line)
+        self._lines.put("")  # the worker's stdout closed
+
+    def _read(self, timeout: float | None = None) -> dict[str, Any]:
+        waited = ANSWER_TIMEOUT_S if timeout is None else timeout
+        try:
+            line = self._lines.get(timeout=waited)
+        except queue.Empty:
+            self._process.kill()
+            raise BackendRuntimeError(
+                f"the worker process answered nothing for {waited:g} s — it was stopped"
+            ) from None
         if not line:
             raise BackendRuntimeError(f"the worker process ended (exit {self._process.poll()})")
         try:
