@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
 
+from pytest_specdec.backends.ollama import doctor
 from pytest_specdec.backends.ollama.doctor import tag_findings
 from pytest_specdec.backends.ollama.standin import OllamaHandler
 from pytest_specdec.backends.server_process import free_port
@@ -51,3 +54,31 @@ def test_no_server_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     (line,) = tag_findings()
     assert line.startswith("ollama: no server answered at http://127.0.0.1:")
     assert "start `ollama serve`" in line
+
+
+def test_a_server_that_drips_bytes_is_cut_off_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """doctor against a server that answers a byte at a time ends with its one line (issue #51: it never did)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while not stop.wait(0.05):  # the misbehaviour under test: one byte every 50 ms, for ever
+            try:
+                connection.sendall(b" ")
+            except OSError:
+                break
+        connection.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setattr(doctor, "REQUEST_S", 0.5)
+    try:
+        (line,) = tag_findings()
+    finally:
+        stop.set()
+        listener.close()
+    assert line.startswith("ollama: no server answered at http://127.0.0.1:")
+    assert "(ReadTimeout)" in line

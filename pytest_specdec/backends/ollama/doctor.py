@@ -17,6 +17,8 @@ from pytest_specdec.backends.ollama.model import OllamaModel, describe_model, op
 from pytest_specdec.errors import SpecdecUsageError
 
 MOST_TAGS = 20  # a machine with more pulled tags gets the first ones, and a count
+REQUEST_S = 10.0  # each request whole within this (a server that drips bytes is cut off): the check ends in
+# at most (2 + MOST_TAGS) x REQUEST_S
 
 
 def _host() -> str:
@@ -47,9 +49,11 @@ def tag_findings() -> list[str]:
     """One line per pulled tag, or one line saying no server answered."""
     import httpx
 
+    from pytest_specdec.backends.http_client import deadline_transport
+
     host = _host()
     try:
-        with httpx.Client(base_url=host, timeout=10.0) as client:
+        with httpx.Client(base_url=host, timeout=REQUEST_S, transport=deadline_transport(REQUEST_S)) as client:
             version = str(client.get("/api/version").json().get("version", "unknown"))
             tags = [str(m.get("name") or m.get("model")) for m in client.get("/api/tags").json().get("models") or []]
             shown: list[tuple[str, Any]] = [
