@@ -8,7 +8,9 @@ interrupted session writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -198,25 +200,48 @@ class BaselineLedger:
             elif is_new:
                 candidates.setdefault(record.backend, {})[baseline_key(record)] = entry
         lines: list[str] = []
-        # History first: a run killed between the two writes leaves history lines, never an
-        # accepted baseline without its history.
-        history = [
-            history_line(
-                r,
-                self.store.machine_class,
-                self.policy.update and not r.judgement.conclusion.says_nothing_about_speed,
-                when,
+
+        # History first: a run killed between the two writes leaves history lines, never an accepted
+        # baseline without its history. A baseline write that fails (a full disk, Ctrl-C) takes the
+        # history append back and, for an error, appends the lines again saying what was really accepted:
+        # history never says "accepted" for an accept that did not happen.
+        def lines_for(accepting: Collection[str]) -> list[dict[str, object]]:
+            return [
+                history_line(r, self.store.machine_class,
+                             r.backend in accepting and not r.judgement.conclusion.says_nothing_about_speed, when)
+                for r in self.records
+            ]  # fmt: skip
+
+        history_path = self.store.history_path()
+        size = history_path.stat().st_size if history_path.is_file() else None
+        if self.records:
+            lines.append(
+                f"history: {len(self.records)} line(s) appended to {self.store.append_history(lines_for(accepted))}"
             )
-            for r in self.records
-        ]
-        if history:
-            lines.append(f"history: {len(history)} line(s) appended to {self.store.append_history(history)}")
-        for backend, entries in sorted(accepted.items()):
-            path = self.store.write(backend, entries)
-            self.store.discard_candidates(backend, list(entries))
-            state = f"wrote {path}" if path else "unchanged on disk"
-            lines.append(f"accepted {len(entries)} baseline(s) for {self.store.machine_class}/{backend}: {state}")
-            lines += newer_kept(self.store.kept_newer)
+        written: set[str] = set()
+        try:
+            for backend, entries in sorted(accepted.items()):
+                path = self.store.write(backend, entries)
+                written.add(backend)
+                self.store.discard_candidates(backend, list(entries))
+                state = f"wrote {path}" if path else "unchanged on disk"
+                lines.append(f"accepted {len(entries)} baseline(s) for {self.store.machine_class}/{backend}: {state}")
+                lines += newer_kept(self.store.kept_newer)
+        except BaseException as error:
+            if self.records:
+                with contextlib.suppress(OSError):  # take the optimistic lines back
+                    if size is None:
+                        history_path.unlink()
+                    else:
+                        os.truncate(history_path, size)
+            if not isinstance(error, OSError):
+                raise
+            with contextlib.suppress(OSError):
+                self.store.append_history(lines_for(written))
+            raise SpecdecUsageError(
+                f"could not write the accepted baselines ({error.filename or self.store.root}: "
+                f"{error.strerror or error}) — nothing more was accepted, and the history lines say so"
+            ) from None
         for backend, entries in sorted(candidates.items()):
             path = self.store.write(backend, entries, candidates=True)
             shown = path or self.store.path(backend, candidates=True)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key, load_any
 from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
@@ -134,3 +138,21 @@ def test_a_published_figure_is_never_a_baseline_to_flip_against(tmp_path: Path, 
     assert checked.check.change is Change.NEW
     assert checked.check.message.startswith("not yet gated:")
     assert book.decide(checked).failure is None
+
+
+def test_an_accept_the_disk_cannot_hold_is_never_called_accepted_in_history(
+    tmp_path: Path, make_record: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #51: a failed accept on a full disk left history lines saying ``"accepted": true``."""
+
+    def full(self: BaselineStore, backend: str, entries: object, candidates: bool = False) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path(backend)))
+
+    book = ledger(tmp_path, update=True)
+    book.check(make_record("code", 0.94, "holds", None))
+    monkeypatch.setattr(BaselineStore, "write", full)
+    report = book.finish(interrupted=False, collected=None)
+    assert re.match(r"could not write the accepted baselines \(.*mlx\.json: No space left", report.error or "")
+    (line,) = (tmp_path / "history" / "M.jsonl").read_text().splitlines()
+    assert json.loads(line)["accepted"] is False
+    assert not (tmp_path / "M" / "mlx.json").exists()
