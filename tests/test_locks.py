@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from pytest_specdec.gate.lockfile import platform_of, read_pins
+from pytest_specdec.gate.lockfile import frozen_requirements, platform_of, read_pins
 from pytest_specdec.hardware import lock_platform
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,3 +117,17 @@ def test_set_up_takes_its_own_lock_else_one_for_the_same_platform_else_none(tmp_
     found, why = chooser.choose(tmp_path, "Third", "win32-x86_64-py3.13")  # type: ignore[attr-defined]
     assert found is None
     assert "the upgrade step resolves tonight's releases" in why
+
+
+def test_pip_freezes_comment_lines_are_not_packages() -> None:
+    """Issue #51: in an editable install whose checkout has no git remote, pip freeze writes
+    ``# Editable install with no version control (pytest-specdec==0.1.0)``, read as a package named
+    ``# Editable install …`` whose download failed."""
+    frozen = (
+        "# Editable install with no version control (pytest-specdec==0.1.0)\n"
+        "-e /work/main\n"
+        "numpy==2.1.0\n"
+        "pydantic_core==2.50.5\n"
+        "pkg @ file:///tmp/pkg-1.0.tar.gz\n"
+    )
+    assert frozen_requirements(frozen) == [("numpy", "2.1.0"), ("pydantic_core", "2.50.5")]

@@ -106,6 +106,20 @@ def _pip(python: str, pip_args: str, *args: str) -> str:
     return done.stdout
 
 
+_FROZEN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)$")
+
+
+def frozen_requirements(frozen: str) -> list[tuple[str, str]]:
+    """``(name, version)`` of each ``name==version`` line of ``pip freeze``; its comments (an editable install
+    without a git remote says ``# Editable install with no version control (x==1.0)``) and ``-e`` lines are not.
+
+    >>> frozen_requirements("# Editable install with no version control (pytest-specdec==0.1.0)\\n-e /src\\nnumpy==2.1.0")
+    [('numpy', '2.1.0')]
+    """
+    found = (_FROZEN.match(line.strip()) for line in frozen.splitlines())
+    return [(match[1], match[2]) for match in found if match is not None]
+
+
 def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
     """Every distribution installed in ``python``'s own environment, with the hash of the file pip fetches for it."""
     purelib = subprocess.run(
@@ -113,7 +127,7 @@ def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     frozen = _pip(python, "", "freeze", "--all", "--path", purelib)  # --all: setuptools too (the build backend)
-    wanted = [line.split("==", 1) for line in frozen.splitlines() if "==" in line and not line.startswith("-e")]
+    wanted = frozen_requirements(frozen)
     pins: dict[str, Pin] = {}
     with tempfile.TemporaryDirectory(prefix="specdec-lock-") as folder:
         for name, version in wanted:
