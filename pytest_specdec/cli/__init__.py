@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_error(text: str) -> None:
+    """One line on stderr: a control character in a path or a value (a newline, a carriage return) is shown
+    escaped, never let loose to break the line."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    print(f"specdec: error: {shown}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``specdec`` console script."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -86,10 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe is met here, inside the handlers below, not at exit
         return status
     except SpecdecUsageError as error:
-        print(f"specdec: error: {error}", file=sys.stderr)
+        _say_error(str(error))
         return 2
     except ImportError as error:
-        print(f"specdec: error: {error.name} is not installed — pip install 'pytest-specdec[plot]'", file=sys.stderr)
+        _say_error(f"{error.name} is not installed — pip install 'pytest-specdec[plot]'")
         return 2
     except BrokenPipeError:  # `specdec … | head`: the reader has gone; nothing to say
         import os
@@ -97,10 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except IsADirectoryError as error:
-        print(f"specdec: error: {error.filename} is a folder — name a file", file=sys.stderr)
+        _say_error(f"{error.filename} is a folder — name a file")
         return 2
     except OSError as error:
-        print(f"specdec: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        _say_error(f"{error.filename or ''}: {error.strerror or error}")
         return 2
     finally:
         restore()
