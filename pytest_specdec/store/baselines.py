@@ -195,6 +195,7 @@ class BaselineStore:
     lock_timeout_s: float = LOCK_TIMEOUT_S
     _loaded: dict[str, BaselineFile] = field(default_factory=dict)
     kept_newer: list[str] = field(default_factory=list)  # the last write's keys kept for a newer protocol
+    _last_append: tuple[int, int] | None = None  # (start, end) of the last append_history, for taking it back
 
     def path(self, backend: str, *, candidates: bool = False) -> Path:
         """Where one backend's (candidate) baselines live."""
@@ -278,9 +279,22 @@ class BaselineStore:
                     # A short write (a full disk) must not leave half a line for later appends to glue onto.
                     os.ftruncate(descriptor, size)
                     raise
+                self._last_append = (size, size + written)
             finally:
                 os.close(descriptor)
         return path
+
+    def take_back_last_append(self) -> bool:
+        """Remove the lines :meth:`append_history` appended last — only while they are still the file's end (another
+        session's later lines are never cut); whether they were removed."""
+        appended = self._last_append
+        path = self.history_path()
+        with self.locked():
+            if appended is None or not path.is_file() or path.stat().st_size != appended[1]:
+                return False
+            os.truncate(path, appended[0])
+            self._last_append = None
+            return True
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

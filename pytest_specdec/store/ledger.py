@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -212,8 +211,6 @@ class BaselineLedger:
                 for r in self.records
             ]  # fmt: skip
 
-        history_path = self.store.history_path()
-        size = history_path.stat().st_size if history_path.is_file() else None
         if self.records:
             lines.append(
                 f"history: {len(self.records)} line(s) appended to {self.store.append_history(lines_for(accepted))}"
@@ -228,16 +225,13 @@ class BaselineLedger:
                 lines.append(f"accepted {len(entries)} baseline(s) for {self.store.machine_class}/{backend}: {state}")
                 lines += newer_kept(self.store.kept_newer)
         except BaseException as error:
-            if self.records:
-                with contextlib.suppress(OSError):  # take the optimistic lines back
-                    if size is None:
-                        history_path.unlink()
-                    else:
-                        os.truncate(history_path, size)
+            # Take the optimistic lines back and say what was really accepted (a backend written before the
+            # failure keeps its "accepted" line; under Ctrl-C too).
+            if self.records and self.store.take_back_last_append():
+                with contextlib.suppress(OSError):
+                    self.store.append_history(lines_for(written))
             if not isinstance(error, OSError):
                 raise
-            with contextlib.suppress(OSError):
-                self.store.append_history(lines_for(written))
             raise SpecdecUsageError(
                 f"could not write the accepted baselines ({error.filename or self.store.root}: "
                 f"{error.strerror or error}) — nothing more was accepted, and the history lines say so"

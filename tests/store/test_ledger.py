@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,3 +157,26 @@ def test_an_accept_the_disk_cannot_hold_is_never_called_accepted_in_history(
     (line,) = (tmp_path / "history" / "M.jsonl").read_text().splitlines()
     assert json.loads(line)["accepted"] is False
     assert not (tmp_path / "M" / "mlx.json").exists()
+
+
+def test_an_accept_cut_short_after_one_backend_keeps_that_backends_history(
+    tmp_path: Path, make_record: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the second backend's baselines are written: the first backend's accept happened and its
+    history line says so; the second's says it did not (review of issue #51's fix)."""
+    real = BaselineStore.write
+
+    def cut(self: BaselineStore, backend: str, entries: Any, candidates: bool = False) -> Path | None:
+        if backend == "zz":
+            raise KeyboardInterrupt
+        return real(self, backend, entries, candidates=candidates)
+
+    book = ledger(tmp_path, update=True)
+    book.check(make_record("code", 0.94, "holds", None))
+    book.check(replace(make_record("prose", 0.9, "holds", None), backend="zz"))
+    monkeypatch.setattr(BaselineStore, "write", cut)
+    with pytest.raises(KeyboardInterrupt):
+        book.finish(interrupted=False, collected=None)
+    lines = [json.loads(line) for line in (tmp_path / "history" / "M.jsonl").read_text().splitlines()]
+    assert sorted((line["backend"], line["accepted"]) for line in lines) == [("mlx", True), ("zz", False)]
+    assert (tmp_path / "M" / "mlx.json").exists()
