@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.backends import release_pair
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, Fingerprint, GenerationRequest, ModelPair
 from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair, WorkerProcess
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.embedded.prompts import prompts_for
@@ -122,3 +122,42 @@ def test_a_worker_that_stops_answering_is_stopped_at_its_deadline(
     with pytest.raises(BackendRuntimeError, match=r"^the worker process answered nothing for 0\.5 s — it was stopped$"):
         next(stream)
     worker.close()
+
+
+class _Said:
+    """A backend that only says which release it is."""
+
+    pair = ModelPair("t", "d")
+
+    def __init__(self, release: str, versions: dict[str, str]) -> None:
+        self._fingerprint = Fingerprint("mlx", release, versions)
+
+    def fingerprint(self) -> Fingerprint:
+        return self._fingerprint
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "same"),
+    [
+        (
+            ("mlx-lm 0.33.0", {"mlx-lm": "0.33.0", "mlx": "0.32.4"}),
+            ("mlx-lm 0.33.0", {"mlx-lm": "0.33.0", "mlx": "0.32.4"}),
+            "mlx-lm 0.33.0",
+        ),
+        # only mlx moved: the release label is the same, the environments are not — the A/B can tell them apart
+        (
+            ("mlx-lm 0.33.0", {"mlx-lm": "0.33.0", "mlx": "0.32.4"}),
+            ("mlx-lm 0.33.0", {"mlx-lm": "0.33.0", "mlx": "0.33.1"}),
+            None,
+        ),
+        (("llama.cpp unknown build", {}), ("llama.cpp unknown build", {}), None),  # unknown is never "the same"
+    ],
+)
+def test_an_old_release_is_tonights_only_when_release_and_versions_match_and_are_known(
+    old: tuple[str, dict[str, str]], new: tuple[str, dict[str, str]], same: str | None
+) -> None:
+    pair = InProcessReleases(_Said(*old), _Said(*new))  # type: ignore[arg-type]
+    assert pair.same_release() == same

@@ -64,12 +64,18 @@ class WorkerProcess:
         # mid-request would otherwise hold the confirm step for ever).
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, name="specdec-worker-reader", daemon=True).start()
-        ready = self._read(LOAD_TIMEOUT_S)
-        if "error" in ready:
+        try:
+            ready = self._read(LOAD_TIMEOUT_S)
+            if "error" in ready:
+                raise ModelLoadError(f"{python} could not load {backend}: {ready['error']}")
+            if "ready" not in ready:
+                raise BackendRuntimeError(f"the worker said something that is not its protocol: {str(ready)[:200]}")
+            self.release = str(ready["ready"])
+            self.versions = {str(k): str(v) for k, v in dict(ready.get("versions") or {}).items()}
+        except BaseException:  # a worker that cannot start is never left running with its models
+            self._process.kill()
             self.close()
-            raise ModelLoadError(f"{python} could not load {backend}: {ready['error']}")
-        self.release = str(ready["ready"])
-        self.versions = {str(k): str(v) for k, v in dict(ready.get("versions") or {}).items()}
+            raise
 
     def _pump(self) -> None:
         assert self._process.stdout is not None
@@ -152,6 +158,17 @@ class _Releases:
         """What the old and the new release say they are, each read from its own worker."""
         return self._release("old"), self._release("new")
 
+    def _versions(self, release: str) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def same_release(self) -> str | None:
+        """Tonight's release when the "old" worker runs it too — the same release and the same package versions,
+        neither unknown — else ``None`` (then the A/B can tell them apart)."""
+        (before, tonight), versions = self.releases(), (self._versions("old"), self._versions("new"))
+        if before != tonight or versions[0] != versions[1] or "unknown" in tonight:
+            return None
+        return tonight
+
     def fingerprint(self) -> Fingerprint:
         """Both releases, old → new."""
         return Fingerprint(self._backend, f"{self._release('old')} → {self._release('new')}")
@@ -224,7 +241,7 @@ class ReleasePair(_Releases):
         }
         try:
             self._workers["new"] = WorkerProcess(new_python, backend, pair, options)
-        except ModelLoadError:
+        except BaseException:
             self._workers["old"].close()
             raise
 
@@ -233,6 +250,9 @@ class ReleasePair(_Releases):
 
     def _release(self, release: str) -> str:
         return self._workers[release].release
+
+    def _versions(self, release: str) -> Mapping[str, str]:
+        return self._workers[release].versions
 
     def close(self) -> None:
         """End both workers."""
@@ -252,6 +272,9 @@ class InProcessReleases(_Releases):
 
     def _release(self, release: str) -> str:
         return self._backends[release].fingerprint().release
+
+    def _versions(self, release: str) -> Mapping[str, str]:
+        return self._backends[release].fingerprint().versions
 
     def close(self) -> None:
         """Close both backends."""

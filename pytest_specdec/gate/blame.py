@@ -190,8 +190,8 @@ def ab_flips(
                     refused = record.conditions.refusals(releases)
                     if refused:
                         raise SpecdecUsageError("; ".join(refused))
-                    before_said, tonight = releases.releases()
-                    if before_said == tonight:  # e.g. a lock that pins tonight's release: it cannot be told apart
+                    tonight = releases.same_release()
+                    if tonight is not None:  # e.g. a lock that pins tonight's release: it cannot be told apart
                         raise SpecdecUsageError(f"the old environment runs tonight's release ({tonight})")
                     ab = run_release_ab(
                         releases, realise(plan, releases, Room(0.0, machine_profile().usable_bytes)),
