@@ -9,6 +9,7 @@ module only wires them and remembers what happened. Nothing here imports pytest.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,12 +71,18 @@ class ComparisonSpec:
                                        ("max_trials", self.max_trials, 2, TRIALS_LIMIT)):  # fmt: skip
             if value is None:
                 continue
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise SpecdecUsageError(f"compare({name}={value!r}) is not a whole number — e.g. {name}={low * 16}")
-            if not low <= value <= high:
+            try:  # any whole number (a numpy integer too), never a float, a string or a bool
+                if isinstance(value, bool):
+                    raise TypeError
+                whole = operator.index(value)
+            except TypeError:
                 raise SpecdecUsageError(
-                    f"compare({name}={value}) is outside {low}..{high} — "
-                    + ("decode timing needs two tokens" if value < low else "the limit the command line has too")
+                    f"compare({name}={value!r}) is not a whole number — e.g. {name}={low * 16}"
+                ) from None
+            if not low <= whole <= high:
+                raise SpecdecUsageError(
+                    f"compare({name}={whole}) is outside {low}..{high} — "
+                    + ("decode timing needs two tokens" if whole < low else "the limit the command line has too")
                 )
 
     def pair(self, configured: ModelPair) -> ModelPair | None:

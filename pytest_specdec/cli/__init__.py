@@ -109,5 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         _say_error(f"{error.filename or ''}: {error.strerror or error}")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one: the servers it started were stopped
+        _say_error("interrupted")
+        return 130
     finally:
         restore()

@@ -131,7 +131,9 @@ def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
     for leg, finding in told(legs):
         bodies.setdefault(alert_key(leg, finding), []).append(issue_body(leg, finding, run_url))
     known = known_issues(gh)
-    raised = {_continued(key, known): parts for key, parts in bodies.items()}
+    raised: dict[AlertKey, list[str]] = {}
+    for key, parts in bodies.items():  # two of tonight's keys may continue one issue: both bodies go there
+        raised.setdefault(_continued(key, known), []).extend(parts)
     done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in raised.items()]
     for key, issue in sorted(known.items()):
         why = cleared(key, legs) if issue.open and key not in raised else None

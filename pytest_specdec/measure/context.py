@@ -43,7 +43,7 @@ def prefix_text(tokens: int, count: CountTokens, start: int = 0) -> str:
     if count(block) <= 0:  # a tokenizer that answers nothing would grow the text for ever
         raise SpecdecUsageError("the backend counted no tokens in the suite's text — it cannot build a context prefix")
     text = block * (tokens // count(block) + 2)
-    for _ in range(EXTRA_BLOCKS):  # tokens merge across the joins: rarely, one more block
+    for _ in range(EXTRA_BLOCKS + 1):  # tokens merge across the joins: rarely, one more block
         if count(text) > tokens:
             break
         text += block

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_specdec.errors import BackendRuntimeError
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -73,7 +75,8 @@ def make_counting_drafter(inner: Any) -> Any:
 
         def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
             drafted: npt.NDArray[np.intc] = inner(input_ids, **kwargs)
-            self.raw.append((len(input_ids), drafted))
+            # A copy: prompt lookup returns a view of the target's own token buffer, which later steps rewrite.
+            self.raw.append((len(input_ids), drafted.copy()))
             return drafted
 
         @property
@@ -126,7 +129,9 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
 
         def _greedy_next(self) -> int:
             address = ctypes.cast(self.draft._ctx.get_logits_ith(-1), ctypes.c_void_p).value
-            return int(np.frombuffer(row_type.from_address(address or 0), dtype=np.float32).argmax())
+            if not address:  # llama.cpp keeps no logits for that position: one line, never a read of address 0
+                raise BackendRuntimeError("the draft model returned no logits for its last token")
+            return int(np.frombuffer(row_type.from_address(address), dtype=np.float32).argmax())
 
         def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
             self.calls += 1
