@@ -27,7 +27,7 @@ from pytest_specdec.backends import (
     require_runtime,
 )
 from pytest_specdec.backends.base import Backend, ModelPair
-from pytest_specdec.backends.server_process import interrupt_on_sigterm, stop_every_server
+from pytest_specdec.backends.server_process import interrupt_on_sigterm
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
@@ -369,6 +369,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Release every loaded backend."""
     if session_key in config.stash:
         config.stash[session_key].close()
-    stop_every_server()  # one an interrupt caught between its start and its backend
     if sigterm_key in config.stash:
         config.stash[sigterm_key]()

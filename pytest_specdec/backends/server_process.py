@@ -199,7 +199,6 @@ class ServerProcess:
                 raise BackendUnavailable(
                     f"cannot start {self.name} ({self.command[0]}): {error.strerror or error}"
                 ) from None
-        _STARTED.add(self)
         try:
             self._register()
             self._wait_until_ready()
@@ -284,22 +283,6 @@ class ServerProcess:
         if self._process is not None:
             (pid_dir() / f"{self._process.pid}.json").unlink(missing_ok=True)
         self._process = None
-        _STARTED.discard(self)
-
-
-_STARTED: set[ServerProcess] = set()  # every server this process started and has not stopped yet
-
-
-def stop_every_server() -> int:
-    """Stop every server this process started and still runs: the last step of a run or a command, after its
-    backends closed theirs — an interrupt between a server's start and its backend taking it leaves one
-    nobody else would stop. How many were stopped."""
-    left = [server for server in list(_STARTED) if server.running]
-    for server in left:
-        with contextlib.suppress(Exception):
-            server.stop(keep_log=True)
-    _STARTED.clear()
-    return len(left)
 
 
 def program_output(command: Sequence[str]) -> str:

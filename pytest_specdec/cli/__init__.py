@@ -113,7 +113,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say_error("interrupted")
         return 130
     finally:
-        from pytest_specdec.backends.server_process import stop_every_server
-
-        stop_every_server()
         restore()
