@@ -27,7 +27,7 @@ from pytest_specdec.backends import (
     require_runtime,
 )
 from pytest_specdec.backends.base import Backend, ModelPair
-from pytest_specdec.backends.server_process import interrupt_on_sigterm
+from pytest_specdec.backends.server_process import interrupt_on_sigterm, server_scope
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
@@ -48,6 +48,7 @@ finish_key = pytest.StashKey[list[str]]()
 timings_key = pytest.StashKey[dict[str, tuple[float, bool]]]()
 setup_key = pytest.StashKey[float]()
 sigterm_key = pytest.StashKey[Callable[[], None]]()
+servers_key = pytest.StashKey[Callable[[], int]]()
 
 MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
@@ -132,6 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
     # SIGTERM (a CI cancel, `kill`) stops the run as Ctrl-C does: the same teardown stops managed servers.
     config.stash[sigterm_key] = interrupt_on_sigterm()
+    config.stash[servers_key] = server_scope()  # the servers this run starts, stopped at its end whatever happens
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -369,5 +371,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Release every loaded backend."""
     if session_key in config.stash:
         config.stash[session_key].close()
+    if servers_key in config.stash:
+        config.stash[servers_key]()
     if sigterm_key in config.stash:
         config.stash[sigterm_key]()

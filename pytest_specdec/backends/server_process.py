@@ -199,6 +199,8 @@ class ServerProcess:
                 raise BackendUnavailable(
                     f"cannot start {self.name} ({self.command[0]}): {error.strerror or error}"
                 ) from None
+        if _SCOPES:
+            _SCOPES[-1].add(self)
         try:
             self._register()
             self._wait_until_ready()
@@ -283,6 +285,30 @@ class ServerProcess:
         if self._process is not None:
             (pid_dir() / f"{self._process.pid}.json").unlink(missing_ok=True)
         self._process = None
+        for scope in _SCOPES:
+            scope.discard(self)
+
+
+_SCOPES: list[set[ServerProcess]] = []  # one per open run (nested: a pytest run inside a test has its own)
+
+
+def server_scope() -> Callable[[], int]:
+    """Open a run's scope: every server started while it is the innermost is its own. The returned call closes it
+    and stops those still running — one an interrupt caught between its start and its backend holding it, which
+    nobody else would stop — and says how many. A run inside a test (pytester) never stops the outer run's."""
+    scope: set[ServerProcess] = set()
+    _SCOPES.append(scope)
+
+    def close() -> int:
+        if scope in _SCOPES:
+            _SCOPES.remove(scope)
+        left = [server for server in scope if server.running]
+        for server in left:
+            with contextlib.suppress(Exception):
+                server.stop(keep_log=True)
+        return len(left)
+
+    return close
 
 
 def program_output(command: Sequence[str]) -> str:
