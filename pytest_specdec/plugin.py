@@ -369,9 +369,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Release every loaded backend."""
-    if session_key in config.stash:
-        config.stash[session_key].close()
-    if servers_key in config.stash:
-        config.stash[servers_key]()
-    if sigterm_key in config.stash:
-        config.stash[sigterm_key]()
+    try:
+        if session_key in config.stash:
+            config.stash[session_key].close()
+    finally:  # a backend that fails to close (say, interrupted mid-request) never keeps the run's servers running
+        if servers_key in config.stash:
+            config.stash[servers_key]()
+        if sigterm_key in config.stash:
+            config.stash[sigterm_key]()

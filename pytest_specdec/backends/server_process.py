@@ -44,12 +44,16 @@ def interrupt_on_sigterm() -> Callable[[], None]:
     """Let SIGTERM end this process as Ctrl-C does, so the same teardown stops every managed server and worker
     (by default SIGTERM ends Python at once and they outlive it); returns what puts the old handler back.
 
-    Only where SIGTERM still has its default action and only on the main thread (signals are set there):
-    a handler someone else installed is theirs.
+    Only on the main thread (signals are set there), and only where SIGTERM has its default action or
+    coverage's handler (``[run] sigterm = true``: it saves its data and dies the default way, leaving the servers;
+    the interrupted run exits normally, so coverage saves at exit all the same). Any other handler is its owner's.
     """
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous != signal.SIG_DFL and not _saves_coverage(previous):
         return lambda: None
 
     def interrupt(signum: int, _frame: object) -> None:
@@ -58,9 +62,15 @@ def interrupt_on_sigterm() -> Callable[[], None]:
     signal.signal(signal.SIGTERM, interrupt)
 
     def restore() -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, previous)
 
     return restore
+
+
+def _saves_coverage(handler: object) -> bool:
+    """Whether ``handler`` is coverage.py's SIGTERM handler (a method of its ``Coverage`` object)."""
+    owner = getattr(handler, "__self__", None)
+    return type(owner).__module__.split(".")[0] == "coverage" and getattr(handler, "__name__", "") == "_on_sigterm"
 
 
 def free_port() -> int:

@@ -91,3 +91,42 @@ def test_a_server_of_a_run_still_going_is_left_alone(register) -> None:  # type:
     finally:
         mine.kill()
         mine.wait()
+
+
+SIGTERM_PROBE = """
+import os, signal, sys
+import coverage
+from pytest_specdec.backends.server_process import interrupt_on_sigterm
+
+mode = sys.argv[1]
+if mode == "coverage":
+    measuring = coverage.Coverage(data_file=None, config_file=False)
+    measuring.config.sigterm = True
+    measuring.start()
+elif mode == "theirs":
+    signal.signal(signal.SIGTERM, lambda *_: print("theirs", flush=True))
+before = signal.getsignal(signal.SIGTERM)
+restore = interrupt_on_sigterm()
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+restore()
+print("restored" if signal.getsignal(signal.SIGTERM) == before else "changed", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("default", ["interrupted", "restored"]),
+        ("coverage", ["interrupted", "restored"]),  # coverage's `sigterm = true` would die and leave the servers
+        ("theirs", ["theirs", "not interrupted", "restored"]),  # a handler the program set itself is its own
+    ],
+)
+def test_sigterm_interrupts_the_run_unless_the_program_handles_it_itself(mode: str, said: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", SIGTERM_PROBE, mode], capture_output=True, text=True, check=False,
+                          timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("COVERAGE")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == said
