@@ -16,11 +16,15 @@ The other nights replace ``[tool.specdec.gate]`` with legs for ``specdec-testbac
 whose 1.0 (SD at 0.8x) and 1.1 (SD at 1.25x) are wheels in the local index. Night after
 night: 1.0 is accepted through a pull request the harness merges; 1.1 flips the
 conclusion, and the same-night old-versus-new run blames the release (red, one issue;
-found again the next night it is a comment, tests/gate/test_night.py); a 1.2 that only changes its counters is "metric changed"
+found again the next night it is a comment, tests/gate/test_night.py); a night whose lock pins a release
+gone from the index cannot rebuild last night's environment and measures tonight's release all the same,
+saying why (a comment on the same change's issue); a 1.2 that only changes its counters is "metric changed"
 (not red), and a 1.3 as fast as 1.0 on a machine that moved SD, where both releases contradict the
 accepted verdict tonight, is "re-baseline needed" (red, its own issue) (a lossy SD arm,
 SD no longer engaged, a backend that fails mid-run and a run cut short are each red with their
-own word and issue through the same steps without act: tests/gate/test_red_states.py); on two
+own word and issue through the same steps without act: tests/gate/test_red_states.py; under act, a
+wrapped mlx-lm the upgrade step installs whose SD arm drops the draft is "SD no longer engaged", red with its
+issue); on two
 nights, an undecided claim opens an issue on its second night (the configured
 count) without turning the night red, and a new claim awaits acceptance in one pull request and
 turns the night red on its second night; and a night that agrees with every accepted baseline is green and tells
@@ -38,10 +42,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-from gate.released_backend import build_wheel
+from gate.released_backend import build_wheel, build_wrapped_mlx_lm
 from gate.wheelhouse import wheelhouse
 
 from pytest_specdec.gate.watchdog import quiet_key
@@ -310,6 +315,25 @@ def release_flips(workspace: Path) -> None:
     # Found again the next night (a comment, no duplicate): the same verdict step, tests/gate/test_night.py.
 
 
+def last_nights_environment_is_gone(workspace: Path) -> None:
+    """1.0, which the lock pins, is gone from the index: set-up cannot rebuild last night's environment, yet tonight's
+    release is measured (never "the measure step did not run"), the flip re-run on the upgraded machine says why,
+    and the change already reported is commented on, not opened again."""
+    pinned = next((workspace / "index").glob("specdec_testbackend-1.0-*.whl"))
+    kept = pinned.rename(workspace / pinned.name)
+    try:
+        night, calls = act(workspace, "specdec-gate.yml", "testbackend", upgrade=True)
+    finally:
+        kept.rename(pinned)
+    assert night.returncode != 0, night.stdout[-5000:]
+    lock = f"baselines/{MACHINE}/gate-lock.txt"
+    assert f"specdec gate: last night's environment cannot be rebuilt from {lock} (pip: ERROR" in night.stdout
+    assert "specdec gate: testbackend: measured" in night.stdout, "tonight's release is measured all the same"
+    assert "re-run on the upgraded machine" in night.stdout
+    assert created(calls) == [], "the same change as last night: no second issue"
+    assert [c[:2] for c in calls if c[:2] == ["issue", "comment"]] == [["issue", "comment"]]
+
+
 def blame_the_release_not_the_machine(workspace: Path) -> None:
     """Two releases that flip nothing themselves: one changes its counters, one night the machine moves."""
     repo, index = workspace / "repo", workspace / "index"
@@ -368,6 +392,7 @@ def undecided_and_ungated_two_nights(workspace: Path) -> None:
 def test_each_red_state_has_its_word_and_issue_and_only_agreement_is_green(workspace: Path) -> None:
     accept_release_one(workspace)
     release_flips(workspace)
+    last_nights_environment_is_gone(workspace)
     blame_the_release_not_the_machine(workspace)
     undecided_and_ungated_two_nights(workspace)
     night, calls = act(workspace, "specdec-gate.yml", "testbackend")
@@ -466,7 +491,7 @@ def test_the_watchdog_goes_red_when_no_night_completed_for_48_hours(workspace: P
     assert closed is not None, "a night measured again closes the watchdog's issue"
 
 
-def test_mlx_measured_for_real_agrees_with_its_own_baseline(workspace: Path) -> None:
+def test_mlx_measured_for_real_agrees_and_a_release_that_drops_the_draft_is_not_engaged(workspace: Path) -> None:
     repo = workspace / "repo"
     env = {**os.environ, "SPECDEC_MACHINE_CLASS": MACHINE}
     accept = subprocess.run(
@@ -476,10 +501,25 @@ def test_mlx_measured_for_real_agrees_with_its_own_baseline(workspace: Path) -> 
     )  # fmt: skip
     assert (repo / "baselines" / MACHINE / "mlx.json").is_file(), accept.stdout[-3000:] + accept.stderr[-2000:]
     text = (repo / "pyproject.toml").read_text(encoding="utf-8")
-    (repo / "pyproject.toml").write_text(text + '\n[tool.specdec.gate.legs.mlx]\nprofile = "embedded"\n')
+    (repo / "pyproject.toml").write_text(
+        text + '\n[tool.specdec.gate.legs.mlx]\nrequired = true\nprofile = "embedded"\n'
+    )
     done, calls = act(workspace, "specdec-gate.yml", "mlx", pytest_args=MLX_BUDGET)
     assert done.returncode == 0, done.stdout[-4000:]
-    assert "| ### mlx (optional)" in done.stdout
+    assert "| ### mlx (required)" in done.stdout
     assert "| - every result agrees with its accepted baseline" in done.stdout
     assert "specdec gate: the night is green" in done.stdout
     assert [c[:2] for c in calls] == [["issue", "list"]], "an agreeing run only looks its alerts up"
+    wheel, version = build_wrapped_mlx_lm(workspace / "index")  # a release whose SD arm drops the draft model
+    try:
+        done, calls = act(workspace, "specdec-gate.yml", "mlx", pytest_args=MLX_BUDGET, upgrade=True)
+    finally:
+        wheel.unlink()
+    assert done.returncode != 0, "a required leg whose SD stopped engaging is red"
+    assert f"specdec gate: mlx-lm {metadata.version('mlx-lm')} → {version}" in done.stdout, "the upgrade step's"
+    assert "mlx: SD no longer engaged — claim d: not measurable: SD not engaged (the sd arm drafted 0 tokens)" in (
+        done.stdout
+    ), done.stdout[-4000:]
+    assert f"its accepted baseline was measured with SD engaged (mlx-lm {version})" in done.stdout
+    assert "CONCLUSION CHANGED" not in done.stdout, "observed as not engaged, never read as a flip"
+    assert titles(calls) == [title("SD no longer engaged", "claim d", "mlx")]

@@ -1,7 +1,9 @@
-"""A test backend package in two releases whose behaviour differs, as wheels built by hand.
+"""Backend releases whose behaviour differs, as wheels built by hand (no build tools needed).
 
 ``specdec-testbackend`` registers ``testbackend`` through the ``pytest_specdec.backends``
 entry point; it is the simulated backend with its true speedup fixed by the release.
+``build_wrapped_mlx_lm`` repacks the installed mlx-lm as its next patch release whose
+``stream_generate`` misbehaves, as a broken upstream release would.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import zipfile
+from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 
 BACKEND_SOURCE = '''"""A backend whose releases differ: SD loses in 1.0 and wins in 1.1 (a test package)."""
@@ -44,7 +48,7 @@ def build_wheel(folder: Path, version: str, speedup: float, counter_scale: float
     spent: a change of what its counters cover, not of its speed.
     """
     info = f"specdec_testbackend-{version}.dist-info"
-    files = {
+    files: dict[str, bytes | str] = {
         "specdec_testbackend/__init__.py": BACKEND_SOURCE.format(
             version=version, speedup=speedup, counter_scale=counter_scale
         ),
@@ -52,13 +56,55 @@ def build_wheel(folder: Path, version: str, speedup: float, counter_scale: float
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{info}/entry_points.txt": "[pytest_specdec.backends]\ntestbackend = specdec_testbackend:SPEC\n",
     }
+    return _write_wheel(folder / f"specdec_testbackend-{version}-py3-none-any.whl", info, files)
+
+
+# What the wrapped release's mlx_lm/__init__.py adds: the SD path silently decodes plainly (mlx_lm/generate.py's
+# stream_generate takes draft_model= and num_draft_tokens=; this release drops both).
+DROPS_THE_DRAFT = """
+
+def _drops_the_draft(stream_generate):
+    def stream_generate_without_draft(model, tokenizer, prompt, **kwargs):
+        kwargs.pop("draft_model", None)
+        kwargs.pop("num_draft_tokens", None)
+        return stream_generate(model, tokenizer, prompt, **kwargs)
+
+    return stream_generate_without_draft
+
+
+stream_generate = _drops_the_draft(stream_generate)
+"""
+
+
+def build_wrapped_mlx_lm(folder: Path, mode: str = "dropdraft") -> tuple[Path, str]:
+    """The installed mlx-lm repacked as ``<next patch>+<mode>`` whose SD arm drops the draft model; (wheel, version).
+
+    Its dependencies are not declared: the night's venv sees them in the shared site.
+    """
+    installed = metadata.distribution("mlx-lm")
+    major, minor, patch = (int(part) for part in installed.version.split(".")[:3])
+    version = f"{major}.{minor}.{patch + 1}+{mode}"
+    info = f"mlx_lm-{version}.dist-info"
+    files: dict[str, bytes] = {}
+    for file in installed.files or []:
+        if file.parts[0] == "mlx_lm" and file.suffix == ".py":
+            files[str(file)] = Path(str(file.locate())).read_bytes()
+    files["mlx_lm/__init__.py"] += DROPS_THE_DRAFT.encode()
+    metadata_text = f"Metadata-Version: 2.1\nName: mlx-lm\nVersion: {version}\n"
+    wheel_text = "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files |= {f"{info}/METADATA": metadata_text.encode(), f"{info}/WHEEL": wheel_text.encode()}
+    return _write_wheel(folder / f"mlx_lm-{version}-py3-none-any.whl", info, files), version
+
+
+def _write_wheel(path: Path, info: str, files: Mapping[str, bytes | str]) -> Path:
+    """``files`` as a wheel at ``path``, with the RECORD that lists them."""
+    contents = {name: content.encode() if isinstance(content, str) else content for name, content in files.items()}
     record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    path = folder / f"specdec_testbackend-{version}-py3-none-any.whl"
+    for name, data in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    contents[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
     with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
+        for name, data in contents.items():
+            archive.writestr(name, data)
     return path
