@@ -127,6 +127,13 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
     OptionDef("drift_min_effect", "float", 0.05, "smallest relative speedup change reported as drift"),
+    OptionDef(
+        "run_history",
+        "str",
+        None,
+        "another history file whose nights count toward this machine's run-to-run spread (the gate passes its "
+        "runner's); the baselines' own history always counts",
+    ),
     OptionDef("report_md", "str", None, "write a Markdown report (for $GITHUB_STEP_SUMMARY) to PATH"),
     OptionDef("json", "str", None, "write the whole run as JSON to PATH"),
     OptionDef("plot", "str", None, "write a forest plot of every comparison to PATH.png (needs matplotlib)"),
@@ -176,6 +183,7 @@ class Settings:
     update_baselines: bool = False
     fail_on_drift: bool = False
     drift_min_effect: float = 0.05
+    run_history: str | None = None
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
     columns: tuple[str, ...] = ()  # the terminal table's columns; empty: as many as fit
     notes: str = "few"  # notes under the table: the first few per row, or all
@@ -304,6 +312,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         update_baselines=bool(values["update_baselines"]),
         fail_on_drift=bool(values["fail_on_drift"]),
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
+        run_history=None if values["run_history"] is None else str(values["run_history"]),
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
         columns=tuple(c.strip() for c in str(values["columns"] or "").split(",") if c.strip()),
         notes=_notes_choice(str(values["notes"])),

@@ -140,7 +140,8 @@ class SpecdecSession:
         )
         store = BaselineStore(baselines_root, machine_class)
         pool = BackendPool(settings.backend, settings.pair, settings.backend_options)
-        return cls(settings, machine_class, BaselineLedger(store, policy), pool)
+        more = (Path(settings.run_history),) if settings.run_history else ()
+        return cls(settings, machine_class, BaselineLedger(store, policy, history_sources=more), pool)
 
     @property
     def records(self) -> list[ComparisonRecord]:

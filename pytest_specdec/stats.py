@@ -8,6 +8,7 @@ measured once (r_v, the probe's ratios, a fraction of the roofline).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -78,6 +79,15 @@ def verdict_at_most(interval: Interval, bound: float) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
+def verdict_on(interval: Interval, kind: str, bound: float) -> Verdict:
+    """The verdict on a ``min`` or ``max`` bound.
+
+    >>> verdict_on(Interval(1.3, 1.25, 1.35, 0.95, 16), "max", 1.2)
+    <Verdict.REFUTED: 'refuted'>
+    """
+    return verdict_at_most(interval, bound) if kind == "max" else verdict_at_least(interval, bound)
+
+
 def combine(verdicts: Sequence[Verdict]) -> Verdict:
     """One verdict for several bounds: any refuted refutes, all holding holds."""
     if any(v is Verdict.REFUTED for v in verdicts):
@@ -96,8 +106,15 @@ class DriftTest:
     significant: bool
 
 
-def drift_test(new: Sequence[float], old: Sequence[float], alpha: float, min_effect: float) -> DriftTest:
-    """Welch's two-sample t-test on log-ratios plus a minimum relative effect."""
+def drift_test(
+    new: Sequence[float], old: Sequence[float], alpha: float, min_effect: float, between_variance: float = 0.0
+) -> DriftTest:
+    """Welch's two-sample t-test on log-ratios plus a minimum relative effect.
+
+    ``between_variance``: what the two runs' levels add to the difference of their means when they ran on
+    different nights (twice the run-to-run variance, :mod:`pytest_specdec.store.spread`); Welch's degrees of
+    freedom are kept.
+    """
     ratio = math.exp(math.fsum(new) / len(new) - math.fsum(old) / len(old))
     if len(new) < 2 or len(old) < 2:
         return DriftTest(ratio, math.nan, False)
@@ -105,6 +122,13 @@ def drift_test(new: Sequence[float], old: Sequence[float], alpha: float, min_eff
 
     result = scipy_stats.ttest_ind(new, old, equal_var=False)
     p_value = float(result.pvalue)
+    if between_variance > 0:
+        within = statistics.variance(new) / len(new) + statistics.variance(old) / len(old)
+        statistic = math.log(ratio) / math.sqrt(within + between_variance)
+        df = float(result.df)
+        p_value = float(
+            2 * (scipy_stats.t.sf(abs(statistic), df) if math.isfinite(df) else scipy_stats.norm.sf(abs(statistic)))
+        )
     if math.isnan(p_value):  # both samples constant
         p_value = 0.0 if ratio != 1.0 else 1.0
     significant = p_value < alpha and abs(math.log(ratio)) >= math.log1p(min_effect)

@@ -46,12 +46,19 @@ from pytest_specdec.gate.change import Call, blame, settles
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import run_release_ab
 from pytest_specdec.stats import Verdict, wilson_interval
+from pytest_specdec.store.spread import UNKNOWN, RunSpread
 
 BOUND = 1.2
 
 
-def night(old_speedup: float, new_speedup: float, rng: np.random.Generator, cap: int, cv: float) -> tuple[Call, int]:
+def night(
+    old_speedup: float, new_speedup: float, rng: np.random.Generator, cap: int, cv: float, *, shift: float = 0.0
+) -> tuple[Call, int]:
     """One night on a machine that misbehaves the way real ones do; the call on max=1.2.
+
+    ``shift``: the night's own level, SD's speedup for both releases ``× exp(N(0, shift))`` (a level shift
+    between nights, as real machines show; ``benchmarks/run_spread.py``), read by the gate with that spread
+    known (as from many nights): the old release's reading against the accepted verdict must stand beyond it.
 
     The old-versus-new run looks at :data:`AB_PAIRS` pairs and each doubling up to ``cap``, stopping
     when the figures settle the flip (:func:`~pytest_specdec.gate.change.settles`), as the gate runs it.
@@ -70,20 +77,24 @@ def night(old_speedup: float, new_speedup: float, rng: np.random.Generator, cap:
         "step": "-0.25",
     }
     seed = int(rng.integers(1 << 30))
+    level = float(np.exp(rng.normal(0.0, shift))) if shift else 1.0
 
     def release(speedup: float, offset: int) -> SimulatedBackend:
         options = {**machine, "speedup": str(speedup), "seed": str(seed + offset), "prompt_seed": str(seed)}
         return SimulatedBackend(ModelPair("t", "d"), options)
 
-    pair = InProcessReleases(release(old_speedup, 0), release(new_speedup, 1))
+    pair = InProcessReleases(release(old_speedup * level, 0), release(new_speedup * level, 1))
     plan = ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3),
         max_tokens=32, min_trials=min(AB_PAIRS, cap), max_trials=cap, confidence=0.98,
     )  # fmt: skip
     # The simulated releases time themselves; a clock that stands still leaves this process's clock out
     # of the study (no metric cross-check: it is tested where a server's counters really change).
-    ab = run_release_ab(pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", BOUND, Verdict.HOLDS))
-    return blame(ab, "max", BOUND, Verdict.HOLDS).call, ab.pairs
+    spread = RunSpread(shift, 30, 29) if shift else UNKNOWN
+    ab = run_release_ab(
+        pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", BOUND, Verdict.HOLDS, spread)
+    )
+    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs
 
 
 def share(hits: int, runs: int) -> str:
@@ -104,18 +115,19 @@ ROWS = (
 )
 
 
-def row(index: int, runs: int, seed: int) -> str:
+def row(index: int, runs: int, seed: int, shift: float = 0.0) -> str:
     """One row of the table: ``runs`` first nights, each not-confirmed one carried into a second night."""
     cv, label, old, new = ROWS[index]
     rng = np.random.default_rng([seed, index])
     first, _ = ab_pairs(0, 0.0, None)
     second, _ = ab_pairs(1, 0.0, None)  # a flip not confirmed is re-measured the next night with a doubled cap
-    nights = [night(old, new, rng, first, cv) for _ in range(runs)]
+    nights = [night(old, new, rng, first, cv, shift=shift) for _ in range(runs)]
     calls = [call for call, _ in nights]
     red = [c is Call.RELEASE_CHANGED for c in calls]
     doubles, triples = len(red) // 2, len(red) // 3
     two = sum(
-        red[i] or (calls[i] is Call.NOT_CONFIRMED and night(old, new, rng, second, cv)[0] is Call.RELEASE_CHANGED)
+        red[i]
+        or (calls[i] is Call.NOT_CONFIRMED and night(old, new, rng, second, cv, shift=shift)[0] is Call.RELEASE_CHANGED)
         for i in range(doubles)
     )
     within = sum(any(red[3 * i : 3 * i + 3]) for i in range(triples))
@@ -133,17 +145,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=1, help="rows measured in parallel processes")
+    parser.add_argument("--night-shift", type=float, default=0.0, help="sd of each night's level (log speedup)")
     args = parser.parse_args()
     started = time.monotonic()
     first, _ = ab_pairs(0, 0.0, None)
-    print(f"{args.runs} nights per row, looks at {AB_PAIRS} pairs up to {first}, max={BOUND:g} (accepted: holds)")
+    print(f"{args.runs} nights per row, looks at {AB_PAIRS} pairs up to {first}, max={BOUND:g} (accepted: holds), "
+          f"nights' levels ±{args.night_shift:.0%}")  # fmt: skip
     print(
         "| CV | row | release changed | within two nights (carried) | within three nights "
         "| machine moved (re-baseline) | flip not confirmed | metric changed | pairs a night, mean / median |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for line in pool.map(row, range(len(ROWS)), [args.runs] * len(ROWS), [args.seed] * len(ROWS)):
+        rows = len(ROWS)
+        for line in pool.map(row, range(rows), [args.runs] * rows, [args.seed] * rows, [args.night_shift] * rows):
             print(line, flush=True)
     print(f"({time.monotonic() - started:.0f} s)")
 

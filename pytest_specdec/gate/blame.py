@@ -31,6 +31,7 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.gate.change import Blame, Call, blame, settles
 from pytest_specdec.gate.legs import LegConfig, leg_server
+from pytest_specdec.gate.state import leg_history
 from pytest_specdec.hardware import machine_profile
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.measure.realise import Room, realise
@@ -38,6 +39,7 @@ from pytest_specdec.release_ab import ReleaseAB, run_release_ab
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.records import ComparisonRecord
+from pytest_specdec.store.spread import Nights, RunSpread
 
 OLD_VENV = Path(".gate-venv-old")
 AB_PAIRS = 96  # the first look of a flipped comparison's old-versus-new run, in quadruples
@@ -131,22 +133,29 @@ def unjudged_flips(record: ComparisonRecord, baselines: Path, machine_class: str
     ]  # fmt: skip
 
 
-def _judged_bound(record: ComparisonRecord, baselines: Path, machine_class: str) -> tuple[str, float, Verdict] | None:
-    """The speedup bound the old-versus-new run judges — the one that flipped, else the first accepted one."""
+Judged = tuple[str, float, Verdict, RunSpread]  # the bound's kind and value, its accepted verdict, the spread
+
+
+def _judged_bound(record: ComparisonRecord, baselines: Path, machine_class: str) -> Judged | None:
+    """The speedup bound the old-versus-new run judges — the one that flipped, else the first accepted one —
+    with the machine's run-to-run spread up to the acceptance (the runner's nights and the repository's)."""
     entry = BaselineStore(baselines, machine_class).lookup(record)
     before = entry.result.judgement.bound_verdicts if entry is not None else {}
     accepted = [(b, before[b.label]) for b in record.judgement.bounds if b.metric == "speedup" and b.label in before]
     flipped = [(b, v) for b, v in accepted if {b.verdict, v} == {Verdict.HOLDS, Verdict.REFUTED}]
     for bound, verdict in flipped or accepted:
-        return bound.kind, bound.bound, verdict
+        assert entry is not None
+        key = baseline_key(record)
+        lines = [line for line in leg_history(record.backend, baselines, machine_class) if line.get("key") == key]
+        return bound.kind, bound.bound, verdict, Nights(tuple(lines)).until(entry.accepted_at).spread
     return None
 
 
-def _settled(judged: tuple[str, float, Verdict], ab: ReleaseAB) -> bool:
+def _settled(judged: Judged, ab: ReleaseAB) -> bool:
     return settles(ab, *judged)
 
 
-def _verdicts(ab: ReleaseAB, judged: tuple[str, float, Verdict] | None) -> Blame:
+def _verdicts(ab: ReleaseAB, judged: Judged | None) -> Blame:
     if judged is None:
         return Blame(Call.NO_FLIP, "no speedup bound of this comparison has an accepted verdict")
     return blame(ab, *judged)

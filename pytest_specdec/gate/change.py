@@ -4,7 +4,9 @@ A flip is confirmed only when the new release's interval decides the claim the o
 way from its accepted baseline **and** the change interval (new speedup ÷ old speedup,
 both measured tonight, paired) excludes 1. The machine moved only when that is shown: the
 change interval contains 1 **and the old release's own interval contradicts the accepted
-verdict too** (both releases, tonight, on the other side of the bound) — then the baseline
+verdict too** (both releases, tonight, on the other side of the bound; the old release's interval
+widened by the machine's run-to-run spread once that is known, since the accepted verdict was read on
+another night: :mod:`pytest_specdec.store.spread`) — then the baseline
 no longer describes this machine: "re-baseline needed". Where neither is shown (the old
 release undecided, or on the accepted side, and the change interval containing 1) the flip
 is *not confirmed*: said in its own word, never as agreement. When the servers' own decode
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from pytest_specdec.release_ab import ReleaseAB
-from pytest_specdec.stats import Interval, Verdict, verdict_at_least, verdict_at_most
+from pytest_specdec.stats import Interval, Verdict, verdict_on
+from pytest_specdec.store.spread import UNKNOWN, RunSpread, widened
 
 METRIC_TOLERANCE = 0.05  # a server-vs-client rate ratio that moves less than 5 % is noise in the timers
 
@@ -45,11 +48,7 @@ def _shown(interval: Interval) -> str:
     return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
 
 
-def _verdict(interval: Interval, kind: str, bound: float) -> Verdict:
-    return verdict_at_most(interval, bound) if kind == "max" else verdict_at_least(interval, bound)
-
-
-def settles(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> bool:
+def settles(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict, spread: RunSpread = UNKNOWN) -> bool:
     """Whether tonight's figures settle the flip either way, so the old-versus-new run may stop measuring.
 
     Settled: the release changed the conclusion, the machine moved, a counter changed its meaning, or the
@@ -62,13 +61,14 @@ def settles(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> bool:
     ...         "max", 1.2, Verdict.HOLDS)
     False
     """
-    if blame(ab, kind, bound, baseline).call is not Call.NOT_CONFIRMED:
+    if blame(ab, kind, bound, baseline, spread).call is not Call.NOT_CONFIRMED:
         return True
-    return _verdict(ab.new, kind, bound) is baseline
+    return verdict_on(ab.new, kind, bound) is baseline
 
 
-def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
-    """The call on one bound (``kind`` ``min`` or ``max``) whose accepted verdict was ``baseline``."""
+def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict, spread: RunSpread = UNKNOWN) -> Blame:
+    """The call on one bound (``kind`` ``min`` or ``max``) whose accepted verdict was ``baseline``; ``spread``:
+    the machine's run-to-run spread, which the old release's reading against that verdict must stand beyond."""
     figures = (
         f"old release {_shown(ab.old)}, new release {_shown(ab.new)}, change {_shown(ab.change)} ({ab.pairs} pairs)"
     )
@@ -79,7 +79,7 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
             f"{Call.METRIC_CHANGED.value}: the server's decode rate against this process's clock moved "
             f"{_shown(metric)} between releases — {figures}",
         )
-    new = _verdict(ab.new, kind, bound)
+    new = verdict_on(ab.new, kind, bound)
     flipped = {new, baseline} == {Verdict.HOLDS, Verdict.REFUTED}
     if not flipped:  # the night's comparison flipped; tonight's run of both releases does not repeat it
         return Blame(
@@ -91,7 +91,7 @@ def blame(ab: ReleaseAB, kind: str, bound: float, baseline: Verdict) -> Blame:
         return Blame(
             Call.RELEASE_CHANGED, f"{Call.RELEASE_CHANGED.value} ({kind}={bound:g} now {new.value}) — {figures}"
         )
-    old = _verdict(ab.old, kind, bound)
+    old = verdict_on(widened(ab.old, spread), kind, bound)
     if old is new:  # the old release, tonight, contradicts the accepted verdict as well: shown
         return Blame(
             Call.MACHINE_MOVED,

@@ -38,7 +38,7 @@ from pytest_specdec.gate.budget import (
 from pytest_specdec.gate.change import Call
 from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.night import LegCause, State, trailing
-from pytest_specdec.gate.state import keep_history, nights
+from pytest_specdec.gate.state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps, load_run, read_json, validate, write_atomically
@@ -163,6 +163,8 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if missing is not None:
         return _unmeasurable(out, leg, f"the backend needs the Python package {missing!r}", LegCause.RUNTIME_MISSING)
     arguments += _fit_budget(config, backend, python, out, arguments)
+    runner_history = state_root() / "history" / f"{machine_class()}.jsonl"  # its nights: the run-to-run spread
+    arguments += [f"--specdec-run-history={runner_history}"] if runner_history.is_file() else []
     try:
         with leg_server(leg, out / "server-logs") as pointing:
             done = _run(pytest_command(python, backend, out, [*pointing, *arguments], leg.targets), out)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest_specdec.axes.metric import DECODE, METRIC
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.stats import Verdict, drift_test
+from pytest_specdec.stats import Verdict, drift_test, verdict_on
 from pytest_specdec.store.files import check_schema, dumps, finite_json, read_json, validate, write_atomically
 from pytest_specdec.store.records import (
     MEASUREMENT_PROTOCOL,
@@ -36,6 +36,7 @@ from pytest_specdec.store.records import (
     ComparisonRecord,
     Provenance,
 )
+from pytest_specdec.store.spread import NO_NIGHTS, Nights, widened
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -110,9 +111,21 @@ def release_change(old: str, new: str) -> str:
 
 
 def compare_with_baseline(
-    new: ComparisonRecord, entry: BaselineEntry | None, machine_class: str, alpha: float, min_effect: float
+    new: ComparisonRecord,
+    entry: BaselineEntry | None,
+    machine_class: str,
+    alpha: float,
+    min_effect: float,
+    *,
+    nights: Nights = NO_NIGHTS,
 ) -> CheckRecord:
-    """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline."""
+    """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline.
+
+    The baseline ran on another night: a flip must stand beyond the machine's run-to-run spread too
+    (tonight's speedup interval widened by it, from the key's ``nights``), and drift is read across nights
+    (:meth:`~pytest_specdec.store.spread.Nights.drift`). While the spread is not yet known, both read
+    tonight's run alone: the flip its interval, drift its pairs against the baseline's.
+    """
     if entry is None or entry.provenance is Provenance.PUBLISHED:
         # A published figure is evidence, shown beside a result, never a baseline to flip against.
         return _check(
@@ -136,6 +149,18 @@ def compare_with_baseline(
         for b in new.judgement.bounds
         if {before.get(b.label), b.verdict} == {Verdict.HOLDS, Verdict.REFUTED}  # inconclusive is never a flip
     ]
+    spread = nights.until(entry.accepted_at).spread
+    wide = widened(new.speedup, spread)
+    within_only = [b for b in flipped if b.metric == "speedup" and verdict_on(wide, b.kind, b.bound) is not b.verdict]
+    if flipped and len(within_only) == len(flipped):
+        what = "; ".join(f"claim {b.kind}={b.bound:g} {b.verdict}" for b in flipped)
+        return _check(
+            Change.UNDECIDED,
+            f"undecided: {what} within tonight's run ({_interval_text(new)}) but not beyond this machine's "
+            f"{spread.text} ({wide.estimate:.2f}x [{wide.low:.2f}, {wide.high:.2f}]) against the "
+            f"{old.judgement.shown} baseline ({_interval_text(old)}, {old.release}) — not a flip yet",
+            entry,
+        )
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
         return _check(
@@ -151,8 +176,12 @@ def compare_with_baseline(
     if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
-        drift = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect)
-        ratio, p_value = drift.ratio, drift.p_value
+        across = nights.drift(new.speedup, old.release, entry.accepted_at)
+        if across is None:  # the spread not known, or no night of the baseline's release kept: the pairs
+            between = 2 * spread.tau**2 if spread.tau else 0.0
+            within = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect, between)
+            across = (within.ratio, within.p_value)
+        ratio, p_value = across
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
     if set(before.values()) & decisive and not {b.verdict for b in new.judgement.bounds} & decisive:
         return _check(

@@ -7,7 +7,8 @@ on. The distance to a bound is ``log(bound / estimate)`` for ``max`` and
 *erodes* when, over its last ``window`` releases, the distance kept its sign (a verdict
 that flipped is a flip, not erosion) and shrank at every release, at least ``share``
 of it is gone, and the first and last intervals do not overlap (noise within the
-intervals is not a trend) — e.g. 0.80x → 0.90x → 0.98x against ``max=1.0``, or a
+intervals, each widened by the machine's run-to-run spread of that key once it is known
+(:mod:`~pytest_specdec.store.spread`), is not a trend) — e.g. 0.80x → 0.90x → 0.98x against ``max=1.0``, or a
 refuted 1.40x → 1.20x → 1.05x creeping toward holding. Only results of the newest
 measurement protocol count: a change of the tool is not a trend of the backend.
 """
@@ -20,6 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_specdec.stats import Interval
+from pytest_specdec.store.spread import RunSpread, run_spread, widened
 
 BOUND_LABEL = re.compile(r"^speedup (?P<kind>min|max)=(?P<bound>[0-9.eE+-]+)$")
 WINDOW = 3
@@ -56,8 +60,14 @@ def _distance(kind: str, bound: float, estimate: float) -> float:
     return math.log(bound / estimate) if kind == "max" else math.log(estimate / bound)
 
 
-def _overlap(first: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
-    return float(first["low"]) <= float(last["high"]) and float(last["low"]) <= float(first["high"])
+def _overlap(first: Mapping[str, Any], last: Mapping[str, Any], spread: RunSpread) -> bool:
+    """Whether two nights' intervals, each widened by the run-to-run spread, overlap."""
+    one, other = (
+        widened(Interval(float(s["estimate"]), float(s["low"]), float(s["high"]), float(s.get("confidence", 0.95)), 0),
+                spread)
+        for s in (first, last)
+    )  # fmt: skip
+    return one.low <= other.high and other.low <= one.high
 
 
 def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -74,6 +84,9 @@ def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: fl
     found: list[Erosion] = []
     newest = max((int(line.get("protocol", 1)) for line in lines), default=1)
     lines = [line for line in lines if int(line.get("protocol", 1)) == newest]
+    every: dict[str, list[Mapping[str, Any]]] = {}  # each key's nights, for its run-to-run spread
+    for line in lines:
+        every.setdefault(str(line.get("key", "")), []).append(line)
     for key, points in sorted(per_release(lines).items()):
         recent = points[-window:]
         if len(recent) < window:
@@ -90,7 +103,7 @@ def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: fl
                 continue
             shrinking = all(abs(later) < abs(earlier) for earlier, later in itertools.pairwise(distances))
             gone = 1.0 - distances[-1] / distances[0]
-            apart = not _overlap(recent[0]["speedup"], recent[-1]["speedup"])
+            apart = not _overlap(recent[0]["speedup"], recent[-1]["speedup"], run_spread(every[key]))
             if shrinking and gone >= share and apart:
                 last = recent[-1]
                 found.append(

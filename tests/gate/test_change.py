@@ -15,6 +15,7 @@ from pytest_specdec.release_ab import ReleaseAB
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.records import ComparisonRecord
+from pytest_specdec.store.spread import RunSpread
 
 
 def around(value: float, half: float = 0.05) -> Interval:
@@ -39,6 +40,18 @@ def test_the_call_on_a_flip_of_max_1_2(old: float, new: float, change: float, me
     assert found.call is call
     assert "old release" in found.line
     assert "96 pairs" in found.line
+
+
+def test_the_machine_moved_only_when_the_old_release_stands_beyond_the_spread_between_nights() -> None:
+    """1.3x [1.235, 1.365] refutes max=1.2 tonight; on a machine whose nights wander 4 % it does not show that the
+    accepted verdict, read on another night, no longer holds."""
+    ab = ReleaseAB(around(1.3), around(1.3), around(1.0, 0.03), None, 96)
+    assert blame(ab, "max", 1.2, Verdict.HOLDS, RunSpread(None, 3)).call is Call.MACHINE_MOVED, "not yet known"
+    assert blame(ab, "max", 1.2, Verdict.HOLDS, RunSpread(0.01, 9)).call is Call.MACHINE_MOVED
+    wandering = blame(ab, "max", 1.2, Verdict.HOLDS, RunSpread(0.04, 9))
+    assert wandering.call is Call.NOT_CONFIRMED
+    assert "the old release is inconclusive" in wandering.line
+    assert settles(ab, "max", 1.2, Verdict.HOLDS, RunSpread(0.04, 9)) is False, "measured on, carried to the next night"
 
 
 @pytest.mark.parametrize(
@@ -83,3 +96,32 @@ def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
     config = GateConfig(window_minutes=300, legs={"mlx": LegConfig("mlx")})
     ((pairs, said),) = flip_pairs(config, [flip], "M").values()
     assert (pairs, said) == (1536, "up to 1536 pairs"), "the second night in a row doubles the first night's cap"
+
+
+def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights_up_to_the_acceptance(
+    runner_state: Path, tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    from pytest_specdec.gate.blame import _judged_bound
+    from pytest_specdec.store.baselines import BaselineEntry
+    from pytest_specdec.store.records import Provenance
+
+    accepted = make_record("code", 0.94, "holds", None)
+    repository = BaselineStore(tmp_path / "baselines", "M")
+    entry = BaselineEntry(accepted, Provenance.MEASURED, "2026-11-20T00:00:00+00:00")
+    repository.write("mlx", {baseline_key(accepted): entry})
+    line = {"machine_class": "M", "backend": "mlx", "release": "mlx-lm 0.33.0", "key": baseline_key(accepted),
+            "nodeid": accepted.nodeid, "category": "code", "verdict": "holds", "bounds": {}}  # fmt: skip
+    levels = [0.94, 1.02, 0.88, 0.99, 0.9, 1.0]
+    BaselineStore(runner_state, "M").append_history([
+        {**line, "time": f"2026-11-{day:02d}", "speedup": {"estimate": v, "low": v * 0.98, "high": v / 0.98}}
+        for day, v in enumerate(levels, 1)
+    ])  # fmt: skip
+    BaselineStore(runner_state, "M").append_history(
+        [{**line, "time": "2026-11-25", "speedup": {"estimate": 1.41, "low": 1.38, "high": 1.44}}]
+    )  # a night since the acceptance: not spread
+    judged = _judged_bound(make_record("code", 1.41, "refuted", None), tmp_path / "baselines", "M")
+    assert judged is not None
+    kind, bound, verdict, spread = judged
+    assert (kind, bound, verdict) == ("max", 1.3, Verdict.HOLDS)
+    assert spread.nights == 6
+    assert spread.tau == pytest.approx(0.055, abs=0.01)

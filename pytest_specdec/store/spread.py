@@ -1,0 +1,208 @@
+"""Run-to-run spread: how far one night's speedup wanders from another's when nothing changed.
+
+A comparison's interval is its *within-run* error: the pairs of one run, on one night. A run
+on another night starts from another state of the machine (its thermal state, background
+load, memory layout, the instance the library loaded), and its whole level can shift — on
+quiet cores one configuration's estimates spread 3.3× their reported standard error over 60
+back-to-back runs (docs/measurements.md). Drift, erosion and the reading against an accepted
+verdict compare results of different runs, so their error has a between-run part too.
+
+:func:`run_spread` estimates that part from the machine's own history of the same key, as a
+random-effects meta-analysis does (DerSimonian–Laird's moment estimator on log speedup):
+each night's estimate ``y`` with its within-run variance ``v`` (read back from its stored
+interval), grouped by release (a release change is no run-to-run spread), ``Q = Σ w (y − ȳ_w)²``
+with ``w = 1/v`` in each group, and
+
+    τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))
+
+pooled over the groups. It needs :data:`MIN_NIGHTS` nights of one release (4 degrees of
+freedom): the moment estimator's own relative standard error is about ``√(2/df)`` — 100 % at
+3 nights, 71 % at 5, 50 % at 9 — and below 4 degrees of freedom it reads τ = 0 for most
+machines whose spread equals their within-run error (``benchmarks/run_spread.py`` measures
+how often). Before that it is "not yet known" and every comparison keeps its within-run
+interval. The newest :data:`MAX_NIGHTS` nights count, so a machine's old regime fades.
+
+:func:`widened` puts τ into an interval on the log scale (half-widths ``√(h² + (zτ)²)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_specdec.stats import Interval
+
+MIN_NIGHTS = 5  # of one release: 4 degrees of freedom (see above)
+MAX_NIGHTS = 30  # the newest nights of a key that count
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """The between-run standard deviation of log speedup for one key (``tau`` None: not yet known).
+
+    >>> RunSpread(0.03, 7).text
+    'run-to-run spread ±3.0% (7 nights)'
+    >>> RunSpread(None, 2).text
+    'run-to-run spread not yet known (2 of 5 nights)'
+    """
+
+    tau: float | None
+    nights: int
+    df: int = 0  # the estimate's degrees of freedom: nights less one per release
+
+    @property
+    def text(self) -> str:
+        """How the spread reads beside a result."""
+        if self.tau is None:
+            return f"run-to-run spread not yet known ({self.nights} of {MIN_NIGHTS} nights)"
+        return f"run-to-run spread ±{math.expm1(self.tau):.1%} ({self.nights} nights)"
+
+
+UNKNOWN = RunSpread(None, 0)
+
+
+def _log_point(line: Mapping[str, Any]) -> tuple[float, float] | None:
+    """``(log estimate, within-run variance)`` from a history line's interval, or None when it has none."""
+    speedup = line.get("speedup")
+    if not isinstance(speedup, Mapping) or line.get("interrupted"):
+        return None
+    try:
+        estimate, low, high = (float(speedup[name]) for name in ("estimate", "low", "high"))
+        confidence = float(speedup.get("confidence", 0.95))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (0 < low <= estimate <= high < math.inf) or high == low or not 0 < confidence < 1:
+        return None
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    se = (math.log(high) - math.log(low)) / (2 * z)
+    return math.log(estimate), se * se
+
+
+def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
+    """τ for one key from its history lines (any order; other keys' lines must be left out by the caller).
+
+    >>> nights = [{"release": "r 1", "time": f"2026-01-0{i}", "speedup": {"estimate": e, "low": e * 0.98,
+    ...           "high": e / 0.98, "confidence": 0.95}} for i, e in enumerate([1.0, 1.1, 0.9, 1.05, 0.95], 1)]
+    >>> spread = run_spread(nights)
+    >>> spread.nights, round(spread.tau, 3)
+    (5, 0.079)
+    >>> run_spread(nights[:4]).tau is None
+    True
+    """
+    newest = max((int(line.get("protocol", 1)) for line in lines), default=1)
+    recent = sorted(
+        (line for line in lines if int(line.get("protocol", 1)) == newest),
+        key=lambda line: str(line.get("time", "")),
+    )[-MAX_NIGHTS:]
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for line in recent:
+        point = _log_point(line)
+        if point is not None:
+            groups.setdefault(str(line.get("release", "")), []).append(point)
+    q = df = c = 0.0
+    nights = 0
+    for points in groups.values():
+        if len(points) < 2:
+            continue
+        weights = [1 / v for _, v in points]
+        total = math.fsum(weights)
+        mean = math.fsum(w * y for w, (y, _) in zip(weights, points, strict=True)) / total
+        q += math.fsum(w * (y - mean) ** 2 for w, (y, _) in zip(weights, points, strict=True))
+        df += len(points) - 1
+        c += total - math.fsum(w * w for w in weights) / total
+        nights += len(points)
+    if df < MIN_NIGHTS - 1 or c <= 0:
+        return RunSpread(None, max((len(points) for points in groups.values()), default=0))
+    return RunSpread(math.sqrt(max(0.0, (q - df) / c)), nights, int(df))
+
+
+WINDOWS = 3  # drift reads tonight alone, and pooled with the one and two nights before it since the acceptance
+
+
+@dataclass(frozen=True)
+class Nights:
+    """One key's history lines: its run-to-run spread, and drift read across nights once that is known."""
+
+    lines: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def spread(self) -> RunSpread:
+        """The key's run-to-run spread (:func:`run_spread`)."""
+        return run_spread(self.lines)
+
+    def until(self, when: str) -> Nights:
+        """The nights up to ``when`` (an acceptance): the spread is read from them, never from the nights a
+        drift or a flip is being read on (a move since would pass for spread)."""
+        return Nights(tuple(line for line in self.lines if str(line.get("time", "")) <= when))
+
+    def drift(self, tonight: Interval, release: str, accepted_at: str) -> tuple[float, float] | None:
+        """``(ratio, p-value)`` of tonight's level against the accepted release's nights up to its acceptance.
+
+        Each night weighs ``1 / (v + τ²)``; tonight is read alone and pooled with the one and two nights since
+        the acceptance before it (a move that one night cannot show, three can), the smallest p-value taken
+        with Bonferroni's correction over the three, on a t distribution with the spread's degrees of freedom
+        (τ is itself estimated). None while the spread is not known or no night of the release is kept.
+        """
+        spread = self.until(accepted_at).spread
+        if spread.tau is None or tonight.estimate <= 0 or tonight.low <= 0:
+            return None
+        from scipy.stats import t
+
+        variance = spread.tau**2
+        reference = [p for line in self.lines if str(line.get("release", "")) == release
+                     and str(line.get("time", "")) <= accepted_at and (p := _log_point(line)) is not None]  # fmt: skip
+        since = [p for line in sorted(self.lines, key=lambda item: str(item.get("time", "")))
+                 if str(line.get("time", "")) > accepted_at and (p := _log_point(line)) is not None]  # fmt: skip
+        shown = {
+            "estimate": tonight.estimate,
+            "low": tonight.low,
+            "high": tonight.high,
+            "confidence": tonight.confidence,
+        }
+        tonight_point = _log_point({"speedup": shown})
+        if not reference or tonight_point is None:
+            return None
+        ref_mean, ref_var = _pooled(reference, variance)
+        best = (math.nan, 2.0)
+        for count in range(1, WINDOWS + 1):
+            window = [*since[len(since) - count + 1 :], tonight_point] if count > 1 else [tonight_point]
+            if len(window) < count:
+                break
+            mean, var = _pooled(window, variance)
+            p_value = float(2 * t.sf(abs(mean - ref_mean) / math.sqrt(var + ref_var), max(spread.df, 1)))
+            if p_value < best[1]:
+                best = (math.exp(mean - ref_mean), p_value)
+        return best[0], min(1.0, best[1] * WINDOWS)
+
+
+NO_NIGHTS = Nights()
+
+
+def _pooled(points: Sequence[tuple[float, float]], between: float) -> tuple[float, float]:
+    """The nights' mean level and its variance, each night weighed by ``1 / (v + τ²)``."""
+    weights = [1 / (v + between) for _, v in points]
+    total = math.fsum(weights)
+    return math.fsum(w * y for w, (y, _) in zip(weights, points, strict=True)) / total, 1 / total
+
+
+def widened(interval: Interval, spread: RunSpread) -> Interval:
+    """``interval`` with the run-to-run spread added on the log scale (unchanged while τ is not known or 0).
+
+    >>> wide = widened(Interval(1.2, 1.1, 1.3, 0.95, 16), RunSpread(0.05, 6))
+    >>> round(wide.low, 3), round(wide.high, 3)
+    (1.053, 1.362)
+    """
+    if not spread.tau or interval.estimate <= 0 or interval.low <= 0:
+        return interval
+    from scipy.stats import norm
+
+    extra = float(norm.ppf(0.5 + interval.confidence / 2)) * spread.tau
+    centre = math.log(interval.estimate)
+    below = math.hypot(centre - math.log(interval.low), extra)
+    above = math.hypot(math.log(interval.high) - centre, extra)
+    return Interval(interval.estimate, math.exp(centre - below), math.exp(centre + above), interval.confidence,
+                    interval.n)  # fmt: skip

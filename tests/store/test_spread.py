@@ -1,0 +1,175 @@
+"""Run-to-run spread: estimated from a key's own nights, and carried into the readings across nights."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_specdec.stats import Interval, drift_test
+from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key, compare_with_baseline
+from pytest_specdec.store.history import history_line
+from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+from pytest_specdec.store.records import Change, ComparisonRecord, Provenance
+from pytest_specdec.store.spread import MIN_NIGHTS, Nights, RunSpread, run_spread, widened
+from pytest_specdec.store.trends import erosions
+
+Factory = Callable[..., ComparisonRecord]
+
+
+def nights(levels: list[float], se: float = 0.02, release: str = "r 1", **extra: Any) -> list[dict[str, Any]]:
+    """History lines of one key, one per night, each with a 95 % interval of within-run error ``se``."""
+    z = 1.959963984540054
+    return [
+        {"key": "k", "release": release, "time": f"2026-{release[-1]}-{night:03d}", "protocol": 1, **extra,
+         "speedup": {"estimate": level, "low": level * math.exp(-z * se), "high": level * math.exp(z * se),
+                     "confidence": 0.95}}
+        for night, level in enumerate(levels)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.03, 0.08])
+def test_the_spread_between_nights_is_recovered_from_the_nights_own_estimates(tau: float) -> None:
+    rng = np.random.default_rng(7)
+    found = []
+    for _ in range(200):  # 200 machines of 30 nights each: the estimator's average and its spread
+        levels = np.exp(rng.normal(0, math.hypot(tau, 0.02), 30))  # each night: its level and its own error
+        spread = run_spread(nights(list(levels)))
+        assert spread.tau is not None
+        found.append(spread.tau)
+    assert np.median(found) == pytest.approx(tau, abs=0.006)
+
+
+def test_not_known_before_five_nights_of_one_release_and_a_release_change_is_no_spread() -> None:
+    wandering = [1.0, 1.1, 0.9, 1.05, 0.95]
+    assert run_spread(nights(wandering[: MIN_NIGHTS - 1])).tau is None
+    assert run_spread(nights(wandering)).tau == pytest.approx(0.077, abs=0.001)
+    steady_releases = nights([1.0, 1.0, 1.0], release="r 1") + nights([1.5, 1.5, 1.5], release="r 2")
+    assert run_spread(steady_releases).tau == 0.0, "two releases at two levels: 4 degrees of freedom, no spread"
+    assert RunSpread(None, 3).text == "run-to-run spread not yet known (3 of 5 nights)"
+
+
+def test_a_night_cut_short_or_of_an_older_protocol_does_not_count() -> None:
+    counted = nights([1.0, 1.01, 0.99, 1.0])
+    cut = nights([2.0], interrupted=True)
+    older = nights([0.5, 3.0], protocol=0)
+    assert run_spread(counted + cut).tau is None, "four nights and one cut short: not yet five"
+    assert run_spread([*counted, *[dict(line, time="2026-1-999") for line in nights([1.0])], *older]).tau == (
+        pytest.approx(0.0, abs=0.005)
+    ), "an older protocol's nights are left out"
+
+
+def test_widening_adds_the_spread_on_the_log_scale_and_nothing_while_unknown() -> None:
+    interval = Interval(1.2, 1.1, 1.3, 0.95, 16)
+    assert widened(interval, RunSpread(None, 3)) == interval
+    assert widened(interval, RunSpread(0.0, 9)) == interval
+    wide = widened(interval, RunSpread(0.05, 9))
+    extra = 1.959963984540054 * 0.05
+    assert math.log(1.2 / wide.low) == pytest.approx(math.hypot(math.log(1.2 / 1.1), extra))
+    assert math.log(wide.high / 1.2) == pytest.approx(math.hypot(math.log(1.3 / 1.2), extra))
+
+
+WANDERING = [math.exp(x) for x in (0.0, 0.08, -0.07, 0.05, -0.06, 0.09, -0.04, 0.03, -0.08)]
+
+
+def _against(make_record: Factory, levels: list[float]) -> tuple[Change, str]:
+    old = make_record("code", 0.94, "holds", None)
+    new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")  # [1.34, 1.48] > max=1.3
+    entry = BaselineEntry(old, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")
+    history = Nights(tuple(nights(levels, release="mlx-lm 0.33.0")))
+    check = compare_with_baseline(new, entry, "M", 0.05, 0.05, nights=history)
+    return check.change, check.message
+
+
+def test_a_flip_must_stand_beyond_the_spread_between_nights(make_record: Factory) -> None:
+    assert _against(make_record, WANDERING[:4])[0] is Change.FLIP, "not yet known: the within-run reading"
+    assert _against(make_record, [1.0, 1.01, 0.99, 1.0, 1.01, 0.99])[0] is Change.FLIP, "a quiet machine: a flip"
+    change, message = _against(make_record, WANDERING)
+    assert change is Change.UNDECIDED
+    assert message.startswith("undecided: claim max=1.3 refuted within tonight's run (1.41x [1.34, 1.48]) but not ")
+    assert re.search(r"beyond this machine's run-to-run spread ±6\.\d% \(9 nights\) \(1\.41x \[1\.2\d, 1\.6\d\]\)",
+                     message), message  # fmt: skip
+
+
+def test_drift_across_nights_stays_quiet_for_a_night_and_pools_nights_to_see_a_move() -> None:
+    levels = [math.sqrt(level) for level in WANDERING]  # nights that wander about 3 %
+    reference = nights(levels, se=0.02, release="r 1")  # the accepted release's nights, the last one accepted
+    accepted_at = str(reference[-1]["time"])
+    quiet = Nights(tuple(reference)).drift(Interval(1.05, 1.05 * 0.96, 1.05 / 0.96, 0.95, 64), "r 1", accepted_at)
+    assert quiet is not None
+    assert quiet[0] == pytest.approx(1.05 / math.exp(np.mean(np.log(levels))), rel=0.01)
+    assert quiet[1] > 0.3, "a night 5 % up on a machine whose nights wander 3 %: no drift"
+    moved = [dict(line, time=f"2026-9-{n:03d}") for n, line in enumerate(nights([1.12, 1.10], se=0.02), 1)]
+    tonight = Interval(1.11, 1.11 * 0.96, 1.11 / 0.96, 0.95, 64)
+    alone = Nights(tuple(reference)).drift(tonight, "r 1", accepted_at)
+    pooled = Nights(tuple(reference + moved)).drift(tonight, "r 1", accepted_at)
+    assert alone is not None
+    assert pooled is not None
+    assert pooled[1] < 0.02 < alone[1], "three nights 11 % up show what one cannot"
+    assert Nights(tuple(reference[:3])).drift(tonight, "r 1", accepted_at) is None, "the spread not yet known"
+
+
+def test_the_drift_test_counts_both_nights_levels() -> None:
+    rng = np.random.default_rng(3)
+    old, new = list(rng.normal(0, 0.05, 40)), list(rng.normal(0.08, 0.05, 40))
+    within = drift_test(new, old, 0.05, 0.05)
+    across = drift_test(new, old, 0.05, 0.05, between_variance=2 * 0.04**2)
+    assert within.ratio == across.ratio
+    assert within.p_value < 1e-6, "significant within a night"
+    assert 0.05 < across.p_value < 0.5, "not across two"
+    assert drift_test(new, old, 0.05, 0.05, between_variance=2 * 0.5**2).p_value > 0.8
+
+
+def test_the_ledger_reads_the_spread_from_its_history_and_the_runners(tmp_path: Path, make_record: Factory) -> None:
+    old = make_record("code", 0.94, "holds", None)
+    store = BaselineStore(tmp_path, "M")
+    store.write("mlx", {baseline_key(old): BaselineEntry(old, Provenance.MEASURED, "2026-11-30T00:00:00+00:00")})
+    new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")
+    runner = tmp_path / "runner.jsonl"
+    lines = [
+        history_line(replace(old, speedup=Interval(level, level * 0.97, level / 0.97, 0.95, 16)), "M", False,
+                     f"2026-11-{day:02d}T03:00:00+00:00")
+        for day, level in enumerate([0.94, 1.12, 0.85, 1.05, 0.9, 1.15], 1)
+    ]  # fmt: skip
+    runner.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    alone = BaselineLedger(store, LedgerPolicy())
+    assert alone.nights(new).spread.tau is None
+    assert alone.check(new).check.change is Change.FLIP  # type: ignore[union-attr]
+    with_runner = BaselineLedger(store, LedgerPolicy(), history_sources=(runner,))
+    assert with_runner.nights(new).spread.nights == 6
+    assert with_runner.check(new).check.change is Change.UNDECIDED  # type: ignore[union-attr]
+    runner.write_text("not json\n{}\n", encoding="utf-8")
+    assert BaselineLedger(store, LedgerPolicy(), history_sources=(runner,)).nights(new).spread.tau is None, (
+        "a runner history its owner sets aside is skipped, never a failed run"
+    )
+
+
+def test_erosion_is_a_trend_only_beyond_the_spread_between_nights() -> None:
+    bound = {"speedup max=1": "holds"}
+    creeping = [
+        dict(line, release=f"r {n}", bounds=bound, time=f"2026-09-{n:02d}", nodeid="t", category="code")
+        for n, line in enumerate(nights([0.80, 0.90, 0.97], se=0.01), 1)
+    ]
+    assert [e.estimates for e in erosions(creeping)] == [(0.80, 0.90, 0.97)], "intervals apart: a trend"
+    noisy_nights = [
+        dict(line, bounds=bound, nodeid="t", category="code", time=f"2026-08-{n:02d}")
+        for n, line in enumerate(nights([0.80, 0.97, 0.85, 0.95, 0.83, 0.92], se=0.01, release="r 0"), 1)
+    ]
+    assert erosions([*noisy_nights, *creeping]) == [], "the same path on a machine whose nights wander that much"
+
+
+def test_the_examples_in_the_docstrings_hold() -> None:
+    import doctest
+
+    from pytest_specdec import stats
+    from pytest_specdec.store import spread
+
+    for module in (spread, stats):
+        assert doctest.testmod(module).failed == 0, module.__name__
