@@ -157,6 +157,34 @@ def test_rewriting_the_same_entries_leaves_the_file_untouched(
     assert not list(tmp_path.rglob("*.tmp")), "no temporary file is left behind"
 
 
+def test_doctor_stops_at_its_overall_deadline_and_says_after_which_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check that hangs where no request limit reaches (here: every backend's look) ends the doctor at its
+    deadline with one line naming the last finding printed, never a silent wait."""
+    import threading
+
+    from pytest_specdec.cli import doctor
+    from pytest_specdec.gate import init
+
+    released = threading.Event()
+
+    def hangs(*_: object) -> object:
+        released.wait()  # never set before the doctor gives up: a check that never answers
+        raise RuntimeError("released at the end of the test")
+
+    monkeypatch.setattr(init, "look", hangs)
+    monkeypatch.setattr(doctor, "DEADLINE_S", 3.0)
+    try:
+        status = main(["doctor"])
+    finally:
+        released.set()
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 1
+    assert lines[0].startswith("python 3."), "what was found before the hang is printed"
+    assert lines[-1].startswith(f"! doctor: no answer within 3 s in all, after {lines[-2]!r} — stopped")
+
+
 def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.CaptureFixture[str]) -> None:
     """The selected backend decides the exit status; every other backend is optional and never an action."""
     status = main(["doctor"])  # mlx, the default, is installed here

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 GB = 1e9
 MODEL_ROOM_GB = 60.0  # the document's own models (Qwen2.5 7B + 0.5B, qwen3-coder:30b, a 35B GGUF)
+DEADLINE_S = 300.0  # the whole check: every backend's look and the Ollama tags (22 requests of 10 s at most)
 
 
 def selected_backend(given: str | None) -> str:
@@ -36,42 +41,42 @@ def selected_backend(given: str | None) -> str:
     return str(configured or default)
 
 
-def findings(selected: str) -> tuple[list[str], bool]:
-    """Every finding, one line each (``!`` first where something must be done), and whether ``selected`` can run."""
+def findings(selected: str) -> Iterator[tuple[str, bool]]:
+    """Every finding as it is made, one line each (``!`` first where something must be done), with whether it
+    keeps ``selected`` from running."""
     from pytest_specdec.backends import backend_spec, broken_backends, registered_backends
     from pytest_specdec.backends.base import load_attribute
     from pytest_specdec.gate.init import look
     from pytest_specdec.hardware import environment_fitness, machine_class, machine_profile
 
     spec = backend_spec(selected)  # an unknown name is one line naming the registered ones
-    lines = []
     version = sys.version_info
-    ready = version >= (3, 11)
-    if not ready:
-        lines.append(f"! python {version.major}.{version.minor} at {sys.executable} is too old — use 3.11 or newer "
-                     "(brew install python@3.12, then python3.12)")  # fmt: skip
+    if version < (3, 11):
+        yield (f"! python {version.major}.{version.minor} at {sys.executable} is too old — use 3.11 or newer "
+               "(brew install python@3.12, then python3.12)", True)  # fmt: skip
     else:
-        lines.append(f"python {version.major}.{version.minor}.{version.micro} at {sys.executable}")
+        yield f"python {version.major}.{version.minor}.{version.micro} at {sys.executable}", False
     profile = machine_profile()
-    lines.append(
-        f"machine {machine_class()}: {profile.chip}, {profile.memory_bytes / GB:.0f} GB, "
-        f"{profile.usable_bytes / GB:.1f} GB usable by the models ({profile.usable_source})"
+    yield (
+        (
+            f"machine {machine_class()}: {profile.chip}, {profile.memory_bytes / GB:.0f} GB, "
+            f"{profile.usable_bytes / GB:.1f} GB usable by the models ({profile.usable_source})"
+        ),
+        False,
     )
     fitness = environment_fitness()
     details = ", ".join(f"{k}={v}" for k, v in fitness.details.items())
-    lines.append(
-        ("" if fitness.fit else "note: ") + f"environment: {fitness.reason}" + (f" ({details})" if details else "")
+    yield (
+        ("" if fitness.fit else "note: ") + f"environment: {fitness.reason}" + (f" ({details})" if details else ""),
+        (False),
     )
     found = look(spec, profile.usable_bytes)
     if found.missing is not None:
-        ready = False
-        lines.append(
-            f"! {selected} (selected): {found.comment.removeprefix(f'{selected}: ').removesuffix(' — no leg')}"
-        )
+        said = found.comment.removeprefix(f"{selected}: ").removesuffix(" — no leg")
+        yield f"! {selected} (selected): {said}", True
     elif spec.server_releases and not found.releases:
-        ready = False
         start = " ".join(spec.serve.command) if spec.serve else "the server"
-        lines.append(f"! {selected} (selected): no server answered — start it ({start}) or pass its URL")
+        yield f"! {selected} (selected): no server answered — start it ({start}) or pass its URL", True
     else:
         real = (
             ""
@@ -81,29 +86,57 @@ def findings(selected: str) -> tuple[list[str], bool]:
                 "--specdec-profile=seed"
             )
         )
-        lines.append(f"{selected} (selected): ready — {found.comment.removeprefix(f'{selected}: ')}{real}")
+        yield f"{selected} (selected): ready — {found.comment.removeprefix(f'{selected}: ')}{real}", False
         if spec.doctor:
-            lines += load_attribute(spec.doctor)()  # type: ignore[operator]
+            for line in load_attribute(spec.doctor)():  # type: ignore[operator]
+                yield line, False
     for _, other in sorted(registered_backends().items()):  # every registered one, each saying what it lacks
-        if other.name == selected:
-            continue
-        lines.append(f"optional: {look(other, profile.usable_bytes).comment}")
-    lines += [f"broken: {line}" for line in broken_backends().values()]
+        if other.name != selected:
+            yield f"optional: {look(other, profile.usable_bytes).comment}", False
+    for line in broken_backends().values():
+        yield f"broken: {line}", False
     cache = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")).expanduser()
     existing = next((p for p in (cache, *cache.parents) if p.exists()), Path.home())
     free = shutil.disk_usage(existing).free / GB
-    room = f"{free:.0f} GB free under {existing}"
     short = f" — the document's models need about {MODEL_ROOM_GB:.0f} GB" if free < MODEL_ROOM_GB else ""
-    lines.append(f"disk: {room}{short}")
-    return lines, ready
+    yield f"disk: {free:.0f} GB free under {existing}{short}", False
 
 
 def doctor(args: argparse.Namespace) -> int:
-    """Print the findings; exit 1 when the selected backend cannot run (a ``!`` line says what to do)."""
-    lines, ready = findings(selected_backend(args.backend))
-    for line in lines:
-        print(line)
-    return 0 if ready else 1
+    """Print the findings as they come; exit 1 when the selected backend cannot run (a ``!`` line says what to do
+    first) or when the whole check outlasts :data:`DEADLINE_S` (each server request has its own, shorter limit;
+    this one holds whatever hangs where no request limit reaches)."""
+    from pytest_specdec.backends import backend_spec
+
+    selected = selected_backend(args.backend)
+    backend_spec(selected)  # an unknown name: its one line before anything runs
+    made: queue.Queue[tuple[str, bool] | BaseException | None] = queue.Queue()
+
+    def check() -> None:
+        try:
+            for finding in findings(selected):
+                made.put(finding)
+        except BaseException as error:  # handed to the main thread, which says it as the CLI says any error
+            made.put(error)
+        made.put(None)
+
+    threading.Thread(target=check, name="specdec-doctor", daemon=True).start()
+    deadline, ready, last = time.monotonic() + DEADLINE_S, True, "the first check"
+    while True:
+        try:
+            item = made.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            print(f"! doctor: no answer within {DEADLINE_S:g} s in all, after {last!r} — stopped; a server that "
+                  "accepts connections but never answers is the usual cause (restart it, or check another "
+                  "--backend)", flush=True)  # fmt: skip
+            return 1
+        if item is None:
+            return 0 if ready else 1
+        if isinstance(item, BaseException):
+            raise item
+        line, blocking = item
+        print(line, flush=True)
+        ready, last = ready and not blocking, line
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
