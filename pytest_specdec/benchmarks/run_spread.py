@@ -28,6 +28,7 @@ import argparse
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -36,8 +37,9 @@ from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import Comparison, ComparisonPlan, run_comparison
 from pytest_specdec.stats import drift_test, wilson_interval
-from pytest_specdec.store.spread import Nights
+from pytest_specdec.store.spread import Nights, log_se
 
+START = datetime(2026, 1, 1, 3, tzinfo=UTC)
 HISTORY = 8  # nights of one release before the three read nights (the spread needs 5)
 SPEEDUP = 1.1
 ALPHA, MIN_EFFECT = 0.02, 0.05  # 1 - the default confidence; --specdec-drift-min-effect's default
@@ -63,13 +65,16 @@ def one_night(rng: np.random.Generator, speedup: float, tau: float) -> Compariso
 
 
 def history_line(night: int, comparison: Comparison) -> dict[str, object]:
-    """What the history keeps of a night: its interval (the spread is read from these alone)."""
+    """What the history keeps of a night (``store.history.history_line``'s fields the spread reads)."""
     s = comparison.speedup
-    return {"key": "k", "release": "r 1", "time": f"night {night:03d}", "protocol": 1,
-            "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence}}  # fmt: skip
+    return {"key": "k", "release": "r 1", "time": (START + timedelta(days=night)).isoformat(), "protocol": 1,
+            "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence},
+            "log_se": log_se(comparison.log_ratios)}  # fmt: skip
 
 
-def machine(seed: int, tau: float, nights: int = HISTORY) -> tuple[bool, bool, bool, bool, bool, bool]:
+def machine(
+    seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA
+) -> tuple[bool, bool, bool, bool, bool, bool]:
     """Drift read across nights / within-run only: on the quiet night, the first moved night, any of three."""
     rng = np.random.default_rng(seed)
     runs = [one_night(rng, SPEEDUP, tau) for _ in range(nights)]
@@ -77,14 +82,14 @@ def machine(seed: int, tau: float, nights: int = HISTORY) -> tuple[bool, bool, b
     accepted_at, accepted = str(history[-1]["time"]), list(runs[-1].log_ratios)  # the last night is the baseline
 
     def across(comparison: Comparison, since: list[dict[str, object]], upward: bool | None) -> bool:
-        found = Nights(tuple(history + since)).drift(comparison.speedup, "r 1", accepted_at)
+        found = Nights(tuple(history + since)).drift(comparison.speedup, "r 1", "r 1", accepted_at)
         assert found is not None, "eight nights: the spread is known"
         ratio, p_value = found
-        moved = p_value < ALPHA and abs(math.log(ratio)) >= math.log1p(MIN_EFFECT)
+        moved = p_value < alpha and abs(math.log(ratio)) >= math.log1p(MIN_EFFECT)
         return moved and (upward is None or (ratio > 1) == upward)
 
     def within(comparison: Comparison, upward: bool | None) -> bool:
-        test = drift_test(list(comparison.log_ratios), accepted, ALPHA, MIN_EFFECT)
+        test = drift_test(list(comparison.log_ratios), accepted, alpha, MIN_EFFECT)
         return test.significant and (upward is None or (test.ratio > 1) == upward)
 
     quiet = one_night(rng, SPEEDUP, tau)
@@ -109,11 +114,12 @@ def main() -> None:
     parser.add_argument("--taus", default="0,0.03,0.06", help="between-night level shifts (sd of log speedup)")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="1 - --specdec-confidence (the run's α)")
     parser.add_argument("--history", type=int, default=HISTORY, help="nights before the read ones (≥ 5)")
     args = parser.parse_args()
     started = time.monotonic()
     print(
-        f"{args.machines} machines per row, {args.history} history nights, SD {SPEEDUP}x, α={ALPHA}, move ≥ {MIN_EFFECT:.0%}"
+        f"{args.machines} machines per row, {args.history} history nights, SD {SPEEDUP}x, α={args.alpha}, move ≥ {MIN_EFFECT:.0%}"
     )
     print("| τ between nights | drift read | nothing changed: drift | +10 %: caught night 1 | +10 %: within 3 nights |")
     print("|---|---|---|---|---|")
@@ -121,7 +127,16 @@ def main() -> None:
         for tau in (float(t) for t in args.taus.split(",")):
             seeds = [args.seed * 1_000_003 + i + int(tau * 1e6) for i in range(args.machines)]
             found = np.array(
-                list(pool.map(machine, seeds, [tau] * len(seeds), [args.history] * len(seeds), chunksize=8))
+                list(
+                    pool.map(
+                        machine,
+                        seeds,
+                        [tau] * len(seeds),
+                        [args.history] * len(seeds),
+                        [args.alpha] * len(seeds),
+                        chunksize=8,
+                    )
+                )
             )
             for column, label in ((0, "across nights"), (1, "within-run only (before)")):
                 hits = found[:, column::2].sum(axis=0)

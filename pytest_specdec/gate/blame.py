@@ -138,16 +138,15 @@ Judged = tuple[str, float, Verdict, RunSpread]  # the bound's kind and value, it
 
 def _judged_bound(record: ComparisonRecord, baselines: Path, machine_class: str) -> Judged | None:
     """The speedup bound the old-versus-new run judges — the one that flipped, else the first accepted one —
-    with the machine's run-to-run spread up to the acceptance (the runner's nights and the repository's)."""
+    with the machine's run-to-run spread (the runner's nights and the repository's, tonight's among them)."""
     entry = BaselineStore(baselines, machine_class).lookup(record)
     before = entry.result.judgement.bound_verdicts if entry is not None else {}
     accepted = [(b, before[b.label]) for b in record.judgement.bounds if b.metric == "speedup" and b.label in before]
     flipped = [(b, v) for b, v in accepted if {b.verdict, v} == {Verdict.HOLDS, Verdict.REFUTED}]
     for bound, verdict in flipped or accepted:
-        assert entry is not None
         key = baseline_key(record)
         lines = [line for line in leg_history(record.backend, baselines, machine_class) if line.get("key") == key]
-        return bound.kind, bound.bound, verdict, Nights(tuple(lines)).until(entry.accepted_at).spread
+        return bound.kind, bound.bound, verdict, Nights(tuple(lines)).spread
     return None
 
 

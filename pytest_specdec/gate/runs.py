@@ -117,10 +117,13 @@ def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], t
 
 
 def leg_arguments(config: GateConfig, leg: LegConfig, extra: Sequence[str]) -> list[str]:
-    """The leg's profile and pytest arguments, then the job's own (``SPECDEC_GATE_PYTEST_ARGS``)."""
+    """The leg's profile and pytest arguments, then the job's own (``SPECDEC_GATE_PYTEST_ARGS``), then the runner's
+    history where it has one (its nights give the run-to-run spread, :mod:`pytest_specdec.store.spread`)."""
     check_profile(config, leg, shlex.join(extra))
     profile = [f"--specdec-profile={leg.profile}"] if leg.profile else []
-    return [*profile, *shlex.split(leg.pytest_args), *extra]
+    runner = state_root() / "history" / f"{machine_class()}.jsonl"  # the runner's nights: the run-to-run spread
+    history = [f"--specdec-run-history={runner}"] if runner.is_file() else []
+    return [*profile, *shlex.split(leg.pytest_args), *extra, *history]
 
 
 def _run(command: list[str], out: Path) -> subprocess.CompletedProcess[str]:
@@ -163,8 +166,6 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if missing is not None:
         return _unmeasurable(out, leg, f"the backend needs the Python package {missing!r}", LegCause.RUNTIME_MISSING)
     arguments += _fit_budget(config, backend, python, out, arguments)
-    runner_history = state_root() / "history" / f"{machine_class()}.jsonl"  # its nights: the run-to-run spread
-    arguments += [f"--specdec-run-history={runner_history}"] if runner_history.is_file() else []
     try:
         with leg_server(leg, out / "server-logs") as pointing:
             done = _run(pytest_command(python, backend, out, [*pointing, *arguments], leg.targets), out)

@@ -31,12 +31,13 @@ from pytest_specdec.store.files import check_schema, dumps, finite_json, read_js
 from pytest_specdec.store.records import (
     MEASUREMENT_PROTOCOL,
     SCHEMA_VERSION,
+    BoundRecord,
     Change,
     CheckRecord,
     ComparisonRecord,
     Provenance,
 )
-from pytest_specdec.store.spread import NO_NIGHTS, Nights, widened
+from pytest_specdec.store.spread import NO_NIGHTS, Nights, RunSpread, widened
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -121,8 +122,9 @@ def compare_with_baseline(
 ) -> CheckRecord:
     """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline.
 
-    The baseline ran on another night: a flip must stand beyond the machine's run-to-run spread too
-    (tonight's speedup interval widened by it, from the key's ``nights``), and drift is read across nights
+    The baseline ran on another night: a flip that does not stand beyond the machine's run-to-run spread
+    (tonight's speedup interval widened by it, from the key's ``nights``) says so and only warns
+    (:meth:`BaselineLedger.decide`; the gate still measures it again), and drift is read across nights
     (:meth:`~pytest_specdec.store.spread.Nights.drift`). While the spread is not yet known, both read
     tonight's run alone: the flip its interval, drift its pairs against the baseline's.
     """
@@ -144,31 +146,23 @@ def compare_with_baseline(
             entry,
         )
     before = old.judgement.bound_verdicts
-    flipped = [
-        b
-        for b in new.judgement.bounds
-        if {before.get(b.label), b.verdict} == {Verdict.HOLDS, Verdict.REFUTED}  # inconclusive is never a flip
-    ]
-    spread = nights.until(entry.accepted_at).spread
-    wide = widened(new.speedup, spread)
-    within_only = [b for b in flipped if b.metric == "speedup" and verdict_on(wide, b.kind, b.bound) is not b.verdict]
-    if flipped and len(within_only) == len(flipped):
-        what = "; ".join(f"claim {b.kind}={b.bound:g} {b.verdict}" for b in flipped)
-        return _check(
-            Change.UNDECIDED,
-            f"undecided: {what} within tonight's run ({_interval_text(new)}) but not beyond this machine's "
-            f"{spread.text} ({wide.estimate:.2f}x [{wide.low:.2f}, {wide.high:.2f}]) against the "
-            f"{old.judgement.shown} baseline ({_interval_text(old)}, {old.release}) — not a flip yet",
-            entry,
-        )
+    flipped = flipped_bounds(new, old)
+    spread = nights.spread
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
+        wide = widened(new.speedup, spread)
+        only_tonight = (
+            f" — within tonight's run only: not beyond this machine's {spread.text} "
+            f"({wide.estimate:.2f}x [{wide.low:.2f}, {wide.high:.2f}]), so it warns; the gate measures it again"
+            if within_run_only(new, flipped, spread)
+            else ""
+        )
         return _check(
             Change.FLIP,
             f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
             f"speedup {_interval_text(old)} → {_interval_text(new)}; {what} "
             f"(against the baseline accepted {entry.accepted_at[:10]}; if this is the new normal, "
-            f"accept it with --specdec-update-baselines)",
+            f"accept it with --specdec-update-baselines){only_tonight}",
             entry,
         )
     ratio = p_value = None
@@ -176,7 +170,7 @@ def compare_with_baseline(
     if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
-        across = nights.drift(new.speedup, old.release, entry.accepted_at)
+        across = nights.drift(new.speedup, new.release, old.release, entry.accepted_at)
         if across is None:  # the spread not known, or no night of the baseline's release kept: the pairs
             between = 2 * spread.tau**2 if spread.tau else 0.0
             within = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect, between)
@@ -201,6 +195,21 @@ def compare_with_baseline(
             p_value,
         )
     return _check(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+
+
+def flipped_bounds(new: ComparisonRecord, old: ComparisonRecord) -> list[BoundRecord]:
+    """The bounds whose verdict went from holds to refuted or back (inconclusive is never a flip)."""
+    before = old.judgement.bound_verdicts
+    return [b for b in new.judgement.bounds if {before.get(b.label), b.verdict} == {Verdict.HOLDS, Verdict.REFUTED}]
+
+
+def within_run_only(new: ComparisonRecord, flipped: Sequence[BoundRecord], spread: RunSpread) -> bool:
+    """Whether every flipped bound flips only within tonight's run: on the speedup, not beyond the run-to-run
+    spread (the baseline was read on another night). False while the spread is not known."""
+    wide = widened(new.speedup, spread)
+    return bool(flipped) and all(
+        b.metric == "speedup" and verdict_on(wide, b.kind, b.bound) is not b.verdict for b in flipped
+    )
 
 
 def drift_message(record: ComparisonRecord, ratio: float, p_value: float) -> str:

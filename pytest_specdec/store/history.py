@@ -15,6 +15,7 @@ from typing import Any
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import HISTORY_SCHEMA_VERSION, ComparisonRecord
+from pytest_specdec.store.spread import log_se
 
 
 def history_line(
@@ -37,6 +38,7 @@ def history_line(
         "category": record.category,
         "conditions": record.conditions.dump(),
         "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence, "n": s.n},
+        "log_se": log_se(record.log_ratios),  # the within-run error the run-to-run spread is read against
         "baseline_tps": record.baseline_tps,
         "treatment_tps": record.treatment_tps,
         "acceptance": None if record.acceptance is None else record.acceptance.estimate,

@@ -24,6 +24,8 @@ from pytest_specdec.store.baselines import (
     baseline_key,
     compare_with_baseline,
     drift_message,
+    flipped_bounds,
+    within_run_only,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
 from pytest_specdec.store.history import history_line, read_history
@@ -74,24 +76,23 @@ class BaselineLedger:
 
     def __post_init__(self) -> None:
         """Read the history once, before anything is measured (a broken file is one line now, not mid-run)."""
-        seen: set[tuple[str, str, str]] = set()
+        seen: set[tuple[str, str, str, str]] = set()
         for path in (self.store.history_path(), *self.history_sources):
             try:
                 lines = read_history(path, []) if path.is_file() else []
-            except SpecdecUsageError:
-                if path == self.store.history_path():  # the repository's own: its owner mends it
-                    raise
-                lines = []  # another's (the gate's runner) is set aside by its owner
+            except SpecdecUsageError:  # a broken history counts no nights; appending to it says what is wrong
+                lines = []
             for line in lines:
                 # One result can reach both histories under different time stamps (the ledger's and the gate's).
-                key, mark = str(line.get("key", "")), json.dumps(line.get("speedup"), sort_keys=True)
-                if (key, str(line.get("release", "")), mark) not in seen:
-                    seen.add((key, str(line.get("release", "")), mark))
-                    self._nights.setdefault(key, []).append(line)
+                key, backend = str(line.get("key", "")), str(line.get("backend", ""))
+                mark = (key, backend, str(line.get("release", "")), json.dumps(line.get("speedup"), sort_keys=True))
+                if mark not in seen:
+                    seen.add(mark)
+                    self._nights.setdefault(f"{backend}\0{key}", []).append(line)
 
     def nights(self, record: ComparisonRecord) -> Nights:
         """``record``'s key's nights on this machine (its run-to-run spread, drift across nights)."""
-        return Nights(tuple(self._nights.get(baseline_key(record), [])))
+        return Nights(tuple(self._nights.get(f"{record.backend}\0{baseline_key(record)}", [])))
 
     def check(self, record: ComparisonRecord) -> ComparisonRecord:
         """``record`` with its baseline check attached, remembered for :meth:`finish`.
@@ -114,7 +115,8 @@ class BaselineLedger:
     def decide(self, record: ComparisonRecord) -> Decision:
         """Pass, warn or fail: the one place that decides, from the judgement and the baseline check.
 
-        A flip fails first (drift is decided at the end of the run); then the judgement's own
+        A flip fails first — unless it holds only within tonight's run, not beyond the machine's run-to-run
+        spread: then it warns (drift is decided at the end of the run); then the judgement's own
         failure (lossless, not engaged, a refuted gating bound, strict inconclusive). A
         reference row (beside the verdict) never fails on its baseline, and an accepting run
         (``--specdec-update-baselines``) never fails on one.
@@ -126,7 +128,15 @@ class BaselineLedger:
             and not self.policy.update
             and judgement.role is not Role.REFERENCE_ROW
         )
+        if flipped and check is not None and self._within_run_only(record):
+            return Decision(judgement.failure, check.message)  # not beyond the run-to-run spread: it warns
         return Decision(check.message if flipped and check else judgement.failure, judgement.warning)
+
+    def _within_run_only(self, record: ComparisonRecord) -> bool:
+        entry = self.store.lookup(record)
+        if entry is None:
+            return False
+        return within_run_only(record, flipped_bounds(record, entry.result), self.nights(record).spread)
 
     def control_drift(self) -> list[ComparisonRecord]:
         """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run.

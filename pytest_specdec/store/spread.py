@@ -9,18 +9,18 @@ verdict compare results of different runs, so their error has a between-run part
 
 :func:`run_spread` estimates that part from the machine's own history of the same key, as a
 random-effects meta-analysis does (DerSimonian–Laird's moment estimator on log speedup):
-each night's estimate ``y`` with its within-run variance ``v`` (read back from its stored
-interval), grouped by release (a release change is no run-to-run spread), ``Q = Σ w (y − ȳ_w)²``
+each night's estimate ``y`` with its within-run variance ``v`` (the ``log_se`` its history line
+keeps, or read back from its stored interval for lines written before), grouped by release (a release change is no run-to-run spread), ``Q = Σ w (y − ȳ_w)²``
 with ``w = 1/v`` in each group, and
 
     τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))
 
-pooled over the groups. It needs :data:`MIN_NIGHTS` nights of one release (4 degrees of
-freedom): the moment estimator's own relative standard error is about ``√(2/df)`` — 100 % at
-3 nights, 71 % at 5, 50 % at 9 — and below 4 degrees of freedom it reads τ = 0 for most
-machines whose spread equals their within-run error (``benchmarks/run_spread.py`` measures
-how often). Before that it is "not yet known" and every comparison keeps its within-run
-interval. The newest :data:`MAX_NIGHTS` nights count, so a machine's old regime fades.
+pooled over the groups. It needs 4 degrees of freedom — :data:`MIN_NIGHTS` nights of one
+release, or more over several (a night less per release): the moment estimator's own relative
+standard error is about ``√(2/df)``, 100 % at 3 nights and 71 % at 5. Before that it is "not
+yet known" and every comparison keeps its within-run interval. The newest :data:`MAX_NIGHTS`
+nights of the newest measurement protocol count, so a machine's old regime fades; times are
+compared as moments (UTC), and a line without a readable time or protocol is not counted.
 
 :func:`widened` puts τ into an interval on the log scale (half-widths ``√(h² + (zτ)²)``).
 """
@@ -28,13 +28,15 @@ interval. The newest :data:`MAX_NIGHTS` nights count, so a machine's old regime 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pytest_specdec.stats import Interval
 
-MIN_NIGHTS = 5  # of one release: 4 degrees of freedom (see above)
+MIN_NIGHTS = 5  # of one release: 4 degrees of freedom (or more nights over several releases)
 MAX_NIGHTS = 30  # the newest nights of a key that count
 
 
@@ -45,7 +47,7 @@ class RunSpread:
     >>> RunSpread(0.03, 7).text
     'run-to-run spread ±3.0% (7 nights)'
     >>> RunSpread(None, 2).text
-    'run-to-run spread not yet known (2 of 5 nights)'
+    'run-to-run spread not yet known (2 nights; 5 of one release, or 4 degrees of freedom, needed)'
     """
 
     tau: float | None
@@ -56,30 +58,67 @@ class RunSpread:
     def text(self) -> str:
         """How the spread reads beside a result."""
         if self.tau is None:
-            return f"run-to-run spread not yet known ({self.nights} of {MIN_NIGHTS} nights)"
+            return (
+                f"run-to-run spread not yet known ({self.nights} nights; {MIN_NIGHTS} of one release, or "
+                f"{MIN_NIGHTS - 1} degrees of freedom, needed)"
+            )
         return f"run-to-run spread ±{math.expm1(self.tau):.1%} ({self.nights} nights)"
 
 
 UNKNOWN = RunSpread(None, 0)
 
 
+def _when(line: Mapping[str, Any]) -> datetime | None:
+    """A line's time in UTC (a time without a zone is UTC), or None when it has no readable one."""
+    try:
+        moment = datetime.fromisoformat(str(line.get("time", "")))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def line_protocol(line: Mapping[str, Any]) -> int | None:
+    """A line's measurement protocol (1 when it names none), or None when it names an unreadable one."""
+    value = line.get("protocol", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def log_se(log_ratios: Sequence[float]) -> float | None:
+    """The within-run standard error of a run's mean log speedup, kept in its history line (``log_se``)."""
+    if len(log_ratios) < 2:
+        return None
+    spread = statistics.stdev(log_ratios) / math.sqrt(len(log_ratios))
+    return spread if math.isfinite(spread) and spread > 0 else None
+
+
 def _log_point(line: Mapping[str, Any]) -> tuple[float, float] | None:
-    """``(log estimate, within-run variance)`` from a history line's interval, or None when it has none."""
+    """``(log estimate, within-run variance)`` of a history line: its ``log_se`` where kept, else read back from
+    its interval as if it were a plain normal one (a sequential interval is wider: τ then reads smaller)."""
     speedup = line.get("speedup")
     if not isinstance(speedup, Mapping) or line.get("interrupted"):
         return None
     try:
         estimate, low, high = (float(speedup[name]) for name in ("estimate", "low", "high"))
-        confidence = float(speedup.get("confidence", 0.95))
+        confidence = float(speedup.get("confidence") or 0.95)
+        kept = float(line.get("log_se") or math.nan)
     except (KeyError, TypeError, ValueError):
         return None
+    if math.isfinite(kept) and kept > 0 and 0 < estimate < math.inf:
+        return math.log(estimate), kept * kept
     if not (0 < low <= estimate <= high < math.inf) or high == low or not 0 < confidence < 1:
         return None
     from scipy.stats import norm
 
-    z = float(norm.ppf(0.5 + confidence / 2))
-    se = (math.log(high) - math.log(low)) / (2 * z)
+    se = (math.log(high) - math.log(low)) / (2 * float(norm.ppf(0.5 + confidence / 2)))
     return math.log(estimate), se * se
+
+
+def _counted(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The lines of the newest protocol with a readable time, oldest first, the newest :data:`MAX_NIGHTS`."""
+    readable = [line for line in lines if line_protocol(line) is not None and _when(line) is not None]
+    newest = max((line_protocol(line) or 1 for line in readable), default=1)
+    kept = [line for line in readable if line_protocol(line) == newest]
+    return sorted(kept, key=lambda line: _when(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
 
 
 def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
@@ -93,13 +132,8 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     >>> run_spread(nights[:4]).tau is None
     True
     """
-    newest = max((int(line.get("protocol", 1)) for line in lines), default=1)
-    recent = sorted(
-        (line for line in lines if int(line.get("protocol", 1)) == newest),
-        key=lambda line: str(line.get("time", "")),
-    )[-MAX_NIGHTS:]
     groups: dict[str, list[tuple[float, float]]] = {}
-    for line in recent:
+    for line in _counted(lines):
         point = _log_point(line)
         if point is not None:
             groups.setdefault(str(line.get("release", "")), []).append(point)
@@ -116,7 +150,7 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
         c += total - math.fsum(w * w for w in weights) / total
         nights += len(points)
     if df < MIN_NIGHTS - 1 or c <= 0:
-        return RunSpread(None, max((len(points) for points in groups.values()), default=0))
+        return RunSpread(None, sum(len(points) for points in groups.values()))
     return RunSpread(math.sqrt(max(0.0, (q - df) / c)), nights, int(df))
 
 
@@ -131,52 +165,45 @@ class Nights:
 
     @property
     def spread(self) -> RunSpread:
-        """The key's run-to-run spread (:func:`run_spread`)."""
+        """The key's run-to-run spread (:func:`run_spread`): every night kept (tonight's is not yet)."""
         return run_spread(self.lines)
 
-    def until(self, when: str) -> Nights:
-        """The nights up to ``when`` (an acceptance): the spread is read from them, never from the nights a
-        drift or a flip is being read on (a move since would pass for spread)."""
-        return Nights(tuple(line for line in self.lines if str(line.get("time", "")) <= when))
-
-    def drift(self, tonight: Interval, release: str, accepted_at: str) -> tuple[float, float] | None:
+    def drift(
+        self, tonight: Interval, tonight_release: str, accepted_release: str, accepted_at: str
+    ) -> tuple[float, float] | None:
         """``(ratio, p-value)`` of tonight's level against the accepted release's nights up to its acceptance.
 
-        Each night weighs ``1 / (v + τ²)``; tonight is read alone and pooled with the one and two nights since
-        the acceptance before it (a move that one night cannot show, three can), the smallest p-value taken
-        with Bonferroni's correction over the three, on a t distribution with the spread's degrees of freedom
-        (τ is itself estimated). None while the spread is not known or no night of the release is kept.
+        Each night weighs ``1 / (v + τ²)``; tonight is read alone and pooled with the one and two nights of its
+        release since the acceptance before it (a move that one night cannot show, three can), the smallest
+        p-value taken with Bonferroni's correction over the windows read, on a t distribution with the spread's
+        degrees of freedom (τ is itself estimated, from every night but those pooled with tonight). None while
+        the spread is not known or no night of the accepted release is kept.
         """
-        spread = self.until(accepted_at).spread
-        if spread.tau is None or tonight.estimate <= 0 or tonight.low <= 0:
+        accepted = _when({"time": accepted_at})
+        tonight_point = _log_point({"speedup": {"estimate": tonight.estimate, "low": tonight.low,
+                                                "high": tonight.high, "confidence": tonight.confidence}})  # fmt: skip
+        if accepted is None or tonight_point is None:
+            return None
+        counted = _counted(self.lines)
+        reference = [p for line in counted if str(line.get("release", "")) == accepted_release
+                     and (_when(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
+        since = [line for line in counted if str(line.get("release", "")) == tonight_release
+                 and (_when(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOWS - 1) :]  # fmt: skip
+        spread = run_spread([line for line in counted if not any(line is pooled for pooled in since)])
+        if spread.tau is None or not reference:
             return None
         from scipy.stats import t
 
-        variance = spread.tau**2
-        reference = [p for line in self.lines if str(line.get("release", "")) == release
-                     and str(line.get("time", "")) <= accepted_at and (p := _log_point(line)) is not None]  # fmt: skip
-        since = [p for line in sorted(self.lines, key=lambda item: str(item.get("time", "")))
-                 if str(line.get("time", "")) > accepted_at and (p := _log_point(line)) is not None]  # fmt: skip
-        shown = {
-            "estimate": tonight.estimate,
-            "low": tonight.low,
-            "high": tonight.high,
-            "confidence": tonight.confidence,
-        }
-        tonight_point = _log_point({"speedup": shown})
-        if not reference or tonight_point is None:
-            return None
-        ref_mean, ref_var = _pooled(reference, variance)
-        best = (math.nan, 2.0)
-        for count in range(1, WINDOWS + 1):
-            window = [*since[len(since) - count + 1 :], tonight_point] if count > 1 else [tonight_point]
-            if len(window) < count:
-                break
-            mean, var = _pooled(window, variance)
+        ref_mean, ref_var = _pooled(reference, spread.tau**2)
+        points = [p for line in since if (p := _log_point(line)) is not None]
+        best, windows = (math.nan, 2.0), 0
+        for count in range(len(points) + 1):
+            mean, var = _pooled([*points[len(points) - count :], tonight_point], spread.tau**2)
             p_value = float(2 * t.sf(abs(mean - ref_mean) / math.sqrt(var + ref_var), max(spread.df, 1)))
+            windows += 1
             if p_value < best[1]:
                 best = (math.exp(mean - ref_mean), p_value)
-        return best[0], min(1.0, best[1] * WINDOWS)
+        return best[0], min(1.0, best[1] * windows)
 
 
 NO_NIGHTS = Nights()

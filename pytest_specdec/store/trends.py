@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.spread import RunSpread, run_spread, widened
+from pytest_specdec.store.spread import RunSpread, line_protocol, run_spread, widened
 
 BOUND_LABEL = re.compile(r"^speedup (?P<kind>min|max)=(?P<bound>[0-9.eE+-]+)$")
 WINDOW = 3
@@ -63,7 +63,7 @@ def _distance(kind: str, bound: float, estimate: float) -> float:
 def _overlap(first: Mapping[str, Any], last: Mapping[str, Any], spread: RunSpread) -> bool:
     """Whether two nights' intervals, each widened by the run-to-run spread, overlap."""
     one, other = (
-        widened(Interval(float(s["estimate"]), float(s["low"]), float(s["high"]), float(s.get("confidence", 0.95)), 0),
+        widened(Interval(float(s["estimate"]), float(s["low"]), float(s["high"]), float(s.get("confidence") or 0.95), 0),
                 spread)
         for s in (first, last)
     )  # fmt: skip
@@ -82,8 +82,8 @@ def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[st
 def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: float = SHARE) -> list[Erosion]:
     """The keys whose conclusion is eroding (see the module's description)."""
     found: list[Erosion] = []
-    newest = max((int(line.get("protocol", 1)) for line in lines), default=1)
-    lines = [line for line in lines if int(line.get("protocol", 1)) == newest]
+    newest = max((line_protocol(line) or 1 for line in lines), default=1)
+    lines = [line for line in lines if line_protocol(line) == newest]
     every: dict[str, list[Mapping[str, Any]]] = {}  # each key's nights, for its run-to-run spread
     for line in lines:
         every.setdefault(str(line.get("key", "")), []).append(line)
