@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -39,9 +38,21 @@ def _one_line(error: SpecdecUsageError, marker: str) -> None:
     assert marker in said, f"the line names the marker: {said}"
 
 
-@settings(max_examples=400, deadline=None)
+def _parse(marker: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+    """What the plugin does with one marker at collection: its claim parser, or the axes' reading of it."""
+    if marker in PARSERS:
+        PARSERS[marker](args, kwargs)
+        return
+
+    def lookup(name: str) -> tuple[tuple[object, ...], dict[str, object]] | None:
+        return (args, kwargs) if name == marker else None
+
+    from_markers(lookup)
+
+
+@settings(max_examples=700, deadline=None)
 @given(
-    marker=st.sampled_from(sorted(PARSERS)),
+    marker=st.sampled_from(sorted(PARSERS) + sorted(AXIS_MARKERS)),
     args=st.lists(VALUES, max_size=3).map(tuple),
     kwargs=st.dictionaries(st.sampled_from(KEYWORDS), VALUES, max_size=4),
 )
@@ -49,32 +60,13 @@ def _one_line(error: SpecdecUsageError, marker: str) -> None:
 @example(marker="speedup", args=(), kwargs={"max": 10**30})
 @example(marker="acceptance", args=(), kwargs={"min": "0.5"})
 @example(marker="claim", args=(), kwargs={"id": None, "applies_to": "seed"})
-def test_a_claim_marker_is_parsed_or_refused_in_one_line(
-    marker: str, args: tuple[object, ...], kwargs: dict[str, object]
-) -> None:
-    try:
-        PARSERS[marker](args, kwargs)
-    except SpecdecUsageError as error:
-        _one_line(error, marker)
-
-
-@pytest.mark.skipif(not AXIS_MARKERS, reason="no axis takes a marker")
-@settings(max_examples=300, deadline=None)
-@given(
-    marker=st.sampled_from(sorted(AXIS_MARKERS)),
-    args=st.lists(VALUES, max_size=2).map(tuple),
-    kwargs=st.dictionaries(st.sampled_from(KEYWORDS), VALUES, max_size=3),
-)
 @example(marker="sampling", args=(), kwargs={"temperature": math.inf})
 @example(marker="sampling", args=(), kwargs={"top_p": "x"})
 @example(marker="concurrency", args=(), kwargs={"concurrency": -1})
-def test_an_axis_marker_is_parsed_or_refused_in_one_line(
+def test_a_marker_is_parsed_or_refused_in_one_line(
     marker: str, args: tuple[object, ...], kwargs: dict[str, object]
 ) -> None:
-    def lookup(name: str) -> tuple[tuple[object, ...], dict[str, object]] | None:
-        return (args, kwargs) if name == marker else None
-
     try:
-        from_markers(lookup)
+        _parse(marker, args, kwargs)
     except SpecdecUsageError as error:
         _one_line(error, marker)
