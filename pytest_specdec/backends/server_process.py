@@ -40,11 +40,17 @@ TOKEN_VARIABLE = "SPECDEC_SERVER_TOKEN"
 STOP_TIMEOUT_S = 3.0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is (:func:`interrupt_on_sigterm`): a parent that runs a child of its own forwards
+    it, since unlike a terminal's Ctrl-C it reached this process alone."""
+
+
 def interrupt_on_sigterm() -> Callable[[], None]:
     """Let SIGTERM end this process as Ctrl-C does, so the same teardown stops every managed server and worker
     (by default SIGTERM ends Python at once and they outlive it); returns what puts the old handler back.
 
-    Only on the main thread (signals are set there), and only where SIGTERM has its default action or
+    The first SIGTERM raises :class:`Terminated`; later ones are ignored while the teardown runs. Only on the
+    main thread (signals are set there), and only where SIGTERM has its default action or
     coverage's handler (``[run] sigterm = true``: it saves its data and dies the default way, leaving the servers;
     the interrupted run exits normally, so coverage saves at exit all the same). Any other handler is its owner's.
     """
@@ -57,7 +63,8 @@ def interrupt_on_sigterm() -> Callable[[], None]:
         return lambda: None
 
     def interrupt(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum} (SIGTERM)")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one never cuts the teardown short (SIGKILL still)
+        raise Terminated(f"signal {signum} (SIGTERM)")
 
     signal.signal(signal.SIGTERM, interrupt)
 

@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_specdec.backends import backend_spec, missing_runtime
-from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE
+from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE, Terminated
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.gate.accepting import CANDIDATES
 from pytest_specdec.gate.blame import AB_SHARE, ab_flips, ab_pairs, old_release, unjudged_flips
@@ -126,12 +127,28 @@ def leg_arguments(config: GateConfig, leg: LegConfig, extra: Sequence[str]) -> l
     return [*profile, *shlex.split(leg.pytest_args), *extra, *history]
 
 
+CHILD_STOP_S = 120.0  # an interrupted leg's pytest: time to stop its servers before it is killed
+
+
 def _run(command: list[str], out: Path) -> subprocess.CompletedProcess[str]:
+    """The leg's pytest; interrupted, it is stopped as it would stop itself (never killed at once, which would
+    leave its servers running): SIGTERM is forwarded (it reached this process alone), Ctrl-C reached it too."""
     logs = out / "server-logs"
     environment = {**os.environ, LOG_FOLDER_VARIABLE: str(logs)}
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
-    (out / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
-    return done
+    pipe = subprocess.PIPE
+    with subprocess.Popen(command, stdout=pipe, stderr=pipe, text=True, env=environment) as child:
+        try:
+            stdout, stderr = child.communicate()
+        except KeyboardInterrupt as interrupt:
+            if isinstance(interrupt, Terminated):
+                child.send_signal(signal.SIGTERM)
+            try:
+                child.communicate(timeout=CHILD_STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+    (out / "pytest.log").write_text(stdout + stderr, encoding="utf-8")
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 
 
 def _unmeasurable(out: Path, leg: LegConfig, reason: str, cause: LegCause) -> Leg:

@@ -112,6 +112,8 @@ try:
     print("not interrupted", flush=True)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM while the teardown runs
+    print("second ignored", flush=True)
 restore()
 print("restored" if signal.getsignal(signal.SIGTERM) == before else "changed", flush=True)
 """
@@ -120,8 +122,11 @@ print("restored" if signal.getsignal(signal.SIGTERM) == before else "changed", f
 @pytest.mark.parametrize(
     ("mode", "said"),
     [
-        ("default", ["interrupted", "restored"]),
-        ("coverage", ["interrupted", "restored"]),  # coverage's `sigterm = true` would die and leave the servers
+        ("default", ["interrupted", "second ignored", "restored"]),
+        (
+            "coverage",
+            ["interrupted", "second ignored", "restored"],
+        ),  # coverage's `sigterm = true` would die and leave the servers
         ("theirs", ["theirs", "not interrupted", "restored"]),  # a handler the program set itself is its own
     ],
 )

@@ -146,3 +146,45 @@ def test_when_last_nights_environment_could_not_be_rebuilt_the_flip_is_re_run_an
     (listed,) = json.loads((tmp_path / "confirm" / "confirmed.json").read_text())
     assert listed["line"] == f"flipped again on a re-run ({why})"
     assert f"specdec gate: {why} — the flips are re-run on the upgraded machine instead" in capsys.readouterr().out
+
+
+LEG_PYTEST = """
+import pathlib, signal, sys, time
+folder = pathlib.Path(sys.argv[1])
+def stop(*_):
+    (folder / "stopped").write_text("its teardown ran")  # where a pytest stops its servers
+    sys.exit(2)
+signal.signal(signal.SIGTERM, stop)
+(folder / "started").write_text("measuring")
+while True:
+    signal.pause()
+"""
+GATE_STEP = """
+import pathlib, sys
+from pytest_specdec.backends.server_process import interrupt_on_sigterm
+from pytest_specdec.gate.runs import _run
+interrupt_on_sigterm()
+folder = pathlib.Path(sys.argv[1])
+try:
+    _run([sys.executable, "-c", sys.argv[2], str(folder)], folder)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_a_gate_step_told_to_stop_lets_its_legs_pytest_stop_its_servers(tmp_path: Path) -> None:
+    """SIGTERM to the gate step alone (a CI cancel, `kill`) is forwarded to the leg's pytest, which then stops as it
+    would stop itself — never killed at once, which would leave its servers to the next night's reaper."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    step = subprocess.Popen([sys.executable, "-c", GATE_STEP, str(tmp_path), LEG_PYTEST])
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists() and step.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling for the child's file, a condition
+    assert (tmp_path / "started").exists()
+    os.kill(step.pid, signal.SIGTERM)
+    assert step.wait(timeout=60) == 130
+    assert (tmp_path / "stopped").read_text() == "its teardown ran", "the leg's pytest got SIGTERM, not SIGKILL"
