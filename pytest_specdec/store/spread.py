@@ -68,7 +68,7 @@ class RunSpread:
 UNKNOWN = RunSpread(None, 0)
 
 
-def _when(line: Mapping[str, Any]) -> datetime | None:
+def line_time(line: Mapping[str, Any]) -> datetime | None:
     """A line's time in UTC (a time without a zone is UTC), or None when it has no readable one."""
     try:
         moment = datetime.fromisoformat(str(line.get("time", "")))
@@ -115,10 +115,10 @@ def _log_point(line: Mapping[str, Any]) -> tuple[float, float] | None:
 
 def _counted(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The lines of the newest protocol with a readable time, oldest first, the newest :data:`MAX_NIGHTS`."""
-    readable = [line for line in lines if line_protocol(line) is not None and _when(line) is not None]
+    readable = [line for line in lines if line_protocol(line) is not None and line_time(line) is not None]
     newest = max((line_protocol(line) or 1 for line in readable), default=1)
     kept = [line for line in readable if line_protocol(line) == newest]
-    return sorted(kept, key=lambda line: _when(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
+    return sorted(kept, key=lambda line: line_time(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
 
 
 def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
@@ -179,16 +179,16 @@ class Nights:
         degrees of freedom (τ is itself estimated, from every night but those pooled with tonight). None while
         the spread is not known or no night of the accepted release is kept.
         """
-        accepted = _when({"time": accepted_at})
+        accepted = line_time({"time": accepted_at})
         tonight_point = _log_point({"speedup": {"estimate": tonight.estimate, "low": tonight.low,
                                                 "high": tonight.high, "confidence": tonight.confidence}})  # fmt: skip
         if accepted is None or tonight_point is None:
             return None
         counted = _counted(self.lines)
         reference = [p for line in counted if str(line.get("release", "")) == accepted_release
-                     and (_when(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
+                     and (line_time(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
         since = [line for line in counted if str(line.get("release", "")) == tonight_release
-                 and (_when(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOWS - 1) :]  # fmt: skip
+                 and (line_time(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOWS - 1) :]  # fmt: skip
         spread = run_spread([line for line in counted if not any(line is pooled for pooled in since)])
         if spread.tau is None or not reference:
             return None

@@ -20,10 +20,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pytest_specdec.stats import Interval
-from pytest_specdec.store.spread import RunSpread, line_protocol, run_spread, widened
+from pytest_specdec.store.spread import RunSpread, line_protocol, line_time, run_spread, widened
 
 BOUND_LABEL = re.compile(r"^speedup (?P<kind>min|max)=(?P<bound>[0-9.eE+-]+)$")
 WINDOW = 3
@@ -70,13 +71,16 @@ def _overlap(first: Mapping[str, Any], last: Mapping[str, Any], spread: RunSprea
     return one.low <= other.high and other.low <= one.high
 
 
-def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Each key's last line per release, releases in the order they first appeared."""
-    by_key: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
-        releases = by_key.setdefault(str(line.get("key", "")), {})
+def per_release(lines: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """Each (backend, key)'s last line per release, releases in the order they first appeared (in time, as moments).
+
+    Two backends that run the same test on the same models share a key; their releases are never one trend.
+    """
+    by_key: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    for line in sorted(lines, key=lambda item: line_time(item) or datetime.min.replace(tzinfo=UTC)):
+        releases = by_key.setdefault((str(line.get("backend", "")), str(line.get("key", ""))), {})
         releases[str(line.get("release", ""))] = line
-    return {key: list(releases.values()) for key, releases in by_key.items()}
+    return {group: list(releases.values()) for group, releases in by_key.items()}
 
 
 def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: float = SHARE) -> list[Erosion]:
@@ -84,10 +88,10 @@ def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: fl
     found: list[Erosion] = []
     newest = max((line_protocol(line) or 1 for line in lines), default=1)
     lines = [line for line in lines if line_protocol(line) == newest]
-    every: dict[str, list[Mapping[str, Any]]] = {}  # each key's nights, for its run-to-run spread
+    every: dict[tuple[str, str], list[Mapping[str, Any]]] = {}  # each key's nights, for its run-to-run spread
     for line in lines:
-        every.setdefault(str(line.get("key", "")), []).append(line)
-    for key, points in sorted(per_release(lines).items()):
+        every.setdefault((str(line.get("backend", "")), str(line.get("key", ""))), []).append(line)
+    for (backend, key), points in sorted(per_release(lines).items()):
         recent = points[-window:]
         if len(recent) < window:
             continue
@@ -103,7 +107,7 @@ def erosions(lines: Sequence[Mapping[str, Any]], window: int = WINDOW, share: fl
                 continue
             shrinking = all(abs(later) < abs(earlier) for earlier, later in itertools.pairwise(distances))
             gone = 1.0 - distances[-1] / distances[0]
-            apart = not _overlap(recent[0]["speedup"], recent[-1]["speedup"], run_spread(every[key]))
+            apart = not _overlap(recent[0]["speedup"], recent[-1]["speedup"], run_spread(every[backend, key]))
             if shrinking and gone >= share and apart:
                 last = recent[-1]
                 found.append(

@@ -58,3 +58,13 @@ def test_noise_within_the_intervals_and_other_protocols_are_not_trends() -> None
     older = [dict(line, protocol=1) for line in lines([0.80, 0.90])]
     newer = [dict(line, protocol=2) for line in lines([0.98])[0:1]]
     assert erosions([*older, *newer]) == [], "a change of the tool is not a backend trend"
+
+
+def test_two_backends_sharing_a_key_are_never_one_trend() -> None:
+    """The same test on the same models under two backends has one key: each backend's releases are its own."""
+    mlx = [dict(line, backend="mlx") for line in lines([0.80, 0.90])]
+    llama = [dict(line, backend="llama-cpp", release=f"llama.cpp b{n}", time=f"2026-11-{n + 10:02d}")
+             for n, line in enumerate(lines([0.98, 0.99]))]  # fmt: skip
+    assert erosions([*mlx, *llama]) == [], "0.80 → 0.90 on mlx and 0.98 on llama.cpp are two histories"
+    (found,) = erosions([*mlx, *[dict(line, backend="mlx") for line in lines([0.80, 0.90, 0.98])]])
+    assert found.estimates == (0.80, 0.90, 0.98)
