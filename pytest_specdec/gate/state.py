@@ -19,7 +19,7 @@ from typing import Any
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import read_json
-from pytest_specdec.store.history import history_line, read_history
+from pytest_specdec.store.history import history_line, history_mark, read_history
 from pytest_specdec.store.records import RunRecord
 
 
@@ -41,13 +41,12 @@ def keep_history(run: RunRecord) -> Path:
 
 def leg_history(backend: str, baselines: Path, machine_class: str) -> list[dict[str, Any]]:
     """This backend's history lines from the repository and the runner, each once."""
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     lines: list[dict[str, Any]] = []
     for root in (baselines, state_root()):
         path = root / "history" / f"{machine_class}.jsonl"
         for line in _history(path, trusted=root == baselines):
-            # The same result reaches both histories with different time stamps (the ledger's and the run's).
-            mark = (str(line.get("key")), str(line.get("release")), json.dumps(line.get("speedup"), sort_keys=True))
+            mark = history_mark(line)
             if line.get("backend") == backend and mark not in seen:
                 seen.add(mark)
                 lines.append(line)

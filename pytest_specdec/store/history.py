@@ -50,6 +50,19 @@ def history_line(
     }
 
 
+def history_mark(line: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What makes two history lines one result: one result reaches both the repository's and the runner's
+    history under different time stamps (the ledger's and the gate's), with the same backend, key, release and
+    speedup.
+
+    >>> line = {"backend": "mlx", "key": "k", "release": "mlx-lm 0.1", "speedup": {"estimate": 1.2}, "time": "t1"}
+    >>> history_mark(line) == history_mark(line | {"time": "t2"})
+    True
+    """
+    speedup = json.dumps(line.get("speedup"), sort_keys=True)
+    return str(line.get("backend", "")), str(line.get("key", "")), str(line.get("release", "")), speedup
+
+
 HISTORY_TEXT_FIELDS = ("time", "machine_class", "backend", "release", "key", "nodeid", "category", "verdict")
 SPEEDUP_FIELDS = ("estimate", "low", "high")
 NON_FINITE_TEXT = ("inf", "-inf", "nan")

@@ -9,7 +9,6 @@ interrupted session writes nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from pytest_specdec.store.baselines import (
     within_run_only,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
-from pytest_specdec.store.history import history_line, read_history
+from pytest_specdec.store.history import history_line, history_mark, read_history
 from pytest_specdec.store.records import Change, ComparisonRecord, Provenance, Role
 from pytest_specdec.store.spread import Nights
 
@@ -75,20 +74,19 @@ class BaselineLedger:
     _nights: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        """Read the history once, before anything is measured (a broken file is one line now, not mid-run)."""
+        """Read the history once, before anything is measured (a broken file counts no nights; the append at
+        the run's end names what is wrong with it)."""
         seen: set[tuple[str, str, str, str]] = set()
         for path in (self.store.history_path(), *self.history_sources):
             try:
                 lines = read_history(path, []) if path.is_file() else []
-            except SpecdecUsageError:  # a broken history counts no nights; appending to it says what is wrong
+            except SpecdecUsageError:
                 lines = []
             for line in lines:
-                # One result can reach both histories under different time stamps (the ledger's and the gate's).
-                key, backend = str(line.get("key", "")), str(line.get("backend", ""))
-                mark = (key, backend, str(line.get("release", "")), json.dumps(line.get("speedup"), sort_keys=True))
+                mark = history_mark(line)
                 if mark not in seen:
                     seen.add(mark)
-                    self._nights.setdefault(f"{backend}\0{key}", []).append(line)
+                    self._nights.setdefault(f"{mark[0]}\0{mark[1]}", []).append(line)
 
     def nights(self, record: ComparisonRecord) -> Nights:
         """``record``'s key's nights on this machine (its run-to-run spread, drift across nights)."""
