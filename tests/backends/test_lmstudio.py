@@ -71,6 +71,9 @@ def test_the_sd_arm_sends_the_draft_model_and_reads_lm_studios_own_counts(server
     assert fingerprint.release == "LM Studio 0.3.31 (llama.cpp engine)", "the app's release and the engine"
     assert fingerprint.versions["lmstudio"], "the SDK's release beside the app's"
     assert backend.adapts_draft_length(), "no draft length is sent: LM Studio's own is the default arm"
+    from pytest_specdec.axes.concurrency import CONCURRENCY
+
+    assert "sends one prediction at a time" in str(CONCURRENCY.refusal(2, backend)), "no concurrency axis, said"
 
 
 @pytest.mark.parametrize("server", [{"engine": "mlx", "draft_ignored": "true", "version": "0.3.32"}], indirect=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
+from pytest_specdec.backends.base import BackendSpec, OptionSpec
 from pytest_specdec.backends.kinds import SpeculationKind
 
 SPEC = BackendSpec(
@@ -16,8 +16,7 @@ SPEC = BackendSpec(
         OptionSpec("host", "str", "HOST:PORT of LM Studio's server (default: $LMSTUDIO_HOST, else the SDK's ports)"),
         OptionSpec("timeout", "float", "seconds the SDK waits between two messages"),
     ),
-    # LM Studio's model keys: the pair of lmstudio-ai/mlx-engine #103's M1 Pro report.
-    pairs={"seed": ModelPair("qwen2.5-7b-instruct", "qwen2.5-0.5b-instruct")},
+    # No pair of its own: --specdec-model and --specdec-draft are LM Studio model keys (`lms ls`).
     kinds=(SpeculationKind.DRAFT_MODEL,),
     evidence_family="lmstudio",
     doctor="pytest_specdec.backends.lmstudio.doctor:server_findings",

@@ -192,6 +192,13 @@ class LmStudioBackend:
             output_units="character",
         )
 
+    def streams_refusal(self, streams: int) -> str | None:
+        """No concurrency axis: one prediction at a time, each with its own counts."""
+        return (
+            "the lmstudio backend sends one prediction at a time (LM Studio's draft counts are per prediction) — "
+            "measure concurrency on llama-server"
+        )
+
     def close(self) -> None:
         """Leave the client (LM Studio keeps the models loaded)."""
         self._stack.close()

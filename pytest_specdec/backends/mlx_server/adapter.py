@@ -181,6 +181,13 @@ class MlxServerBackend:
                 )
             time.sleep(0.01)  # polling the server's log for the line it writes as the generation ends
 
+    def streams_refusal(self, streams: int) -> str | None:
+        """No concurrency axis: mlx_lm.server serves one request at a time while a draft model is loaded."""
+        return (
+            "mlx_lm.server stops batching while a draft model is loaded (ModelProvider.is_batchable), so its SD "
+            "arm serves one stream at a time — measure concurrency on llama-server"
+        )
+
     def close(self) -> None:
         """Close the clients and stop both servers."""
         for service in self._services.values():

@@ -1,0 +1,198 @@
+"""The mlx-vlm server (``python -m mlx_vlm.server``): a plain server beside one with a drafter.
+
+mlx-vlm chooses its drafter per server (``--draft-model``, ``--draft-kind`` ``dflash`` / ``eagle3`` / ``mtp``),
+not per request, so each arm has its own server: started by the plugin (the target and
+``--specdec-draft`` as the drafter; ``draft_kind=`` as given, else mlx-vlm's own choice), or two a
+user started (``plain_url=``, ``sd_url=``). Both get the same greedy chat completion for the model the server
+has loaded (another name would make it load that one instead). The drafter's block size is left to
+the server (a ceiling it adapts each round), so the default arm is "adaptive". Counts are the server's
+own per-request ``timings.draft_n`` / ``draft_n_accepted`` (exact one request at a time, which is how
+the plugin sends them): ``null`` means no speculative round ran. The release is the server's
+(``/openapi.json`` ``info.version``); the kind is the SD server's ``draft_kind`` (``/v1/settings``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from pytest_specdec.backends.base import (
+    BackendOptions,
+    Fingerprint,
+    GenerationRequest,
+    GenerationStats,
+    GenerationStream,
+    ModelPair,
+    TokenBurst,
+)
+from pytest_specdec.backends.http_client import HttpService, checked_url, get_or_refuse, text_units
+from pytest_specdec.backends.kinds import SpeculationKind
+from pytest_specdec.backends.server_process import ServerProcess
+from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
+
+KINDS = {"dflash": SpeculationKind.BLOCK_DRAFTER, "mtp": SpeculationKind.MTP_HEAD,
+         "eagle3": SpeculationKind.DRAFT_MODEL}  # fmt: skip
+LOAD_S = 900.0  # a server loads its model (and drafter) before /health answers
+
+
+def _command(base: list[str], extra: list[str]) -> Callable[[int], list[str]]:
+    """A server's command line on the port it is given."""
+    return lambda port: [*base, "--port", str(port), *extra]
+
+
+class MlxVlmBackend:
+    """Two mlx-vlm servers: one plain, one with a drafter."""
+
+    name: ClassVar[str] = "mlx-vlm"
+
+    def __init__(self, pair: ModelPair, options: Mapping[str, str]) -> None:
+        reader = BackendOptions(self.name, options)
+        plain_url, sd_url = reader.text("plain_url", ""), reader.text("sd_url", "")
+        kind = reader.text("draft_kind", "")
+        python = reader.text("python", sys.executable)
+        self._timeout = reader.number("timeout", 300.0, low=0.1, high=86_400)
+        self._stream = reader.flag("stream", True)
+        reader.reject_unknown()
+        if kind and kind not in KINDS:
+            raise SpecdecUsageError(f"mlx-vlm draft_kind={kind!r} must be one of {', '.join(KINDS)} (or unset)")
+        if bool(plain_url) != bool(sd_url):
+            raise SpecdecUsageError(
+                "mlx-vlm needs both plain_url= and sd_url= (a server without a drafter and one with it), or neither"
+            )
+        self._servers: list[ServerProcess] = []
+        if not plain_url:
+            if not pair.draft:
+                raise SpecdecUsageError("mlx-vlm's SD server needs a drafter: --specdec-draft=PATH_OR_HF_ID")
+            plain_url, sd_url = self._start(python, pair, kind)
+        checked_url(plain_url, "plain_url")
+        checked_url(sd_url, "sd_url")
+        fix = "start `python -m mlx_vlm.server`, or let the plugin start both (no plain_url=/sd_url=)"
+        self._plain = HttpService("mlx-vlm (plain)", plain_url, self._timeout, fix)
+        self._sd = HttpService("mlx-vlm (SD)", sd_url, self._timeout, fix)
+        self._model = str(get_or_refuse(self._plain, "/health").get("loaded_model") or "")
+        sd_model = str(get_or_refuse(self._sd, "/health").get("loaded_model") or "")
+        if not self._model or self._model != sd_model:
+            self.close()
+            raise ModelLoadError(
+                f"mlx-vlm's two servers must serve one loaded model (plain: {self._model or 'none'}, SD: "
+                f"{sd_model or 'none'}) — start both with the same --model"
+            )
+        self._settings = {arm: self._current(http) for arm, http in (("plain", self._plain), ("sd", self._sd))}
+        if self._settings["plain"].get("draft_model"):
+            self.close()
+            raise ModelLoadError(f"mlx-vlm's plain server at {plain_url} has a drafter loaded "
+                                 f"({self._settings['plain']['draft_model']}) — start it without --draft-model")  # fmt: skip
+        if not self._settings["sd"].get("draft_model"):
+            self.close()
+            raise ModelLoadError(f"mlx-vlm's SD server at {sd_url} has no drafter — start it with --draft-model")
+        version = get_or_refuse(self._sd, "/openapi.json").get("info") or {}
+        self._release = f"mlx-vlm {version.get('version', 'unknown')}" if isinstance(version, dict) else "mlx-vlm"
+        self._pair = ModelPair(self._model, str(self._settings["sd"]["draft_model"]))
+        self._kinds_ran: set[str] = set()
+
+    def _start(self, python: str, pair: ModelPair, kind: str) -> tuple[str, str]:
+        """The two servers, as a user starts them (``python -m mlx_vlm.server``)."""
+        from pytest_specdec.embedded.models import is_embedded, materialize
+
+        target, draft = (str(materialize(m)) if is_embedded(m) else m for m in (pair.target, str(pair.draft)))
+        base = [python, "-m", "mlx_vlm.server", "--model", target, "--host", "127.0.0.1"]
+        drafter = ["--draft-model", draft, *(["--draft-kind", kind] if kind else [])]
+        for label, extra in (("plain", []), ("sd", drafter)):
+            server = ServerProcess(f"mlx-vlm-{label}", _command(base, extra), ready_timeout_s=LOAD_S)
+            try:
+                server.start()
+            except BackendUnavailable as error:
+                self.close()
+                raise ModelLoadError(f"{error} — check the model, the drafter and mlx-vlm's install") from None
+            self._servers.append(server)
+        return self._servers[0].base_url, self._servers[1].base_url
+
+    def _current(self, http: HttpService) -> dict[str, Any]:
+        found = get_or_refuse(http, "/v1/settings").get("current")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def pair(self) -> ModelPair:
+        """The model the servers loaded, and the SD server's drafter."""
+        return self._pair
+
+    def adapts_draft_length(self) -> bool:
+        """No block size is sent: the drafter's own, which it adapts each round, is what users get."""
+        return True
+
+    def speculation_kind(self) -> SpeculationKind:
+        """The SD server's drafter kind (``dflash``: a block drafter, ``mtp``: the target's MTP head)."""
+        return KINDS.get(str(self._settings["sd"].get("draft_kind") or "dflash"), SpeculationKind.BLOCK_DRAFTER)
+
+    def fingerprint(self) -> Fingerprint:
+        """The server's release, the drafter and its kind."""
+        return Fingerprint(
+            backend=self.name,
+            release=self._release,
+            versions={"mlx-vlm": self._release.removeprefix("mlx-vlm ")},
+            device=f"servers: {self._plain.base_url} (plain), {self._sd.base_url} (SD)",
+            details={
+                "draft_model": str(self._settings["sd"].get("draft_model")),
+                "draft_kind": str(self._settings["sd"].get("draft_kind") or "auto"),
+                "draft_kind_ran": ", ".join(sorted(self._kinds_ran)) or "none reported",
+                "block_size": "the drafter's own (adaptive)",
+            },
+        )
+
+    def model_digest(self) -> str:
+        """The loaded model's and the drafter's names (the server reports no digest)."""
+        import hashlib
+
+        return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        """One greedy chat completion on the arm's server; counts from its ``timings``."""
+        http = self._sd if request.arm.speculative else self._plain
+        body = {
+            "model": self._model,
+            "messages": [{"role": "user", "content": request.prompt}],
+            "max_tokens": request.max_tokens,
+            "temperature": 0.0,
+            "seed": request.seed,
+            "stream": self._stream,
+            "stream_options": {"include_usage": True},
+        }
+        usage: dict[str, Any] | None = None
+        timings: dict[str, Any] = {}
+        for event in http.events("/v1/chat/completions", body, stream=self._stream):
+            if "error" in event:
+                raise BackendRuntimeError(f"{http.service} at {http.base_url} failed the completion: {event['error']}")
+            for choice in event.get("choices") or []:
+                text = str((choice.get("delta") or choice.get("message") or {}).get("content") or "")
+                if text:
+                    yield TokenBurst(text_units(text))
+            if isinstance(event.get("usage"), dict):
+                usage, timings = event["usage"], event.get("timings") or {}
+        if usage is None or "completion_tokens" not in usage:
+            raise BackendRuntimeError(f"{http.service} at {http.base_url} ended without 'usage' — no result kept")
+        if timings.get("draft_kind"):
+            self._kinds_ran.add(str(timings["draft_kind"]))
+        return GenerationStats(
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            drafted=int(timings.get("draft_n") or 0),  # null: no speculative round ran for this request
+            accepted=int(timings.get("draft_n_accepted") or 0),
+            generated_tokens=int(usage["completion_tokens"]),
+            output_units="character",
+        )
+
+    def streams_refusal(self, streams: int) -> str | None:
+        """No concurrency axis: the server's draft counts are shared by the requests that run together."""
+        return (
+            "mlx-vlm's draft counts are exact only one request at a time (they are the shared drafter's, "
+            "speculative/common.py) — measure concurrency on llama-server"
+        )
+
+    def close(self) -> None:
+        """Close the connections and stop any server the plugin started."""
+        for http in (getattr(self, "_plain", None), getattr(self, "_sd", None)):
+            if http is not None:
+                http.close()
+        for server in self._servers:
+            server.stop()
+        self._servers = []

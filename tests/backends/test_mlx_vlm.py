@@ -1,0 +1,179 @@
+"""The mlx-vlm backend: the real mlx-vlm server where it runs (the embedded pair), and a stand-in for the block
+drafters and MTP heads whose weights cannot be had here (``backends/mlx_vlm/standin.py``, cited from mlx-vlm 0.7.10).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.kinds import SpeculationKind
+from pytest_specdec.backends.mlx_vlm.adapter import MlxVlmBackend
+from pytest_specdec.backends.mlx_vlm.standin import MlxVlmHandler
+from pytest_specdec.backends.standin.engine import GenerationEngine
+from pytest_specdec.backends.standin.http import StandinServer
+from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
+
+PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
+
+
+@pytest.fixture
+def start(engine: GenerationEngine) -> Iterator[Callable[..., StandinServer]]:
+    running: list[StandinServer] = []
+
+    def started(**settings: str) -> StandinServer:
+        running.append(StandinServer(MlxVlmHandler, engine, settings=settings).start())
+        return running[-1]
+
+    yield started
+    for server in running:
+        server.stop()
+
+
+def generate(backend: MlxVlmBackend, arm: Arm, max_tokens: int = 12) -> tuple[tuple[int, ...], object]:
+    stream = backend.generate(GenerationRequest(PROMPT, arm, max_tokens, seed=7))
+    units: list[int] = []
+    while True:
+        try:
+            units.extend(next(stream).token_ids)
+        except StopIteration as stop:
+            return tuple(units), stop.value
+
+
+STREAMS = pytest.mark.parametrize("stream", ["true", "false"])
+
+
+@STREAMS
+@pytest.mark.parametrize(("kind", "expected"), [("dflash", SpeculationKind.BLOCK_DRAFTER),
+                                                ("mtp", SpeculationKind.MTP_HEAD)])  # fmt: skip
+def test_each_arm_goes_to_its_server_and_the_counts_are_the_servers(
+    start: Callable[..., StandinServer], kind: str, expected: SpeculationKind, stream: str
+) -> None:
+    plain, sd = start(), start(draft_kind=kind, block_size="4")
+    backend = MlxVlmBackend(ModelPair("ignored"), {"plain_url": plain.url, "sd_url": sd.url, "stream": stream})
+    try:
+        plain_units, plain_stats = generate(backend, Arm("plain"))
+        sd_units, sd_stats = generate(backend, Arm("sd", True, 3))
+        fingerprint = backend.fingerprint()
+    finally:
+        backend.close()
+    assert plain_units, "the plain arm generated"
+    assert plain_units == sd_units, "greedy SD reproduces the plain output"
+    assert plain_stats.drafted == 0, "the plain server's timings carry no draft counts"
+    assert sd_stats.drafted > 0
+    assert 0 < sd_stats.accepted <= sd_stats.drafted
+    assert [path for _, path, _ in plain.requests].count("/v1/chat/completions") == 1
+    assert [path for _, path, _ in sd.requests].count("/v1/chat/completions") == 1
+    assert backend.speculation_kind() is expected
+    assert fingerprint.release == "mlx-vlm 0.7.10"
+    assert fingerprint.details["draft_kind_ran"] == kind
+    assert backend.adapts_draft_length(), "no block size sent: the drafter's own"
+
+
+def test_a_drafter_the_server_dropped_drafts_nothing_and_is_not_engaged(
+    start: Callable[..., StandinServer], pytester: pytest.Pytester
+) -> None:
+    plain, sd = start(), start(draft_kind="dflash", drafter="incompatible")
+    pytester.makepyfile(
+        """
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    result = pytester.runpytest(
+        "--backend=mlx-vlm", "--specdec-model=ignored", f"--specdec-backend-option=plain_url={plain.url}",
+        f"--specdec-backend-option=sd_url={sd.url}", "--specdec-min-trials=2", "--specdec-max-trials=2",
+        "-p", "no:cacheprovider",
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(["*not measurable: SD not engaged (the sd arm drafted 0 tokens*"])
+
+
+def test_a_verdict_row_through_the_plugin(start: Callable[..., StandinServer], pytester: pytest.Pytester) -> None:
+    plain, sd = start(), start(draft_kind="dflash", block_size="4")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.speedup(max=1.0)
+        def test_sd(specdec):
+            specdec.compare(category="copy", max_tokens=8)
+        """
+    )
+    result = pytester.runpytest(
+        "--backend=mlx-vlm", "--specdec-model=ignored", f"--specdec-backend-option=plain_url={plain.url}",
+        f"--specdec-backend-option=sd_url={sd.url}", "--specdec-min-trials=2", "--specdec-max-trials=2",
+        "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.ret in (0, 1), result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*mlx-vlm *copy*x [[]*2 *"])
+    assert "not measurable" not in result.stdout.str()
+
+
+def test_servers_that_do_not_make_a_pair_are_one_line(start: Callable[..., StandinServer]) -> None:
+    plain, sd = start(), start(draft_kind="dflash")
+    with pytest.raises(ModelLoadError, match=r"plain server at .* has a drafter loaded .* without --draft-model"):
+        MlxVlmBackend(ModelPair("m"), {"plain_url": sd.url, "sd_url": sd.url})
+    with pytest.raises(ModelLoadError, match=r"SD server at .* has no drafter — start it with --draft-model"):
+        MlxVlmBackend(ModelPair("m"), {"plain_url": plain.url, "sd_url": plain.url})
+    with pytest.raises(SpecdecUsageError, match=r"needs both plain_url= and sd_url="):
+        MlxVlmBackend(ModelPair("m"), {"plain_url": plain.url})
+    with pytest.raises(SpecdecUsageError, match=r"draft_kind='medusa' must be one of dflash, mtp, eagle3"):
+        MlxVlmBackend(ModelPair("m", "d"), {"draft_kind": "medusa"})
+    with pytest.raises(SpecdecUsageError, match=r"needs a drafter: --specdec-draft="):
+        MlxVlmBackend(ModelPair("m"), {})
+
+
+@STREAMS
+def test_a_plain_language_model_as_drafter_fails_every_request_in_one_line(
+    start: Callable[..., StandinServer], stream: str
+) -> None:
+    plain, sd = start(), start(draft_kind="dflash", drafter="plain-lm")
+    backend = MlxVlmBackend(ModelPair("ignored"), {"plain_url": plain.url, "sd_url": sd.url, "stream": stream})
+    said = r"failed the completion: " if stream == "true" else r"answered HTTP 500 .*Generation failed: "
+    try:
+        with pytest.raises(BackendRuntimeError, match=rf"mlx-vlm \(SD\) .*{said}.*target_layer_ids"):
+            generate(backend, Arm("sd", True, 3))
+    finally:
+        backend.close()
+
+
+def test_the_real_server_with_the_embedded_pair_takes_the_draft_model_and_fails_every_sd_request() -> None:
+    """mlx-vlm has no separate draft model: it loads one as a DFlash drafter ("speculative decoding enabled"),
+    then every SD request fails (docs/measurements.md). The plugin starts both servers as a user would."""
+    pytest.importorskip("mlx_vlm", reason="the real mlx-vlm server (dev extra)")
+    from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET, materialize
+
+    pair = ModelPair(str(materialize(DEFAULT_TARGET)), str(materialize(DEFAULT_DRAFT)))
+    backend = MlxVlmBackend(pair, {"python": sys.executable})
+    try:
+        plain_units, plain = generate(backend, Arm("plain"), max_tokens=8)
+        with pytest.raises(
+            BackendRuntimeError, match=r"mlx-vlm \(SD\) at .* failed the completion: .*target_layer_ids"
+        ):
+            generate(backend, Arm("sd", True, 3), max_tokens=8)
+        fingerprint = backend.fingerprint()
+    finally:
+        backend.close()
+    assert len(plain_units) > 0
+    assert plain.drafted == 0
+    assert plain.generated_tokens == 8
+    assert fingerprint.release.startswith("mlx-vlm 0.")
+    assert fingerprint.details["draft_model"] == pair.draft
+
+
+def test_the_servers_say_why_they_have_no_concurrency_axis(start: Callable[..., StandinServer]) -> None:
+    from pytest_specdec.axes.concurrency import CONCURRENCY
+
+    plain, sd = start(), start(draft_kind="dflash")
+    backend = MlxVlmBackend(ModelPair("ignored"), {"plain_url": plain.url, "sd_url": sd.url})
+    try:
+        said = CONCURRENCY.refusal(2, backend)
+    finally:
+        backend.close()
+    assert said == (
+        "concurrency=2: mlx-vlm's draft counts are exact only one request at a time (they are the shared drafter's, "
+        "speculative/common.py) — measure concurrency on llama-server"
+    )
