@@ -16,18 +16,35 @@ from importlib import metadata
 from pathlib import Path
 
 BACKEND_SOURCE = '''"""A backend whose releases differ: SD loses in 1.0 and wins in 1.1 (a test package)."""
+import os
 from dataclasses import replace
+from pathlib import Path
 from pytest_specdec.backends.base import BackendSpec
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 
 VERSION = "{version}"
+FIRST_RUN_SPEEDUP = "{first_run_speedup}"
+
+
+def speedup():
+    """This release's speedup: a release with a first-run speedup has it in the first process that measures it
+    after its install, and its own speedup in every later one (a flip that does not repeat)."""
+    if not FIRST_RUN_SPEEDUP:
+        return "{speedup}"
+    mark = Path(__file__).with_name("first-run")
+    try:
+        with mark.open("x") as first:
+            first.write(str(os.getpid()))
+    except FileExistsError:
+        pass
+    return FIRST_RUN_SPEEDUP if mark.read_text() == str(os.getpid()) else "{speedup}"
 
 
 class ReleasedBackend(SimulatedBackend):
     name = "testbackend"
 
     def __init__(self, pair, options):
-        super().__init__(pair, {{"speedup": "{speedup}", "counter_scale": "{counter_scale}", "release": VERSION,
+        super().__init__(pair, {{"speedup": speedup(), "counter_scale": "{counter_scale}", "release": VERSION,
                                  **options}})
 
     def fingerprint(self):
@@ -41,16 +58,22 @@ SPEC = BackendSpec(name="testbackend", target="specdec_testbackend:ReleasedBacke
 '''
 
 
-def build_wheel(folder: Path, version: str, speedup: float, counter_scale: float = 1.0) -> Path:
+def build_wheel(
+    folder: Path, version: str, speedup: float, counter_scale: float = 1.0, first_run_speedup: float | None = None
+) -> Path:
     """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed).
 
     ``counter_scale`` below 1 makes the release report shorter decode times for SD than it
-    spent: a change of what its counters cover, not of its speed.
+    spent: a change of what its counters cover, not of its speed. ``first_run_speedup``: the
+    speedup of the first process that measures this install (later ones get ``speedup``).
     """
     info = f"specdec_testbackend-{version}.dist-info"
     files: dict[str, bytes | str] = {
         "specdec_testbackend/__init__.py": BACKEND_SOURCE.format(
-            version=version, speedup=speedup, counter_scale=counter_scale
+            version=version,
+            speedup=speedup,
+            counter_scale=counter_scale,
+            first_run_speedup="" if first_run_speedup is None else first_run_speedup,
         ),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
