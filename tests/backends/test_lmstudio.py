@@ -7,6 +7,7 @@ cited there; these tests run the SDK unmodified, so a message it would not accep
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,3 +158,51 @@ def test_the_gate_takes_lmstudio_as_a_leg(pytester: pytest.Pytester, tmp_path: P
             "--specdec-min-trials=2", "--specdec-max-trials=2", "-p", "no:cacheprovider",
         )  # fmt: skip
     result.stdout.fnmatch_lines(["*lmstudio *copy*x [[]*2 *"])
+
+
+FAKE_LMS = """#!{python}
+import json, sys
+from pathlib import Path
+state = Path({state!r})
+calls = state / "calls.jsonl"
+with calls.open("a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+loaded = (state / "loaded").read_text().split() if (state / "loaded").exists() else []
+args = sys.argv[1:]
+if args == ["ps", "--json"]:
+    print(json.dumps([{{"identifier": key, "modelKey": key}} for key in loaded]))
+elif args[:1] == ["load"]:
+    (state / "loaded").write_text(" ".join(loaded + [args[1]]))
+    print("Model loaded successfully in 0.01s.", file=sys.stderr)
+elif args[:1] == ["unload"]:
+    (state / "loaded").write_text(" ".join(key for key in loaded if key != args[1]))
+elif args == ["runtime", "survey", "--json"]:
+    print(json.dumps({{"status": "ok", "engines": [
+        {{"name": "mlx-llm-mac-arm64-apple-metal-advsimd", "version": "0.31.0", "supportedModelFormatNames": ["MLX"]}},
+        {{"name": "llama.cpp-mac-arm64-apple-metal-advsimd", "version": "1.52.0", "supportedModelFormatNames": ["GGUF"]}},
+    ]}}))
+"""
+
+
+def test_lms_loads_the_target_names_the_runtime_and_unloads_only_what_it_loaded(
+    server: StandinServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lms = tmp_path / "bin" / "lms"
+    lms.parent.mkdir()
+    lms.write_text(FAKE_LMS.format(python=sys.executable, state=str(tmp_path)), encoding="utf-8")
+    lms.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{lms.parent}:{os.environ['PATH']}")
+    backend = LmStudioBackend(PAIR, {"host": host(server)})
+    runtime = backend.fingerprint().details["engine_runtime"]
+    backend.close()
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert ["load", TARGET, "-y"] in calls, "lms loads a target that was not loaded"
+    assert calls[-1] == ["unload", TARGET], "and unloads it at the end"
+    assert runtime == "llama.cpp-mac-arm64-apple-metal-advsimd 1.52.0", "the GGUF model's engine, as lms names it"
+    (tmp_path / "calls.jsonl").unlink()
+    (tmp_path / "loaded").write_text(TARGET)  # loaded by the user before the run: it stays loaded
+    LmStudioBackend(PAIR, {"host": host(server)}).close()
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [c[0] for c in calls if c[0] in ("load", "unload")] == []
+    with pytest.raises(SpecdecUsageError, match=r"lms='/nowhere/lms' is not a program here"):
+        LmStudioBackend(PAIR, {"host": host(server), "lms": "/nowhere/lms"})

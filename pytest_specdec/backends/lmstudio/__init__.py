@@ -15,6 +15,7 @@ SPEC = BackendSpec(
     options=(
         OptionSpec("host", "str", "HOST:PORT of LM Studio's server (default: $LMSTUDIO_HOST, else the SDK's ports)"),
         OptionSpec("timeout", "float", "seconds the SDK waits between two messages"),
+        OptionSpec("lms", "str", "LM Studio's lms program (default: on PATH; it loads, unloads, names the runtime)"),
     ),
     # No pair of its own: --specdec-model and --specdec-draft are LM Studio model keys (`lms ls`).
     kinds=(SpeculationKind.DRAFT_MODEL,),

@@ -10,7 +10,9 @@ are LM Studio's own counts in each prediction's stats (``usedDraftModelKey``,
 model drafted 0, observed. The engine behind the model is read from the model info LM Studio
 returns (``getModelInfo``'s ``format``: ``gguf`` is served by its llama.cpp engine, ``safetensors`` by its MLX
 engine); the SDK has no call for the engine's runtime version, so the fingerprint says so.
-Timing is this process's clock over the fragment stream.
+Where LM Studio's ``lms`` is installed, it loads the target (and unloads it at the end, when it was
+not loaded before) and names the engine's runtime release (:mod:`.lms`). Timing is this process's
+clock over the fragment stream.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pytest_specdec.backends.base import (
     TokenBurst,
 )
 from pytest_specdec.backends.http_client import text_units
+from pytest_specdec.backends.lmstudio.lms import Lms
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
 
 if TYPE_CHECKING:
@@ -56,6 +59,10 @@ class LmStudioBackend:
         # HOST:PORT as the SDK takes it (an http:// or ws:// in front, as a gate's serve recipe passes it, is dropped)
         host = reader.text("host", os.environ.get("LMSTUDIO_HOST", "")).split("://", 1)[-1].rstrip("/")
         timeout = reader.number("timeout", 300.0, low=0.1, high=86_400)
+        given = reader.text("lms", "")
+        self._lms = Lms.found(given)
+        if given and self._lms is None:
+            raise SpecdecUsageError(f"lmstudio lms={given!r} is not a program here — fix the path, or leave it out")
         reader.reject_unknown()
         name, _, port = host.rpartition(":")
         if host and not (name and port.isdigit() and 0 < int(port) < 65536):
@@ -74,6 +81,9 @@ class LmStudioBackend:
         self._pair = pair
         self._stack = contextlib.ExitStack()
         where = host or "LM Studio's default ports"
+        if self._lms is not None:  # lms loads the target, and unloads it at the end, where it is installed
+            self._lms.ensure_loaded(pair.target)
+            self._stack.callback(self._lms.unload_ours)
         try:
             # Entering the client probes /lmstudio-greeting (the host given, else the SDK's own ports).
             self._client = self._stack.enter_context(lmstudio.Client(host or None))
@@ -97,6 +107,11 @@ class LmStudioBackend:
         except lmstudio.LMStudioError as error:
             self._stack.close()
             raise ModelLoadError(f"LM Studio at {where} did not describe {pair.target!r}: {error}") from None
+        self._runtime = (
+            self._lms.runtime(self._format)
+            if self._lms is not None
+            else "not reported (the lmstudio SDK has no call for it, and no `lms` is installed)"
+        )
         self._sd_requests = {True: 0, False: 0}  # SD requests LM Studio counted drafts for, and not
         self._used_keys: set[str] = set()  # the draft models it named for them (usedDraftModelKey)
 
@@ -149,7 +164,7 @@ class LmStudioBackend:
             device=f"server: {self._host}",
             details={
                 "engine": engine,
-                "engine_runtime": "not reported (the lmstudio SDK has no call for its runtime versions)",
+                "engine_runtime": self._runtime,
                 "format": self._format,
                 "draft_model": str(self._pair.draft),
             },
