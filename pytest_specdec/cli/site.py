@@ -1,0 +1,37 @@
+"""``specdec site OUT/``: the scoreboard as a static site (``--open`` for a local look)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    """Add the ``site`` sub-command."""
+    site = commands.add_parser(
+        "site", help="build the scoreboard: a static site of every verdict, per chip and release"
+    )
+    site.add_argument("out", type=Path, help="the folder to write (created; pages in it are replaced)")
+    site.add_argument("--baselines", type=Path, default=Path("baselines"), help="the store (default: baselines/)")
+    site.add_argument("--results", type=Path, action="append", default=[],
+                      help="a --specdec-json results file: tonight's readings (repeatable)")  # fmt: skip
+    site.add_argument("--open", action="store_true", help="open the front page in a browser")
+    site.set_defaults(handler=_site)
+
+
+def _site(args: argparse.Namespace) -> int:
+    from pytest_specdec.errors import SpecdecUsageError
+    from pytest_specdec.render.site import build_site
+
+    if args.out.exists() and not args.out.is_dir():
+        raise SpecdecUsageError(f"{args.out} is a file — name a folder for the site")
+    built = build_site(args.out, args.baselines, args.results)
+    print(f"specdec site: {built.pages} page(s) in {args.out} — open {built.index}")
+    if built.skipped:
+        print(f"specdec site: skipped {len(built.skipped)} file(s) (listed on the front page): {built.skipped[0]}")
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(built.index.resolve().as_uri())
+    return 0

@@ -1,0 +1,175 @@
+"""What the scoreboard shows, gathered from a store: frozen rows, nights and published figures, no HTML.
+
+Sources: ``baselines/<machine class>/<backend>.json`` (the accepted results), ``baselines/history/
+<machine class>.jsonl`` (every night), results files written by ``--specdec-json`` (tonight's readings,
+newer than any accepted one), and the seed's ``evidence.json`` (published figures, per chip). A file that
+cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.render.report import in_words
+from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
+from pytest_specdec.store.files import load_run
+from pytest_specdec.store.history import read_history
+from pytest_specdec.store.records import Change, ComparisonRecord
+
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(*parts: str) -> str:
+    """A file name for a page: readable, and unique by a short digest of what it names.
+
+    >>> slug("Apple-M1-Max-64GB", "mlx", "bench/test_d.py::test[code]")
+    'Apple-M1-Max-64GB-mlx-bench-test_d.py-test-code-8a6e9ff1'
+    """
+    readable = UNSAFE.sub("-", "-".join(parts)).strip("-")[:80]
+    return f"{readable}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:8]}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison key's latest reading on one machine class: a cell of the matrix."""
+
+    machine_class: str
+    record: ComparisonRecord
+    when: str  # ISO time of the reading
+    source: str  # "accepted" (a baseline) or "tonight" (a results file)
+    accepted: ComparisonRecord | None  # the accepted result of this key, when there is one
+
+    @property
+    def key(self) -> str:
+        """The comparison key (``baselines/``' own)."""
+        return baseline_key(self.record)
+
+    @property
+    def claim(self) -> str:
+        """The claim's id, else the test's name."""
+        return self.record.claim_id or self.record.nodeid.split("::")[-1].split("[")[0]
+
+    @property
+    def words(self) -> str:
+        """The answer against 1x, as the terminal's ``in words`` column says it."""
+        return in_words(self.record)
+
+    @property
+    def flipped(self) -> str:
+        """``"refuted (was holds)"`` when tonight's verdict differs from the accepted one, else ``""``."""
+        check = self.record.check
+        if check is not None and check.change is Change.FLIP:
+            was = self.accepted.judgement.conclusion.value if self.accepted else "the accepted verdict"
+            return f"{self.record.judgement.conclusion.value} (was {was})"
+        return ""
+
+    @property
+    def page(self) -> str:
+        """The comparison page's file name."""
+        return slug(self.machine_class, self.record.backend, self.key) + ".html"
+
+    @property
+    def claim_page(self) -> str:
+        """The file name of the page of this claim's nights on this machine class (one per comparison key: a
+        claim measured under two conditions has two)."""
+        return slug(self.machine_class, self.record.backend, self.claim, self.record.category, self.key) + ".html"
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published figure from the seed's evidence, beside the measured rows."""
+
+    chip: str
+    backend: str
+    model: str
+    speedup: float
+    paired: bool
+    source: str
+    claim: str
+
+
+@dataclass(frozen=True)
+class Scoreboard:
+    """Everything the site shows."""
+
+    rows: tuple[Row, ...]
+    nights: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]]  # (machine, backend, key) → history lines
+    published: tuple[Published, ...]
+    skipped: tuple[str, ...]  # "path: why" for each file left out
+
+
+def _accepted(baselines: Path, skipped: list[str]) -> list[tuple[str, str, ComparisonRecord]]:
+    found: list[tuple[str, str, ComparisonRecord]] = []
+    for path in list_baseline_files(baselines):
+        try:
+            loaded = load_any(path)
+        except (SpecdecUsageError, OSError, ValueError) as error:
+            skipped.append(f"{path}: {error}")
+            continue
+        found += [(loaded.machine_class, e.accepted_at, e.result) for e in loaded.entries.values()]
+    return found
+
+
+def _tonight(results: Iterable[Path], skipped: list[str]) -> list[tuple[str, str, ComparisonRecord]]:
+    found: list[tuple[str, str, ComparisonRecord]] = []
+    for path in results:
+        try:
+            run = load_run(path)
+        except (SpecdecUsageError, OSError, ValueError) as error:
+            skipped.append(f"{path}: {error}")
+            continue
+        found += [(run.machine_class, run.finished, c) for c in run.comparisons]
+    return found
+
+
+def _nights(baselines: Path, skipped: list[str]) -> dict[tuple[str, str, str], tuple[Mapping[str, Any], ...]]:
+    nights: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    folder = baselines / "history"
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        torn: list[str] = []
+        try:
+            lines = read_history(path, torn)
+        except SpecdecUsageError as error:
+            skipped.append(f"{path}: {error}")
+            continue
+        skipped += [f"{path}: {line}" for line in torn]
+        for line in lines:
+            nights.setdefault((path.stem, str(line["backend"]), str(line["key"])), []).append(line)
+    return {k: tuple(sorted(v, key=lambda line: str(line["time"]))) for k, v in nights.items()}
+
+
+def _published(evidence: Sequence[Mapping[str, Any]]) -> tuple[Published, ...]:
+    return tuple(
+        Published(
+            chip=f"{row.get('chip')} {row.get('memory_gb')} GB" if row.get("memory_gb") else str(row.get("chip")),
+            backend=str(row.get("backend_detail") or row.get("backend")),
+            model=str(row.get("model")),
+            speedup=float(row["speedup"]),
+            paired=row.get("role") == "measured",
+            source=str(row.get("source") or ""),
+            claim=str(row.get("claim") or ""),
+        )
+        for row in evidence
+        if isinstance(row.get("speedup"), int | float)
+    )
+
+
+def gather(baselines: Path, results: Sequence[Path], evidence: Sequence[Mapping[str, Any]]) -> Scoreboard:
+    """The scoreboard of a store: each key's newest reading, its nights, the published figures, what was skipped."""
+    skipped: list[str] = []
+    kept = _accepted(baselines, skipped)
+    accepted = {(m, r.backend, baseline_key(r)): r for m, _, r in kept}
+    latest: dict[tuple[str, str, str], Row] = {}
+    for source, readings in (("accepted", kept), ("tonight", _tonight(results, skipped))):
+        for machine, when, record in readings:
+            at = (machine, record.backend, baseline_key(record))
+            if at not in latest or when >= latest[at].when:
+                latest[at] = Row(machine, record, when, source, accepted.get(at))
+    rows = sorted(latest.values(), key=lambda r: (r.machine_class, r.record.backend, r.claim, r.record.category))
+    return Scoreboard(tuple(rows), _nights(baselines, skipped), _published(evidence), tuple(skipped))

@@ -1,0 +1,204 @@
+"""The scoreboard's pages: a matrix, a page per claim and machine class, a page per comparison, a release view.
+
+Jinja2 templates (``templates/``, autoescaped), one stylesheet inline, no script or font from elsewhere:
+the site opens from ``file://`` and from GitHub Pages alike. Plots are SVG files named by a digest of
+what they draw, so a rebuild redraws only the plots whose nights changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_specdec.render.site.data import Published, Row, Scoreboard
+from pytest_specdec.store.files import write_atomically
+
+
+def _interval(estimate: float, low: float, high: float) -> str:
+    return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A row as the templates show it: text only."""
+
+    row: Row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.row, name)
+
+    @property
+    def machine(self) -> str:
+        return self.row.machine_class
+
+    @property
+    def backend(self) -> str:
+        return self.row.record.backend
+
+    @property
+    def category(self) -> str:
+        return self.row.record.category
+
+    @property
+    def conditions(self) -> str:
+        """Every axis the row ran under, as its baseline key labels them (``γ=3, T=0.7``)."""
+        return ", ".join(self.row.record.conditions.key_labels)
+
+    @property
+    def verdict(self) -> str:
+        return self.row.record.judgement.shown
+
+    @property
+    def css(self) -> str:
+        return self.row.record.judgement.conclusion.value.replace(" ", "-")
+
+    @property
+    def bounds(self) -> str:
+        return ", ".join(f"{label}: {v.value}" for label, v in self.row.record.judgement.bound_verdicts.items())
+
+    @property
+    def speedup(self) -> str:
+        s = self.row.record.speedup
+        return _interval(s.estimate, s.low, s.high)
+
+    @property
+    def acceptance(self) -> str:
+        a = self.row.record.acceptance
+        return "" if a is None else _interval(a.estimate, a.low, a.high).replace("x", "")
+
+    @property
+    def release(self) -> str:
+        return self.row.record.release
+
+    @property
+    def date(self) -> str:
+        return self.row.when[:10]
+
+
+def _published(item: Published) -> dict[str, str]:
+    words = "SD pays off" if item.speedup > 1.0 else "SD does not pay off" if item.speedup < 1.0 else "breaks even"
+    return {"chip": item.chip, "backend": item.backend, "claim": item.claim, "model": item.model,
+            "speedup": f"{item.speedup:.2f}x (published)", "words": f"{words} (published, not reproduced here)",
+            "source": item.source, "paired": "paired" if item.paired else "unpaired"}  # fmt: skip
+
+
+def _night(line: Mapping[str, Any]) -> dict[str, str]:
+    s = line["speedup"]
+    acceptance = line.get("acceptance")
+    return {"time": str(line["time"])[:16].replace("T", " "), "release": str(line.get("release", "")),
+            "speedup": _interval(s["estimate"], s["low"], s["high"]), "verdict": str(line.get("verdict", "")),
+            "acceptance": f"{acceptance:.2f}" if isinstance(acceptance, int | float) else "—",
+            "change": str(line.get("change") or "")}  # fmt: skip
+
+
+def _fingerprint(row: Row) -> list[tuple[str, str]]:
+    r = row.record
+    return [("machine class", row.machine_class), ("backend release", r.release),
+            *((f"version: {name}", value) for name, value in sorted(r.versions.items())),
+            ("device", r.device), ("target", r.target), ("draft", str(r.draft)), ("model digest", r.model_digest),
+            ("conditions", json.dumps(r.conditions.dump(), sort_keys=True)), ("protocol", str(r.protocol)),
+            ("pairs", str(r.trials)), ("profile", r.profile)]  # fmt: skip
+
+
+def _command(row: Row) -> str:
+    r = row.record
+    return f"pytest '{r.nodeid}' --backend={r.backend} --specdec-profile={r.profile}"
+
+
+def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float]) -> str | None:
+    """An SVG of the nights, named by a digest of what it draws; drawn only when no file of that name exists."""
+    if not nights:
+        return None
+    drawn: list[dict[str, Any]] = [
+        {k: line.get(k) for k in ("time", "release", "speedup", "acceptance", "change")} for line in nights
+    ]
+    name = hashlib.sha256(json.dumps([drawn, bounds], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
+    path = folder / name
+    if path.is_file():
+        return name
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 3.2))
+    x = list(range(len(drawn)))
+    estimates = [d["speedup"]["estimate"] for d in drawn]
+    errors = [[e - d["speedup"]["low"] for e, d in zip(estimates, drawn, strict=True)],
+              [d["speedup"]["high"] - e for e, d in zip(estimates, drawn, strict=True)]]  # fmt: skip
+    axis.errorbar(x, estimates, yerr=errors, fmt="o", color="#1565c0", label="speedup [CI]")
+    for i, d in enumerate(drawn):
+        if d.get("change") == "flip":
+            axis.plot([i], [estimates[i]], "s", color="#c62828", label="flip" if i == 0 else None)
+        if i and d.get("release") != drawn[i - 1].get("release"):
+            axis.axvline(i - 0.5, color="#757575", linestyle=":")
+            axis.annotate(str(d.get("release")), (i - 0.5, max(estimates)), fontsize=7, rotation=90, va="top")
+    for label, bound in bounds.items():
+        axis.axhline(bound, color="#6a1b9a", linestyle="--", label=label)
+    axis.axhline(1.0, color="#000000", linewidth=0.6)
+    axis.set_ylabel("speedup (x)")
+    ticks = x[:: max(1, len(x) // 12)]  # at most about a dozen dates along the axis
+    axis.set_xticks(ticks, [str(drawn[i]["time"])[:10] for i in ticks], rotation=30, fontsize=7)
+    axis.set_xlabel("night")
+    acceptance = [d.get("acceptance") for d in drawn]
+    if any(isinstance(a, int | float) for a in acceptance):
+        other = axis.twinx()
+        other.plot(x, [a if isinstance(a, int | float) else float("nan") for a in acceptance], color="#2e7d32",
+                   linewidth=1, label="acceptance")  # fmt: skip
+        other.set_ylabel("acceptance")
+        other.set_ylim(0, 1.05)
+    axis.legend(loc="lower left", fontsize=7)
+    figure.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="svg", metadata={"Date": None})
+    plt.close(figure)
+    return name
+
+
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("pytest_specdec.render.site", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
+    """Every page of ``board`` under ``out``; the pages written."""
+    templates, written = _environment(), []
+    shown = [Shown(row) for row in board.rows]
+
+    def page(path: Path, template: str, root: str, **context: Any) -> None:
+        html = templates.get_template(template).render(root=root, sources=sources, **context)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, html)
+        written.append(path)
+
+    filters = [("chip", sorted({r.machine for r in shown} | {p.chip for p in board.published})),
+               ("backend", sorted({r.backend for r in shown} | {p.backend for p in board.published})),
+               ("claim", sorted({r.claim for r in shown} | {p.claim for p in board.published}))]  # fmt: skip
+    page(out / "index.html", "index.html.j2", "", title="Matrix", rows=shown, filters=filters,
+         published=[_published(p) for p in board.published], skipped=board.skipped)  # fmt: skip
+    for row in shown:
+        nights = board.nights.get((row.machine, row.backend, row.key), ())
+        bounds = {b.label: b.bound for b in row.record.judgement.bounds}
+        plot = _plot(out / "plots", nights, bounds)
+        page(out / "claims" / row.claim_page, "claim.html.j2", "../", title=row.claim, row=row, plot=plot,
+             nights=[_night(n) for n in nights])  # fmt: skip
+        page(out / "comparisons" / row.page, "comparison.html.j2", "../", title=row.claim, row=row,
+             notes=row.record.notes, fingerprint=_fingerprint(row.row), command=_command(row.row))  # fmt: skip
+    changes: dict[str, list[dict[str, str]]] = {}
+    for (machine, backend, key), nights in sorted(board.nights.items()):
+        for line in nights:
+            if line.get("change") == "flip":
+                changes.setdefault(backend, []).append({**_night(line), "machine": machine, "key": key})
+    backends = sorted({r.backend for r in shown} | set(changes))
+    page(out / "releases.html", "releases.html.j2", "", title="Releases",
+         releases=[(b, changes.get(b, [])) for b in backends])  # fmt: skip
+    return written

@@ -1,0 +1,158 @@
+"""The scoreboard (``specdec site``): built from this repository's own baselines plus a store the suite measures,
+opened in a real browser (Debian's chromium, headless, through chromium-driver and Selenium)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from pytest_specdec.render.site import build_site
+from pytest_specdec.store.baselines import load_any
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINE = "Site-Test-Machine"
+CLAIM = """import pytest
+
+
+@pytest.mark.claim(id="r", source="test", quote="SD does not pay off with this backend")
+@pytest.mark.speedup(max=1.0)
+def test_sd_does_not_pay_off(specdec):
+    specdec.compare(category="copy")
+"""
+
+
+def measure(root: Path, speedup: float, *extra: str) -> None:
+    """One simulated run of the claim against ``root``'s store."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "bench", "--backend=simulated", "--specdec-model=sim-target",
+         "--specdec-draft=sim-draft", f"--specdec-backend-option=speedup={speedup}", "--specdec-max-tokens=16",
+         f"--specdec-baselines={root / 'baselines'}", "-p", "no:cacheprovider", *extra],
+        cwd=root, env={**os.environ, "SPECDEC_MACHINE_CLASS": MACHINE}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout[-3000:]  # 1: tonight's flip fails its test, as it should
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This repository's baselines, a claim accepted at 0.8x that flips tonight at 1.25x, and a torn file."""
+    root = tmp_path_factory.mktemp("site")
+    shutil.copytree(REPO / "baselines", root / "baselines")
+    (root / "bench").mkdir()
+    (root / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    measure(root, 0.8, "--specdec-update-baselines")
+    assert (root / "baselines" / MACHINE / "simulated.json").is_file(), "0.8x accepted"
+    measure(root, 1.25, f"--specdec-json={root / 'tonight.json'}")
+    assert (root / "tonight.json").is_file()
+    (root / "baselines" / "Torn-Machine").mkdir()
+    (root / "baselines" / "Torn-Machine" / "mlx.json").write_text('{"backend": "mlx", "entr', encoding="utf-8")
+    built = build_site(root / "out", root / "baselines", [root / "tonight.json"])
+    assert any("Torn-Machine/mlx.json" in line for line in built.skipped), built.skipped
+    return root / "out"
+
+
+def test_the_h200_rows_numbers_are_on_their_pages(site: Path) -> None:
+    index = (site / "index.html").read_text(encoding="utf-8")
+    for path in sorted((REPO / "baselines" / "NVIDIA-H200").glob("*.json")):
+        for entry in load_any(path).entries.values():
+            s = entry.result.speedup
+            shown = f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
+            assert shown in index, f"{path.name}: {shown} on the front page"
+            pages = [p for p in (site / "comparisons").glob("NVIDIA-H200-*.html") if shown in p.read_text()]
+            assert pages, f"{path.name}: {shown} on a comparison page"
+
+
+def test_a_torn_file_is_skipped_and_listed_and_the_rest_is_built(site: Path) -> None:
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'id="skipped".*Torn-Machine/mlx.json', index, re.S)
+    assert "NVIDIA-H200" in index
+    done = subprocess.run([sys.executable, "-m", "pytest_specdec.cli", "site", str(site.parent / "again"),
+                           "--baselines", str(site.parent / "baselines")], capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "specdec site: skipped 1 file(s) (listed on the front page):" in done.stdout
+
+
+def test_a_rebuild_redraws_no_plot_whose_nights_did_not_change(site: Path) -> None:
+    plots = {p: p.stat().st_mtime_ns for p in (site / "plots").glob("*.svg")}
+    assert plots, "the claim pages with nights have plots"
+    build_site(site, site.parent / "baselines", [site.parent / "tonight.json"])
+    assert {p: p.stat().st_mtime_ns for p in (site / "plots").glob("*.svg")} == plots
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-gpu"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    opened = webdriver.Chrome(service=Service(driver), options=options)
+    yield opened
+    opened.quit()
+
+
+def pages(site: Path) -> dict[str, Path]:
+    """One page of each kind."""
+    flipped = next(p for p in (site / "comparisons").glob(f"{MACHINE}-*.html"))
+    return {"matrix": site / "index.html", "claim": next((site / "claims").glob(f"{MACHINE}-*.html")),
+            "comparison": flipped, "releases": site / "releases.html"}  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_each_kind_of_page_opens_without_errors_and_every_link_resolves(
+    site: Path, browser: Any, width: int, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(width, 900)
+    for kind, page in pages(site).items():
+        browser.get(page.as_uri())
+        severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert severe == [], f"{kind}: {severe}"
+        for link in browser.find_elements(By.CSS_SELECTOR, "a[href]"):
+            href = link.get_attribute("href") or ""
+            parts = urlsplit(href)
+            if parts.scheme != "file":
+                continue
+            target = Path(unquote(parts.path))
+            assert target.is_file(), f"{kind}: a link to {target} that is not there"
+            if parts.fragment:
+                assert f'id="{parts.fragment}"' in target.read_text(encoding="utf-8"), f"{kind}: #{parts.fragment}"
+        for table in browser.find_elements(By.TAG_NAME, "table"):
+            headers = table.find_elements(By.TAG_NAME, "th")
+            assert headers, f"{kind}: a table without header cells"
+            assert all(h.get_attribute("scope") in ("col", "row") for h in headers), f"{kind}: th without scope"
+        assert browser.get_screenshot_as_file(str(tmp_path / f"{kind}-{width}.png"))
+
+
+def test_the_matrix_says_a_flip_in_words_and_its_filters_work(site: Path, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(1280, 900)
+    browser.get((site / "index.html").as_uri())
+    (row,) = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if MACHINE in r.text]
+    assert "flipped: refuted (was holds)" in row.text, row.text
+    assert "SD pays off here" in row.text, "the answer against 1x, in words"
+    Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="backend"]')).select_by_value("simulated")
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
+    assert [r.get_attribute("data-backend") for r in shown] == ["simulated"]
+    Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="backend"]')).select_by_value("")
+    Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="chip"]')).select_by_value("NVIDIA-H200")
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
+    assert shown, "the H200's rows"
+    assert {r.get_attribute("data-chip") for r in shown} == {"NVIDIA-H200"}
