@@ -125,18 +125,24 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller files, drawn faster, found by a page search
     figure, axis = plt.subplots(figsize=(8, 3.2))
     x = list(range(len(drawn)))
     estimates = [d["speedup"]["estimate"] for d in drawn]
-    errors = [[e - d["speedup"]["low"] for e, d in zip(estimates, drawn, strict=True)],
-              [d["speedup"]["high"] - e for e, d in zip(estimates, drawn, strict=True)]]  # fmt: skip
-    axis.errorbar(x, estimates, yerr=errors, fmt="o", color="#1565c0", label="speedup [CI]")
-    for i, d in enumerate(drawn):
-        if d.get("change") == "flip":
-            axis.plot([i], [estimates[i]], "s", color="#c62828", label="flip" if i == 0 else None)
-        if i and d.get("release") != drawn[i - 1].get("release"):
-            axis.axvline(i - 0.5, color="#757575", linestyle=":")
-            axis.annotate(str(d.get("release")), (i - 0.5, max(estimates)), fontsize=7, rotation=90, va="top")
+    # One band and one line for every night (a year of nights draws in a fraction of a second), the points on top.
+    axis.fill_between(x, [d["speedup"]["low"] for d in drawn], [d["speedup"]["high"] for d in drawn],
+                      color="#1565c0", alpha=0.25, linewidth=0, label="speedup CI")  # fmt: skip
+    axis.plot(x, estimates, "o-" if len(x) <= 60 else "-", color="#1565c0", markersize=3, linewidth=1, label="speedup")
+    flips = [i for i, d in enumerate(drawn) if d.get("change") == "flip"]
+    if flips:
+        axis.plot(flips, [estimates[i] for i in flips], "s", color="#c62828", label="flip")
+    changes = [i for i in x[1:] if drawn[i].get("release") != drawn[i - 1].get("release")]
+    if changes:
+        axis.vlines([i - 0.5 for i in changes], 0, 1, transform=axis.get_xaxis_transform(), colors="#757575",
+                    linestyles=":", label="release change")  # fmt: skip
+        for i in changes[:12]:
+            axis.annotate(str(drawn[i].get("release")), (i - 0.5, 1), xycoords=("data", "axes fraction"),
+                          fontsize=6, rotation=90, va="top")  # fmt: skip
     for label, bound in bounds.items():
         axis.axhline(bound, color="#6a1b9a", linestyle="--", label=label)
     axis.axhline(1.0, color="#000000", linewidth=0.6)
@@ -152,7 +158,7 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
         other.set_ylabel("acceptance")
         other.set_ylim(0, 1.05)
     axis.legend(loc="lower left", fontsize=7)
-    figure.tight_layout()
+    figure.subplots_adjust(left=0.09, right=0.91, bottom=0.24, top=0.96)  # fixed: tight_layout cost a quarter
     folder.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="svg", metadata={"Date": None})
     plt.close(figure)
