@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_specdec.backends.base import ModelPair
 from pytest_specdec.embedded import gguf_writer, models
 from pytest_specdec.embedded.packaged import assemble_from_package
 from pytest_specdec.errors import ModelLoadError
@@ -16,6 +17,15 @@ _EDGE = 1 << 20  # bytes read from each end of a file
 def looks_like_path(reference: str) -> bool:
     """Whether a model reference is meant as a filesystem path (not a hub id)."""
     return reference.startswith(("/", "./", "../", "~")) or reference.endswith((".gguf", ".safetensors"))
+
+
+def names_digest(pair: ModelPair) -> str:
+    """A digest of the model names, for a backend that has no files to hash and whose server reports no digest.
+
+    >>> names_digest(ModelPair("target", "draft"))
+    'a482d0d8f1912edd'
+    """
+    return hashlib.sha256(f"{pair.target}|{pair.draft}".encode()).hexdigest()[:16]
 
 
 def files_digest(paths: Iterable[Path]) -> str:

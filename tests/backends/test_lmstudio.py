@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from generations import generated
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStats, ModelPair
 from pytest_specdec.backends.standin.engine import GenerationEngine
 from pytest_specdec.backends.standin.http import StandinServer
 from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
@@ -42,14 +45,8 @@ def host(server: StandinServer) -> str:
     return server.url.removeprefix("http://")
 
 
-def generate(backend: LmStudioBackend, arm: Arm) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(PROMPT, arm, 12, seed=7))
-    units: list[int] = []
-    while True:
-        try:
-            units.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(units), stop.value
+def generate(backend: LmStudioBackend, arm: Arm) -> tuple[tuple[int, ...], GenerationStats]:
+    return generated(backend, GenerationRequest(PROMPT, arm, 12, seed=7))
 
 
 def test_the_sd_arm_sends_the_draft_model_and_reads_lm_studios_own_counts(server: StandinServer) -> None:
@@ -96,7 +93,9 @@ def test_an_mlx_engine_that_never_drafts_reads_not_engaged_with_its_reason(serve
 def test_a_model_lm_studio_does_not_have_and_a_server_that_is_not_there_are_one_line(server: StandinServer) -> None:
     with pytest.raises(ModelLoadError, match=r"has no model 'qwen-absent' — download it \(`lms get`\)"):
         LmStudioBackend(ModelPair("qwen-absent", DRAFT), {"host": host(server)})
-    with pytest.raises(ModelLoadError, match=r"LM Studio is not reachable at 127\.0\.0\.1:9 .*`lms server start`"):
+    with pytest.raises(
+        ModelLoadError, match=r"LM Studio did not answer as LM Studio at 127\.0\.0\.1:9 .*`lms server start`"
+    ):
         LmStudioBackend(PAIR, {"host": "127.0.0.1:9"})
     with pytest.raises(SpecdecUsageError, match=r"lmstudio host='127\.0\.0\.1:abc' is not HOST:PORT — fix"):
         LmStudioBackend(PAIR, {"host": "http://127.0.0.1:abc"})
@@ -111,7 +110,7 @@ def test_doctor_says_the_server_is_on_and_what_is_loaded(
     assert lines[1].startswith(f"lmstudio: {TARGET} loaded — measure it with --specdec-model={TARGET}")
     monkeypatch.setenv("LMSTUDIO_HOST", "127.0.0.1:9")
     (line,) = server_findings()
-    assert line.startswith("lmstudio: no server answered at 127.0.0.1:9")
+    assert line.startswith("lmstudio: no server answered as LM Studio at 127.0.0.1:9")
 
 
 def test_a_verdict_row_through_the_plugin(pytester: pytest.Pytester, server: StandinServer) -> None:
@@ -197,7 +196,8 @@ def test_lms_loads_the_target_names_the_runtime_and_unloads_only_what_it_loaded(
     backend.close()
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert ["load", TARGET, "-y"] in calls, "lms loads a target that was not loaded"
-    assert calls[-1] == ["unload", TARGET], "and unloads it at the end"
+    assert calls[-2:] == [["unload", TARGET], ["ps", "--json"]], "and unloads it at the end, then looks"
+    assert TARGET not in (tmp_path / "loaded").read_text()
     assert runtime == "llama.cpp-mac-arm64-apple-metal-advsimd 1.52.0", "the GGUF model's engine, as lms names it"
     (tmp_path / "calls.jsonl").unlink()
     (tmp_path / "loaded").write_text(TARGET)  # loaded by the user before the run: it stays loaded
@@ -206,3 +206,39 @@ def test_lms_loads_the_target_names_the_runtime_and_unloads_only_what_it_loaded(
     assert [c[0] for c in calls if c[0] in ("load", "unload")] == []
     with pytest.raises(SpecdecUsageError, match=r"lms='/nowhere/lms' is not a program here"):
         LmStudioBackend(PAIR, {"host": host(server), "lms": "/nowhere/lms"})
+    (tmp_path / "calls.jsonl").unlink()
+    # 0.0.0.0 reaches the stand-in on Linux but is no loopback name: as a server on another machine would be.
+    elsewhere = LmStudioBackend(PAIR, {"host": host(server).replace("127.0.0.1", "0.0.0.0")})
+    said = elsewhere.fingerprint().details["engine_runtime"]
+    elsewhere.close()
+    assert not (tmp_path / "calls.jsonl").exists(), "lms speaks to this machine's LM Studio: not used for another"
+    assert said.startswith("not reported")
+
+
+class NotLmStudio(BaseHTTPRequestHandler):
+    """A web server that answers every path with a page (as a single-page-app server does)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>an app</html>")
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_a_server_that_is_not_lm_studio_or_a_host_it_cannot_parse_is_one_line() -> None:
+    other = ThreadingHTTPServer(("127.0.0.1", 0), NotLmStudio)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(
+            ModelLoadError, match=r"^LM Studio did not answer as LM Studio at 127\.0\.0\.1:\d+ \("
+        ) as raised:
+            LmStudioBackend(PAIR, {"host": f"127.0.0.1:{other.server_address[1]}"})
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert "\n" not in str(raised.value)
+    with pytest.raises(ModelLoadError, match=r"did not answer as LM Studio at \[::1:1234"):
+        LmStudioBackend(PAIR, {"host": "[::1:1234"})

@@ -8,14 +8,16 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
+from generations import generated
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStats, ModelPair
 from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.mlx_vlm.adapter import MlxVlmBackend
 from pytest_specdec.backends.mlx_vlm.standin import MlxVlmHandler
+from pytest_specdec.backends.server_process import reap_orphans
 from pytest_specdec.backends.standin.engine import GenerationEngine
 from pytest_specdec.backends.standin.http import StandinServer
-from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
+from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 
 PROMPT = "Copy this sentence exactly: the ferry leaves the north pier at seven."
 
@@ -33,14 +35,8 @@ def start(engine: GenerationEngine) -> Iterator[Callable[..., StandinServer]]:
         server.stop()
 
 
-def generate(backend: MlxVlmBackend, arm: Arm, max_tokens: int = 12) -> tuple[tuple[int, ...], object]:
-    stream = backend.generate(GenerationRequest(PROMPT, arm, max_tokens, seed=7))
-    units: list[int] = []
-    while True:
-        try:
-            units.extend(next(stream).token_ids)
-        except StopIteration as stop:
-            return tuple(units), stop.value
+def generate(backend: MlxVlmBackend, arm: Arm) -> tuple[tuple[int, ...], GenerationStats]:
+    return generated(backend, GenerationRequest(PROMPT, arm, 12, seed=7))
 
 
 STREAMS = pytest.mark.parametrize("stream", ["true", "false"])
@@ -66,7 +62,8 @@ def test_each_arm_goes_to_its_server_and_the_counts_are_the_servers(
     assert sd_stats.drafted > 0
     assert 0 < sd_stats.accepted <= sd_stats.drafted
     assert [path for _, path, _ in plain.requests].count("/v1/chat/completions") == 1
-    assert [path for _, path, _ in sd.requests].count("/v1/chat/completions") == 1
+    # The SD server's one more: the short completion that shows at start which kind its drafter runs as.
+    assert [path for _, path, _ in sd.requests].count("/v1/chat/completions") == 2
     assert backend.speculation_kind() is expected
     assert fingerprint.release == "mlx-vlm 0.7.10"
     assert fingerprint.details["draft_kind_ran"] == kind
@@ -131,37 +128,23 @@ def test_a_plain_language_model_as_drafter_fails_every_request_in_one_line(
     start: Callable[..., StandinServer], stream: str
 ) -> None:
     plain, sd = start(), start(draft_kind="dflash", drafter="plain-lm")
-    backend = MlxVlmBackend(ModelPair("ignored"), {"plain_url": plain.url, "sd_url": sd.url, "stream": stream})
     said = r"failed the completion: " if stream == "true" else r"answered HTTP 500 .*Generation failed: "
-    try:
-        with pytest.raises(BackendRuntimeError, match=rf"mlx-vlm \(SD\) .*{said}.*target_layer_ids"):
-            generate(backend, Arm("sd", True, 3))
-    finally:
-        backend.close()
+    with pytest.raises(ModelLoadError, match=rf"mlx-vlm \(SD\) .*{said}.*target_layer_ids.* cannot run"):
+        MlxVlmBackend(ModelPair("ignored"), {"plain_url": plain.url, "sd_url": sd.url, "stream": stream})
 
 
-def test_the_real_server_with_the_embedded_pair_takes_the_draft_model_and_fails_every_sd_request() -> None:
+def test_the_real_server_with_the_embedded_pair_takes_the_draft_model_and_fails_its_first_sd_request() -> None:
     """mlx-vlm has no separate draft model: it loads one as a DFlash drafter ("speculative decoding enabled"),
-    then every SD request fails (docs/measurements.md). The plugin starts both servers as a user would."""
+    then every SD request fails (docs/measurements.md). The plugin starts both servers as a user would, and
+    the first completion on the SD server (the one that shows its drafter's kind) says so before measuring."""
     pytest.importorskip("mlx_vlm", reason="the real mlx-vlm server (dev extra)")
     from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET, materialize
 
     pair = ModelPair(str(materialize(DEFAULT_TARGET)), str(materialize(DEFAULT_DRAFT)))
-    backend = MlxVlmBackend(pair, {"python": sys.executable})
-    try:
-        plain_units, plain = generate(backend, Arm("plain"), max_tokens=8)
-        with pytest.raises(
-            BackendRuntimeError, match=r"mlx-vlm \(SD\) at .* failed the completion: .*target_layer_ids"
-        ):
-            generate(backend, Arm("sd", True, 3), max_tokens=8)
-        fingerprint = backend.fingerprint()
-    finally:
-        backend.close()
-    assert len(plain_units) > 0
-    assert plain.drafted == 0
-    assert plain.generated_tokens == 8
-    assert fingerprint.release.startswith("mlx-vlm 0.")
-    assert fingerprint.details["draft_model"] == pair.draft
+    with pytest.raises(ModelLoadError, match=r"mlx-vlm \(SD\) at .* failed the completion: .*target_layer_ids") as said:
+        MlxVlmBackend(pair, {"python": sys.executable})
+    assert "its drafter cannot run with this model" in str(said.value), "said before anything is measured"
+    assert reap_orphans() == [], "both servers it started were stopped, none left to reap"
 
 
 def test_the_servers_say_why_they_have_no_concurrency_axis(start: Callable[..., StandinServer]) -> None:

@@ -18,7 +18,6 @@ clock over the fragment stream.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Mapping
 from importlib import metadata
@@ -34,6 +33,7 @@ from pytest_specdec.backends.base import (
     SpeculationEvidence,
     TokenBurst,
 )
+from pytest_specdec.backends.files import names_digest
 from pytest_specdec.backends.http_client import text_units
 from pytest_specdec.backends.lmstudio.lms import Lms
 from pytest_specdec.errors import BackendRuntimeError, ModelLoadError, SpecdecUsageError
@@ -47,6 +47,17 @@ MLX_REFUSALS = (
     "its MLX engine takes a separate draft model only for models it does not batch, and ignores a model's own "
     "MTP heads (lmstudio-ai/mlx-engine #370)"
 )
+
+
+def one_line(error: BaseException) -> str:
+    """The SDK's message on one line (its messages span several)."""
+    return " ".join(str(error).split())
+
+
+def _on_this_machine(host: str) -> bool:
+    """Whether ``host`` (``HOST:PORT``, empty for the SDK's default ports) is this machine's loopback."""
+    name = host.rpartition(":")[0].strip("[]")
+    return name in ("", "127.0.0.1", "localhost", "::1")
 
 
 class LmStudioBackend:
@@ -79,38 +90,20 @@ class LmStudioBackend:
 
         lmstudio.set_sync_api_timeout(timeout)
         self._pair = pair
-        self._stack = contextlib.ExitStack()
-        where = host or "LM Studio's default ports"
-        if self._lms is not None:  # lms loads the target, and unloads it at the end, where it is installed
-            self._lms.ensure_loaded(pair.target)
-            self._stack.callback(self._lms.unload_ours)
-        try:
-            # Entering the client probes /lmstudio-greeting (the host given, else the SDK's own ports).
-            self._client = self._stack.enter_context(lmstudio.Client(host or None))
-            self._model = self._client.llm.model(pair.target)
-        except lmstudio.LMStudioModelNotFoundError:
-            self._stack.close()
-            raise ModelLoadError(
-                f"LM Studio at {where} has no model {pair.target!r} — download it (`lms get`), or name one "
-                "`lms ls` lists with --specdec-model"
-            ) from None
-        except lmstudio.LMStudioError as error:
-            self._stack.close()
-            raise ModelLoadError(
-                f"LM Studio is not reachable at {where} ({error}) — start its server (`lms server start`), or "
-                "pass --specdec-backend-option host=HOST:PORT"
-            ) from None
         self._host = host or "default port"
-        self._version = self._app_version()
+        self._where = host or "LM Studio's default ports"
+        if self._lms is not None and not _on_this_machine(host):
+            self._lms = None  # lms speaks to the LM Studio on this machine: not the one measured
+        self._stack = contextlib.ExitStack()
         try:
-            self._format = str(self._model.get_info().format)  # getModelInfo; each prediction reports it again
-        except lmstudio.LMStudioError as error:
-            self._stack.close()
-            raise ModelLoadError(f"LM Studio at {where} did not describe {pair.target!r}: {error}") from None
+            self._connect(lmstudio, pair, host)
+        except BaseException:
+            self._stack.close()  # whatever lms or the SDK loaded for this run is unloaded again
+            raise
         self._runtime = (
             self._lms.runtime(self._format)
             if self._lms is not None
-            else "not reported (the lmstudio SDK has no call for it, and no `lms` is installed)"
+            else "not reported (the lmstudio SDK has no call for it, and no `lms` for this server)"
         )
         self._sd_requests = {True: 0, False: 0}  # SD requests LM Studio counted drafts for, and not
         self._used_keys: set[str] = set()  # the draft models it named for them (usedDraftModelKey)
@@ -129,6 +122,35 @@ class LmStudioBackend:
         return SpeculationEvidence(
             True if drafted else None, False, "LM Studio counts each request's drafted and accepted tokens"
         )
+
+    def _connect(self, lmstudio: Any, pair: ModelPair, host: str) -> None:
+        """The client, the target (loaded by ``lms`` where it runs, else got or loaded by the SDK), its format."""
+        import httpx
+
+        if self._lms is not None:  # lms loads the target, and unloads it at the end
+            self._lms.ensure_loaded(pair.target)
+            self._stack.callback(self._lms.unload_ours)
+        try:
+            # Entering the client probes /lmstudio-greeting (the host given, else the SDK's own ports).
+            self._client = self._stack.enter_context(lmstudio.Client(host or None))
+            before = {str(m.identifier) for m in self._client.llm.list_loaded()}
+            self._model = self._client.llm.model(pair.target)
+            if pair.target not in before and self._lms is None:  # loaded by this run: unloaded at its end
+                self._stack.callback(self._client.llm.unload, pair.target)
+            self._version = self._app_version()
+            self._format = str(self._model.get_info().format)  # getModelInfo; each prediction reports it again
+        except lmstudio.LMStudioModelNotFoundError:
+            raise ModelLoadError(
+                f"LM Studio at {self._where} has no model {pair.target!r} — download it (`lms get`), or name one "
+                "`lms ls` lists with --specdec-model"
+            ) from None
+        except (lmstudio.LMStudioError, httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
+            # The SDK's probe turns only refused and timed-out connections into its own error: a port that never
+            # answers, an address it cannot parse, or a server that is not LM Studio raise others.
+            raise ModelLoadError(
+                f"LM Studio did not answer as LM Studio at {self._where} ({one_line(error)}) — start its server "
+                "(`lms server start`), or pass --specdec-backend-option host=HOST:PORT"
+            ) from None
 
     def _app_version(self) -> str:
         """LM Studio's release from its ``system`` namespace's ``version`` call; says so when it does not answer."""
@@ -172,7 +194,7 @@ class LmStudioBackend:
 
     def model_digest(self) -> str:
         """The two model keys (LM Studio reports no digest)."""
-        return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
+        return names_digest(self._pair)
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """Stream one greedy completion; the counts are LM Studio's own."""
@@ -190,7 +212,7 @@ class LmStudioBackend:
             result = stream.result()
         except lmstudio.LMStudioError as error:
             raise BackendRuntimeError(
-                f"LM Studio at {self._host} failed the {request.arm.label} arm: {error}"
+                f"LM Studio at {self._host} failed the {request.arm.label} arm: {one_line(error)}"
             ) from None
         self._format = str(result.model_info.format)
         stats = result.stats
@@ -203,7 +225,7 @@ class LmStudioBackend:
             prompt_tokens=int(stats.prompt_tokens_count or 0),
             drafted=drafted,
             accepted=int(stats.accepted_draft_tokens_count or 0),
-            generated_tokens=int(stats.predicted_tokens_count or 0),
+            generated_tokens=None if stats.predicted_tokens_count is None else int(stats.predicted_tokens_count),
             output_units="character",
         )
 

@@ -15,6 +15,7 @@ REQUEST_S = 10.0  # the SDK waits at most this long between two messages
 def server_findings() -> list[str]:
     """One line on the server, one per loaded model (or one saying none is)."""
     try:
+        import httpx
         import lmstudio
     except ImportError:
         return ["lmstudio: the lmstudio SDK is not installed — pip install 'pytest-specdec[lmstudio]'"]
@@ -25,9 +26,9 @@ def server_findings() -> list[str]:
         with lmstudio.Client(host) as client:
             answer: Any = client.system.remote_call("version")
             loaded = [str(model.identifier) for model in client.llm.list_loaded()]
-    except lmstudio.LMStudioError as error:
-        return [f"lmstudio: no server answered at {where} ({type(error).__name__}) — start it (`lms server start`) "
-                "to measure draft models through LM Studio"]  # fmt: skip
+    except (lmstudio.LMStudioError, httpx.HTTPError, httpx.InvalidURL, ValueError) as error:
+        return [f"lmstudio: no server answered as LM Studio at {where} ({type(error).__name__}) — start it "
+                "(`lms server start`) to measure draft models through LM Studio"]  # fmt: skip
     version = answer.get("version", "unknown") if isinstance(answer, dict) else "unknown"
     lines = [f"lmstudio {version} at {where}: {len(loaded)} model(s) loaded"]
     lines += [f"lmstudio: {key} loaded — measure it with --specdec-model={key} --specdec-draft=<a smaller model of its "

@@ -104,27 +104,30 @@ class LmStudioHandler(StandinHandler):
         while True:
             try:
                 data = self.connection.recv(65536)
-                connection.receive_data(data or None)
+                if not data:  # the client went away without a close frame: nothing to answer
+                    return
+                connection.receive_data(data)
                 if self._events(connection):
                     return
-            except OSError:  # the client went away without a close frame
-                return
-            if not data:
+            except OSError:
                 return
 
     def _events(self, connection: Any) -> bool:
         """Answer the frames received so far; ``True`` once the client closed."""
-        from wsproto.events import CloseConnection, Message, Ping, TextMessage
+        from wsproto.connection import ConnectionState
+        from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 
         partial = self._partial
         for event in connection.events():
             if isinstance(event, Ping):
                 self.connection.sendall(connection.send(event.response()))
             elif isinstance(event, CloseConnection):
-                self.connection.sendall(connection.send(event.response()))
+                if connection.state is ConnectionState.REMOTE_CLOSING:
+                    self.connection.sendall(connection.send(event.response()))
                 return True
-            elif isinstance(event, TextMessage | Message):
-                partial += str(event.data)
+            elif isinstance(event, TextMessage | BytesMessage):  # JSON in text frames; bytes decoded alike
+                data = event.data
+                partial += data.decode("utf-8", errors="replace") if isinstance(data, bytes | bytearray) else data
                 if not event.message_finished:
                     continue
                 message, partial = json.loads(partial), ""
@@ -151,6 +154,8 @@ class LmStudioHandler(StandinHandler):
                 self._send({"type": "rpcResult", "callId": call, "result": {"version": version, "build": 1}})
             elif endpoint == "listLoaded":
                 self._send({"type": "rpcResult", "callId": call, "result": [self._instance(TARGET)]})
+            elif endpoint == "unloadModel":  # sync_api.py:819-823: a void result
+                self._send({"type": "rpcResult", "callId": call})
             elif endpoint == "getModelInfo":
                 query = ((message.get("parameter") or {}).get("specifier") or {}).get("query") or {}
                 info = self._info(str(query.get("identifier", "")))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from pytest_specdec.backends.base import (
+    Arm,
     BackendOptions,
     Fingerprint,
     GenerationRequest,
@@ -26,8 +27,10 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.files import names_digest
 from pytest_specdec.backends.http_client import HttpService, checked_url, get_or_refuse, text_units
 from pytest_specdec.backends.kinds import SpeculationKind
+from pytest_specdec.backends.mlx_lm_parts import resolve_reference
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError, BackendUnavailable, ModelLoadError, SpecdecUsageError
 
@@ -61,6 +64,16 @@ class MlxVlmBackend:
                 "mlx-vlm needs both plain_url= and sd_url= (a server without a drafter and one with it), or neither"
             )
         self._servers: list[ServerProcess] = []
+        self._kinds_ran: set[str] = set()
+        try:
+            self._connect(python, pair, kind, plain_url, sd_url)
+        except BaseException:
+            self.close()  # the servers it started are stopped, its connections closed
+            raise
+
+    def _connect(self, python: str, pair: ModelPair, kind: str, plain_url: str, sd_url: str) -> None:
+        """The two servers (started here, or the user's), checked to make a pair, and the SD server's drafter seen
+        drafting in one short completion."""
         if not plain_url:
             if not pair.draft:
                 raise SpecdecUsageError("mlx-vlm's SD server needs a drafter: --specdec-draft=PATH_OR_HF_ID")
@@ -73,39 +86,53 @@ class MlxVlmBackend:
         self._model = str(get_or_refuse(self._plain, "/health").get("loaded_model") or "")
         sd_model = str(get_or_refuse(self._sd, "/health").get("loaded_model") or "")
         if not self._model or self._model != sd_model:
-            self.close()
             raise ModelLoadError(
                 f"mlx-vlm's two servers must serve one loaded model (plain: {self._model or 'none'}, SD: "
                 f"{sd_model or 'none'}) — start both with the same --model"
             )
         self._settings = {arm: self._current(http) for arm, http in (("plain", self._plain), ("sd", self._sd))}
         if self._settings["plain"].get("draft_model"):
-            self.close()
             raise ModelLoadError(f"mlx-vlm's plain server at {plain_url} has a drafter loaded "
                                  f"({self._settings['plain']['draft_model']}) — start it without --draft-model")  # fmt: skip
         if not self._settings["sd"].get("draft_model"):
-            self.close()
             raise ModelLoadError(f"mlx-vlm's SD server at {sd_url} has no drafter — start it with --draft-model")
-        version = get_or_refuse(self._sd, "/openapi.json").get("info") or {}
-        self._release = f"mlx-vlm {version.get('version', 'unknown')}" if isinstance(version, dict) else "mlx-vlm"
+        versions = {self._version(http) for http in (self._plain, self._sd)}
+        if len(versions) > 1:
+            raise ModelLoadError(f"mlx-vlm's two servers run different releases ({', '.join(sorted(versions))}) — "
+                                 "start both from one install")  # fmt: skip
+        self._release = f"mlx-vlm {versions.pop()}"
         self._pair = ModelPair(self._model, str(self._settings["sd"]["draft_model"]))
-        self._kinds_ran: set[str] = set()
+        self._kind = self._kind_seen()
+
+    def _version(self, http: HttpService) -> str:
+        info = get_or_refuse(http, "/openapi.json").get("info")
+        return str(info.get("version", "unknown")) if isinstance(info, dict) else "unknown"
+
+    def _kind_seen(self) -> str:
+        """The drafter kind the SD server ran, from one short greedy completion (mlx-vlm resolves the kind from
+        the drafter itself and may override the one asked for); a server that cannot complete is one line."""
+        probe = GenerationRequest("1 2 3 4 5 6 7 8 9 10 11 12", Arm("sd", True, 0), 12)
+        try:
+            for _ in self.generate(probe):
+                pass
+        except BackendRuntimeError as error:
+            raise ModelLoadError(
+                f"{error} — its drafter cannot run with this model (docs/backends.md, mlx-vlm)"
+            ) from None
+        return next(iter(sorted(self._kinds_ran)), "")
 
     def _start(self, python: str, pair: ModelPair, kind: str) -> tuple[str, str]:
         """The two servers, as a user starts them (``python -m mlx_vlm.server``)."""
-        from pytest_specdec.embedded.models import is_embedded, materialize
-
-        target, draft = (str(materialize(m)) if is_embedded(m) else m for m in (pair.target, str(pair.draft)))
+        target, draft = resolve_reference(pair.target), resolve_reference(str(pair.draft))
         base = [python, "-m", "mlx_vlm.server", "--model", target, "--host", "127.0.0.1"]
         drafter = ["--draft-model", draft, *(["--draft-kind", kind] if kind else [])]
         for label, extra in (("plain", []), ("sd", drafter)):
             server = ServerProcess(f"mlx-vlm-{label}", _command(base, extra), ready_timeout_s=LOAD_S)
+            self._servers.append(server)
             try:
                 server.start()
             except BackendUnavailable as error:
-                self.close()
                 raise ModelLoadError(f"{error} — check the model, the drafter and mlx-vlm's install") from None
-            self._servers.append(server)
         return self._servers[0].base_url, self._servers[1].base_url
 
     def _current(self, http: HttpService) -> dict[str, Any]:
@@ -122,8 +149,11 @@ class MlxVlmBackend:
         return True
 
     def speculation_kind(self) -> SpeculationKind:
-        """The SD server's drafter kind (``dflash``: a block drafter, ``mtp``: the target's MTP head)."""
-        return KINDS.get(str(self._settings["sd"].get("draft_kind") or "dflash"), SpeculationKind.BLOCK_DRAFTER)
+        """The kind the SD server's drafter ran as (``timings.draft_kind``: ``dflash`` a block drafter, ``mtp`` the
+        target's MTP head, ``eagle3`` a draft model, as llama-server's ``draft-eagle3`` is filed); before a
+        speculative round was seen, the kind it was started with (mlx-vlm's own default: ``dflash``)."""
+        said = self._kind or str(self._settings["sd"].get("draft_kind") or "dflash")
+        return KINDS.get(said, SpeculationKind.BLOCK_DRAFTER)
 
     def fingerprint(self) -> Fingerprint:
         """The server's release, the drafter and its kind."""
@@ -135,6 +165,7 @@ class MlxVlmBackend:
             details={
                 "draft_model": str(self._settings["sd"].get("draft_model")),
                 "draft_kind": str(self._settings["sd"].get("draft_kind") or "auto"),
+                "draft_kind_seen_at_start": self._kind or "none (no speculative round in the first completion)",
                 "draft_kind_ran": ", ".join(sorted(self._kinds_ran)) or "none reported",
                 "block_size": "the drafter's own (adaptive)",
             },
@@ -142,9 +173,7 @@ class MlxVlmBackend:
 
     def model_digest(self) -> str:
         """The loaded model's and the drafter's names (the server reports no digest)."""
-        import hashlib
-
-        return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
+        return names_digest(self._pair)
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         """One greedy chat completion on the arm's server; counts from its ``timings``."""
@@ -189,7 +218,7 @@ class MlxVlmBackend:
         )
 
     def close(self) -> None:
-        """Close the connections and stop any server the plugin started."""
+        """Close the connections and stop any server the plugin started (also when it did not get far)."""
         for http in (getattr(self, "_plain", None), getattr(self, "_sd", None)):
             if http is not None:
                 http.close()

@@ -43,6 +43,7 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.files import names_digest
 from pytest_specdec.backends.simulated.sampler import sampled_tokens
 from pytest_specdec.errors import SpecdecUsageError
 
@@ -124,7 +125,7 @@ class SimulatedBackend:
 
     def model_digest(self) -> str:
         """A digest of the model names (there are no files)."""
-        return hashlib.sha256(f"{self._pair.target}|{self._pair.draft}".encode()).hexdigest()[:16]
+        return names_digest(self._pair)
 
     def _prompt_effect(self, prompt: str) -> float:
         """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``.
