@@ -84,8 +84,13 @@ def line_protocol(line: Mapping[str, Any]) -> int | None:
 
 
 def log_se(log_ratios: Sequence[float]) -> float | None:
-    """The within-run standard error of a run's mean log speedup, kept in its history line (``log_se``)."""
-    if len(log_ratios) < 2:
+    """The within-run standard error of a run's mean log speedup, kept in its history line (``log_se``); ``None``
+    where it has no finite value (fewer than two pairs, or a pair whose rate was infinite or zero).
+
+    >>> log_se([0.1, 0.3]) is not None, log_se([0.1, float("inf")])
+    (True, None)
+    """
+    if len(log_ratios) < 2 or not all(math.isfinite(v) for v in log_ratios):
         return None
     spread = statistics.stdev(log_ratios) / math.sqrt(len(log_ratios))
     return spread if math.isfinite(spread) and spread > 0 else None

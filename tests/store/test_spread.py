@@ -202,3 +202,16 @@ def test_the_examples_in_the_docstrings_hold() -> None:
 
     for module in (spread, stats):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_a_run_with_a_rate_that_is_infinite_or_zero_keeps_no_within_run_error() -> None:
+    """A pair whose arm's rate was infinite or zero has no finite log ratio: the history line keeps no log_se
+    (statistics.stdev raised AttributeError on it at the end of a real Gemma run through mlx_lm.server)."""
+    from pytest_specdec.store.spread import log_se
+
+    assert log_se([0.1, math.inf]) is None
+    assert log_se([0.1, -math.inf, 0.2]) is None
+    assert log_se([0.1, math.nan, 0.2]) is None
+    found = log_se([0.1, 0.3])
+    assert found is not None
+    assert found == pytest.approx(0.1)
