@@ -1,12 +1,13 @@
 """The scoreboard's pages: a matrix, a page per claim and machine class, a page per comparison, a release view.
 
 Jinja2 templates (``templates/``, autoescaped), one stylesheet inline, no script or font from elsewhere:
-the site opens from ``file://`` and from GitHub Pages alike. Plots are SVG files named by a digest of
-what they draw, so a rebuild redraws only the plots whose nights changed.
+the site opens from ``file://`` and from GitHub Pages alike. Charts are SVG files (:mod:`.chart`) named by
+a digest of what they draw, so a rebuild redraws only the charts whose nights changed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_specdec.render.site.chart import layout
 from pytest_specdec.render.site.data import Published, Row, Scoreboard
 from pytest_specdec.store.files import write_atomically
 
@@ -109,62 +111,21 @@ def _command(row: Row) -> str:
     return f"pytest '{r.nodeid}' --backend={r.backend} --specdec-profile={r.profile}"
 
 
-def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float]) -> str | None:
-    """An SVG of the nights, named by a digest of what it draws; drawn only when no file of that name exists."""
+def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], title: str) -> str | None:
+    """An SVG chart of the nights, named by a digest of what it draws; written only when no file of that name
+    exists (:mod:`.chart`)."""
     if not nights:
         return None
-    drawn: list[dict[str, Any]] = [
-        {k: line.get(k) for k in ("time", "release", "speedup", "acceptance", "change")} for line in nights
-    ]
-    name = hashlib.sha256(json.dumps([drawn, bounds], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
+    drawn = [{k: line.get(k) for k in ("time", "release", "speedup", "acceptance", "change")} for line in nights]
+    name = hashlib.sha256(json.dumps([drawn, bounds, title], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
     path = folder / name
-    if path.is_file():
-        return name
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller files, drawn faster, found by a page search
-    figure, axis = plt.subplots(figsize=(8, 3.2))
-    x = list(range(len(drawn)))
-    estimates = [d["speedup"]["estimate"] for d in drawn]
-    # One band and one line for every night (a year of nights draws in a fraction of a second), the points on top.
-    axis.fill_between(x, [d["speedup"]["low"] for d in drawn], [d["speedup"]["high"] for d in drawn],
-                      color="#1565c0", alpha=0.25, linewidth=0, label="speedup CI")  # fmt: skip
-    axis.plot(x, estimates, "o-" if len(x) <= 60 else "-", color="#1565c0", markersize=3, linewidth=1, label="speedup")
-    flips = [i for i, d in enumerate(drawn) if d.get("change") == "flip"]
-    if flips:
-        axis.plot(flips, [estimates[i] for i in flips], "s", color="#c62828", label="flip")
-    changes = [i for i in x[1:] if drawn[i].get("release") != drawn[i - 1].get("release")]
-    if changes:
-        axis.vlines([i - 0.5 for i in changes], 0, 1, transform=axis.get_xaxis_transform(), colors="#757575",
-                    linestyles=":", label="release change")  # fmt: skip
-        for i in changes[:12]:
-            axis.annotate(str(drawn[i].get("release")), (i - 0.5, 1), xycoords=("data", "axes fraction"),
-                          fontsize=6, rotation=90, va="top")  # fmt: skip
-    for label, bound in bounds.items():
-        axis.axhline(bound, color="#6a1b9a", linestyle="--", label=label)
-    axis.axhline(1.0, color="#000000", linewidth=0.6)
-    axis.set_ylabel("speedup (x)")
-    ticks = x[:: max(1, len(x) // 12)]  # at most about a dozen dates along the axis
-    axis.set_xticks(ticks, [str(drawn[i]["time"])[:10] for i in ticks], rotation=30, fontsize=7)
-    axis.set_xlabel("night")
-    acceptance = [d.get("acceptance") for d in drawn]
-    if any(isinstance(a, int | float) for a in acceptance):
-        other = axis.twinx()
-        other.plot(x, [a if isinstance(a, int | float) else float("nan") for a in acceptance], color="#2e7d32",
-                   linewidth=1, label="acceptance")  # fmt: skip
-        other.set_ylabel("acceptance")
-        other.set_ylim(0, 1.05)
-    axis.legend(loc="lower left", fontsize=7)
-    figure.subplots_adjust(left=0.09, right=0.91, bottom=0.24, top=0.96)  # fixed: tight_layout cost a quarter
-    folder.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(figure)
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, _environment().get_template("nights.svg.j2").render(layout(drawn, bounds, title)))
     return name
 
 
+@functools.cache
 def _environment() -> Any:
     import jinja2
 
@@ -194,7 +155,7 @@ def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
     for row in shown:
         nights = board.nights.get((row.machine, row.backend, row.key), ())
         bounds = {b.label: b.bound for b in row.record.judgement.bounds}
-        plot = _plot(out / "plots", nights, bounds)
+        plot = _plot(out / "plots", nights, bounds, f"{row.claim} [{row.category}] on {row.machine} ({row.backend})")
         page(out / "claims" / row.claim_page, "claim.html.j2", "../", title=row.claim, row=row, plot=plot,
              nights=[_night(n) for n in nights])  # fmt: skip
         page(out / "comparisons" / row.page, "comparison.html.j2", "../", title=row.claim, row=row,
