@@ -28,7 +28,7 @@ issue); on two
 nights, an undecided claim opens an issue on its second night (the configured
 count) without turning the night red, and a new claim awaits acceptance in one pull request and
 turns the night red on its second night; and a night that agrees with every accepted baseline is green and tells
-GitHub nothing.
+GitHub nothing (with ``publish-site = true`` its publish job puts the scoreboard on Pages, a stand-in here).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ STANDIN = REPO / "tests" / "act"
 CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
 UPLOAD = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02"
 DOWNLOAD = "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093"
+UPLOAD_PAGES = "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9"
+DEPLOY_PAGES = "actions/deploy-pages@cd2ce8fcbc39b97be8ca5fce6e763baed58fa128"
 MLX_BUDGET = "-k 'claim_d and code' --specdec-min-trials=6 --specdec-max-trials=6 --specdec-max-tokens=24"
 # realtime: the simulated backend sleeps through its decode time, so this process's clock
 # sees what its counters report (the same-night A/B cross-checks the two).
@@ -212,6 +214,8 @@ def act(
         "--local-repository", f"{CHECKOUT}={standin}",
         "--local-repository", f"{UPLOAD}={standin / 'upload-artifact'}",
         "--local-repository", f"{DOWNLOAD}={standin / 'download-artifact'}",
+        "--local-repository", f"{UPLOAD_PAGES}={standin / 'upload-pages-artifact'}",
+        "--local-repository", f"{DEPLOY_PAGES}={standin / 'deploy-pages'}",
         *[item for key, value in environment.items() for item in ("--env", f"{key}={value}")],
     ]  # fmt: skip
     # The nights' own processes are not measured for coverage (the gate's steps are, in tests/gate):
@@ -445,8 +449,18 @@ def test_each_red_state_has_its_word_and_issue_and_only_agreement_is_green(works
     assert still == ["conclusion changed", "metric changed, not speed", "re-baseline needed", "undecided for nights"]
     (left,) = [i for i in state["issues"] if i["state"] == "open" and i["title"].startswith("specdec: undecided")]
     assert "1.0 → 1.4" in left["title"], "the one left open is 1.4's flip not confirmed, keyed by its releases"
-    night, calls = act(workspace, "specdec-gate.yml", "testbackend")
+    pyproject = workspace / "repo" / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    pyproject.write_text(text.replace("[tool.specdec.gate]\n", "[tool.specdec.gate]\npublish-site = true\n", 1))
+    try:
+        night, calls = act(workspace, "specdec-gate.yml", "testbackend")
+    finally:
+        pyproject.write_text(text, encoding="utf-8")
     assert [c[:2] for c in calls] == [["issue", "list"]], "a green night after it is silent: one look-up"
+    # publish-site = true: the hosted publish job builds the scoreboard from baselines/ and tonight's results.
+    assert "stand-in: deployed" in night.stdout, night.stdout[-4000:]
+    pages = sorted(workspace.glob("artifacts-*/github-pages/index.html"))[-1].read_text(encoding="utf-8")
+    assert f"<td>{MACHINE}</td><td>testbackend</td>" in pages, "tonight's reading on the front page"
 
 
 def pip_installs_by_step(log: str) -> list[tuple[str, str]]:

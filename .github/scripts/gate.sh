@@ -12,11 +12,13 @@
 #   night    the leg's findings, each in its own word (night.json); fails a required leg that is red
 #   summary  the leg's state, findings, release changes and report → $GITHUB_STEP_SUMMARY
 #   accept   measure with --specdec-update-baselines; the accepted results go out as candidates.json
-# The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all)
+# The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all), and
+#                                 publish=true when [tool.specdec.gate] publish-site = true
 # The verdict job (hosted, the write token, never the upgraded packages; reads only the artifacts):
 #   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
 #   verdict       every leg's night.json validated; the night's colour; issues; webhook
 #   propose       the night's candidates into baselines/ and the lock, one pull request per machine class
+#   site          the scoreboard (specdec site) of baselines/ and tonight's results, for the publish job
 #   watchdog      red, and one issue, when no night has completed for 48 hours
 # Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
 #   SPECDEC_GATE_BASE_PYTHON   the Python 3.11+ that makes the venvs and picks the lock (default python3).
@@ -101,6 +103,7 @@ gate = tomllib.load(open("pyproject.toml", "rb")).get("tool", {}).get("specdec",
 legs = sorted(gate.get("legs", {}))
 wanted = os.environ.get("LEG", "") or "all"
 print("legs=" + json.dumps(legs if wanted == "all" else [leg for leg in legs if leg == wanted]))
+print("publish=" + json.dumps(gate.get("publish-site", False) is True))
 PY
     ;;
   setup)
@@ -179,6 +182,12 @@ PY
     ;;
   verdict)
     .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}"
+    ;;
+  site)
+    # The scoreboard from the repository's baselines and tonight's results, for the publish job (hosted).
+    results=()
+    for file in "$ARTIFACTS"/*/results.json; do [ -f "$file" ] && results+=(--results "$file"); done
+    .alert-venv/bin/python -m pytest_specdec.cli site specdec-site --baselines baselines "${results[@]}"
     ;;
   watchdog)
     .alert-venv/bin/python -m pytest_specdec.cli gate watchdog --gh "$gh_cli" --hours "${SPECDEC_WATCHDOG_HOURS:-48}"

@@ -64,6 +64,7 @@ class GateConfig:
     window_minutes: int = 0  # a night's time on the runner (0: no budget)
     ungated_nights: int = 3  # nights results may wait for acceptance before the gate goes red
     undecided_nights: int = 3  # nights a claim may stay undecided before an issue opens
+    publish_site: bool = False  # the workflow's publish job puts the scoreboard on GitHub Pages (public)
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
@@ -88,7 +89,7 @@ def _distributions(backend: str) -> tuple[str, ...]:
 
 
 GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs", "window-minutes", "ungated-nights",
-             "undecided-nights"}  # fmt: skip
+             "undecided-nights", "publish-site"}  # fmt: skip
 LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
             "url-option"}  # fmt: skip
 
@@ -189,6 +190,7 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         window_minutes=_count(table, "window-minutes", 0),
         ungated_nights=_count(table, "ungated-nights", 3),
         undecided_nights=_count(table, "undecided-nights", 3),
+        publish_site=bool(_typed(table.get("publish-site", False), bool, "[tool.specdec.gate]", "publish-site")),
         default_profile=str(profile),
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),

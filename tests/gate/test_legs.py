@@ -52,6 +52,7 @@ def test_legs_are_read_with_their_servers(tmp_path: Path) -> None:
         ("[tool.specdec.gate.legs.mlx]\nserve = true\n", "the gate knows how to start the servers of mtplx, ollama"),
         ("[tool.specdec.gate.legs.mlx]\ntargets = 'benchmarks/'\n", "targets = 'benchmarks/' must be a list"),
         ("[tool.specdec.gate]\nlegs = 3\n", "legs must be a table"),
+        ("[tool.specdec.gate]\npublish-site = 'yes'\n", "publish-site = 'yes' must be a bool"),
     ],
 )
 def test_bad_gate_tables_are_one_line(tmp_path: Path, text: str, message: str) -> None:
