@@ -156,3 +156,8 @@ def test_the_matrix_says_a_flip_in_words_and_its_filters_work(site: Path, browse
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
     assert shown, "the H200's rows"
     assert {r.get_attribute("data-chip") for r in shown} == {"NVIDIA-H200"}
+    Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="chip"]')).select_by_value("")
+    Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="family"]')).select_by_value("M1")
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
+    assert shown, "the document's own M1 Max figures, published"
+    assert all("published" in (r.get_attribute("class") or "") for r in shown)

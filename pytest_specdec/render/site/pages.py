@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,16 @@ from pytest_specdec.store.files import write_atomically
 
 def _interval(estimate: float, low: float, high: float) -> str:
     return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
+
+
+def chip_family(name: str) -> str:
+    """``M1`` from ``Apple-M1-Max-64GB`` or ``M1 Max 64 GB``; another machine's name as it is.
+
+    >>> chip_family("Apple-M4-Pro-48GB"), chip_family("M1 Max 64 GB"), chip_family("NVIDIA-H200")
+    ('M4', 'M1', 'NVIDIA-H200')
+    """
+    found = re.search(r"(?:^|[-\s])(M\d+)(?:$|[-\s])", name)
+    return found.group(1) if found else name
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,11 @@ class Shown:
     @property
     def category(self) -> str:
         return self.row.record.category
+
+    @property
+    def family(self) -> str:
+        """The chip family a machine class names (``Apple-M1-Max-64GB`` → ``M1``), else the class itself."""
+        return chip_family(self.row.machine_class)
 
     @property
     def conditions(self) -> str:
@@ -83,7 +99,7 @@ class Shown:
 
 def _published(item: Published) -> dict[str, str]:
     words = "SD pays off" if item.speedup > 1.0 else "SD does not pay off" if item.speedup < 1.0 else "breaks even"
-    return {"chip": item.chip, "backend": item.backend, "claim": item.claim, "model": item.model,
+    return {"chip": item.chip, "family": chip_family(item.chip), "backend": item.backend, "claim": item.claim, "model": item.model,
             "speedup": f"{item.speedup:.2f}x (published)", "words": f"{words} (published, not reproduced here)",
             "source": item.source, "paired": "paired" if item.paired else "unpaired"}  # fmt: skip
 
@@ -147,7 +163,8 @@ def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
         write_atomically(path, html)
         written.append(path)
 
-    filters = [("chip", sorted({r.machine for r in shown} | {p.chip for p in board.published})),
+    filters = [("family", sorted({r.family for r in shown} | {chip_family(p.chip) for p in board.published})),
+               ("chip", sorted({r.machine for r in shown} | {p.chip for p in board.published})),
                ("backend", sorted({r.backend for r in shown} | {p.backend for p in board.published})),
                ("claim", sorted({r.claim for r in shown} | {p.claim for p in board.published}))]  # fmt: skip
     page(out / "index.html", "index.html.j2", "", title="Matrix", rows=shown, filters=filters,
