@@ -161,3 +161,17 @@ def test_the_matrix_says_a_flip_in_words_and_its_filters_work(site: Path, browse
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
     assert shown, "the document's own M1 Max figures, published"
     assert all("published" in (r.get_attribute("class") or "") for r in shown)
+
+
+def test_a_chart_marks_the_packages_that_moved_and_the_flips() -> None:
+    from pytest_specdec.render.site.chart import layout
+
+    def night(day: int, mlx_lm: str, change: str) -> dict[str, Any]:
+        return {"time": f"2026-12-0{day}T03:00:00", "release": f"mlx-lm {mlx_lm}", "change": change,
+                "versions": {"mlx": "0.32.4", "mlx-lm": mlx_lm}, "acceptance": 0.8,
+                "speedup": {"estimate": 1.1, "low": 1.0, "high": 1.2}}  # fmt: skip
+
+    drawn = layout([night(1, "0.32.2", "unchanged"), night(2, "0.32.3", "flip")], {"speedup max=1.2": 1.2}, "d")
+    assert [c["label"] for c in drawn["changes"]] == ["mlx-lm 0.32.2→0.32.3"], "only the package that moved"
+    assert len(drawn["flips"]) == 1
+    assert [b["label"] for b in drawn["bounds"]] == ["speedup max=1.2"]

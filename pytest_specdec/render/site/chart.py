@@ -36,6 +36,19 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def moved(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """The packages that moved between two nights (their ``versions``), else the release strings.
+
+    >>> moved({"release": "a", "versions": {"mlx": "1", "mlx-lm": "0.1"}},
+    ...       {"release": "b", "versions": {"mlx": "1", "mlx-lm": "0.2"}})
+    'mlx-lm 0.1→0.2'
+    """
+    old, new = before.get("versions") or {}, after.get("versions") or {}
+    changed = [f"{name} {old.get(name, '—')}→{new.get(name, '—')}" for name in sorted({*old, *new})
+               if old.get(name) != new.get(name)]  # fmt: skip
+    return ", ".join(changed) or f"{before.get('release')}→{after.get('release')}"
+
+
 def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], title: str) -> dict[str, Any]:
     """The template's context: every coordinate of the chart of ``nights`` (history lines, oldest first)."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -71,7 +84,7 @@ def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], tit
         "one": y(1.0) if bottom <= 1.0 <= ceiling else None,
         "bounds": [{"y": y(b), "label": label} for label, b in bounds.items() if math.isfinite(b)],
         "changes": [{"x": round(x(i) - plot_w / max(len(nights), 1) / 2, 1),
-                     "label": str(nights[i].get("release", "")) if n < MOST_RELEASE_LABELS else ""}
+                     "label": moved(nights[i - 1], nights[i]) if n < MOST_RELEASE_LABELS else ""}
                     for n, i in enumerate(changes)],
         "flips": [{"x": x(i), "y": y(estimates[i])} for i, n in enumerate(nights) if n.get("change") == "flip"],
         "acceptance": " ".join(f"{x(i)},{round(TOP + (1 - float(a)) * plot_h, 1)}"

@@ -132,7 +132,8 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
     exists (:mod:`.chart`)."""
     if not nights:
         return None
-    drawn = [{k: line.get(k) for k in ("time", "release", "speedup", "acceptance", "change")} for line in nights]
+    drawn = [{k: line.get(k) for k in ("time", "release", "versions", "speedup", "acceptance", "change")}
+             for line in nights]  # fmt: skip
     name = hashlib.sha256(json.dumps([drawn, bounds, title], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
     path = folder / name
     if not path.is_file():
