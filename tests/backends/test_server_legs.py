@@ -1,5 +1,6 @@
 """The gate takes the servers Mac owners run as legs: ``specdec gate measure`` and ``night`` on an ``lmstudio`` and
-an ``mlx-vlm`` leg, each measuring through its stand-in (tests/backends/test_mlx_vlm.py runs the real mlx-vlm)."""
+an ``mlx-vlm`` leg through their stand-ins (tests/backends/test_mlx_vlm.py runs the real mlx-vlm), and on an
+``mlx-server`` leg through the real mlx_lm.server."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def leg(backend: str, arguments: str) -> str:
             f'pytest-args = "{arguments} --specdec-min-trials=2 --specdec-max-trials=2"\n')  # fmt: skip
 
 
-@pytest.mark.parametrize("backend", ["lmstudio", "mlx-vlm"])
+@pytest.mark.parametrize("backend", ["lmstudio", "mlx-vlm", "mlx-server"])
 def test_a_server_leg_is_measured_and_judged_by_the_gates_own_steps(
     tmp_path: Path, engine: GenerationEngine, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
@@ -37,11 +38,15 @@ def test_a_server_leg_is_measured_and_judged_by_the_gates_own_steps(
         servers = [StandinServer(LmStudioHandler, engine).start()]
         arguments = (f"--specdec-model={TARGET} --specdec-draft={DRAFT} "
                      f"--specdec-backend-option host={servers[0].url.removeprefix('http://')}")  # fmt: skip
+    elif backend == "mlx-server":  # the real mlx_lm.server, two of them started by the backend, the embedded pair
+        pytest.importorskip("mlx_lm")
+        servers, arguments = [], "--specdec-backend-option prompt_cache_size=0"
     else:
         servers = [StandinServer(MlxVlmHandler, engine, settings=s).start() for s in ({}, {"draft_kind": "mtp"})]
         arguments = (f"--specdec-model=ignored --specdec-backend-option plain_url={servers[0].url} "
                      f"--specdec-backend-option sd_url={servers[1].url}")  # fmt: skip
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Server-Leg-Runner")
+    monkeypatch.setenv("SPECDEC_GATE_STATE", str(tmp_path / "runner-state"))  # this runner's first night
     (tmp_path / "pyproject.toml").write_text(leg(backend, arguments), encoding="utf-8")
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_specdec.backends.base import BackendSpec, ModelPair, OptionSpec
 from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.embedded.models import DEFAULT_DRAFT, DEFAULT_TARGET
+from pytest_specdec.embedded.packaged import GEMMA_GGUF
 
 SPEC = BackendSpec(
     name="mlx-server",
@@ -29,6 +30,8 @@ SPEC = BackendSpec(
     ),
     pairs={
         "embedded": ModelPair(DEFAULT_TARGET, DEFAULT_DRAFT),
+        # The GGUF converted for mlx-lm, as the mlx backend loads it; the draft is its own first 15 of 18 layers.
+        "gemma": ModelPair(GEMMA_GGUF, GEMMA_GGUF + "#early-exit=15"),
         "seed": ModelPair("mlx-community/Qwen2.5-7B-Instruct-4bit", "mlx-community/Qwen2.5-0.5B-Instruct-4bit"),
     },
     kinds=(SpeculationKind.DRAFT_MODEL,),
