@@ -40,6 +40,24 @@ def generate(backend: MlxVlmBackend, arm: Arm) -> tuple[tuple[int, ...], Generat
 
 
 STREAMS = pytest.mark.parametrize("stream", ["true", "false"])
+CLAIM = """
+import pytest
+
+
+@pytest.mark.speedup(max=1.0)
+def test_sd(specdec):
+    specdec.compare(category="copy", max_tokens=8)
+"""
+
+
+def through_the_plugin(pytester: pytest.Pytester, plain: StandinServer, sd: StandinServer) -> pytest.RunResult:
+    """A claim measured on the two servers through the plugin, two pairs."""
+    pytester.makepyfile(CLAIM)
+    return pytester.runpytest(
+        "--backend=mlx-vlm", "--specdec-model=ignored", f"--specdec-backend-option=plain_url={plain.url}",
+        f"--specdec-backend-option=sd_url={sd.url}", "--specdec-min-trials=2", "--specdec-max-trials=2",
+        "-p", "no:cacheprovider",
+    )  # fmt: skip
 
 
 @STREAMS
@@ -73,37 +91,12 @@ def test_each_arm_goes_to_its_server_and_the_counts_are_the_servers(
 def test_a_drafter_the_server_dropped_drafts_nothing_and_is_not_engaged(
     start: Callable[..., StandinServer], pytester: pytest.Pytester
 ) -> None:
-    plain, sd = start(), start(draft_kind="dflash", drafter="incompatible")
-    pytester.makepyfile(
-        """
-        def test_sd(specdec):
-            specdec.compare(category="copy", max_tokens=8)
-        """
-    )
-    result = pytester.runpytest(
-        "--backend=mlx-vlm", "--specdec-model=ignored", f"--specdec-backend-option=plain_url={plain.url}",
-        f"--specdec-backend-option=sd_url={sd.url}", "--specdec-min-trials=2", "--specdec-max-trials=2",
-        "-p", "no:cacheprovider",
-    )  # fmt: skip
+    result = through_the_plugin(pytester, start(), start(draft_kind="dflash", drafter="incompatible"))
     result.stdout.fnmatch_lines(["*not measurable: SD not engaged (the sd arm drafted 0 tokens*"])
 
 
 def test_a_verdict_row_through_the_plugin(start: Callable[..., StandinServer], pytester: pytest.Pytester) -> None:
-    plain, sd = start(), start(draft_kind="dflash", block_size="4")
-    pytester.makepyfile(
-        """
-        import pytest
-
-        @pytest.mark.speedup(max=1.0)
-        def test_sd(specdec):
-            specdec.compare(category="copy", max_tokens=8)
-        """
-    )
-    result = pytester.runpytest(
-        "--backend=mlx-vlm", "--specdec-model=ignored", f"--specdec-backend-option=plain_url={plain.url}",
-        f"--specdec-backend-option=sd_url={sd.url}", "--specdec-min-trials=2", "--specdec-max-trials=2",
-        "-p", "no:cacheprovider",
-    )  # fmt: skip
+    result = through_the_plugin(pytester, start(), start(draft_kind="dflash", block_size="4"))
     assert result.ret in (0, 1), result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*mlx-vlm *copy*x [[]*2 *"])
     assert "not measurable" not in result.stdout.str()
