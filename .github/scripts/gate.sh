@@ -18,7 +18,8 @@
 #   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
 #   verdict       every leg's night.json validated; the night's colour; issues; webhook
 #   propose       the night's candidates into baselines/ and the lock, one pull request per machine class
-#   site          the scoreboard (specdec site) of baselines/ and tonight's results, for the publish job
+#   site          the scoreboard (specdec site) of baselines/, tonight's results and the runners' nights,
+#                 for the publish job
 #   watchdog      red, and one issue, when no night has completed for 48 hours
 # Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
 #   SPECDEC_GATE_BASE_PYTHON   the Python 3.11+ that makes the venvs and picks the lock (default python3).
@@ -187,6 +188,8 @@ PY
     # The scoreboard from the repository's baselines and tonight's results, for the publish job (hosted).
     results=()
     for file in "$ARTIFACTS"/*/results.json; do [ -f "$file" ] && results+=(--results "$file"); done
+    # Each leg's nights on its runner, with the gate's word on each (a flip not confirmed is not a flip).
+    for file in "$ARTIFACTS"/*/nights.jsonl; do [ -f "$file" ] && results+=(--history "$file"); done
     .alert-venv/bin/python -m pytest_specdec.cli site specdec-site --baselines baselines "${results[@]}"
     ;;
   watchdog)

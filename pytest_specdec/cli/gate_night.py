@@ -25,10 +25,10 @@ def _machine_class() -> str:
 def night(args: argparse.Namespace) -> int:
     """Write the leg's ``night.json``; exit 1 when a required leg has a red finding."""
     from pytest_specdec.gate.legs import read_gate_config
-    from pytest_specdec.gate.tonight import leg_night, write_night
+    from pytest_specdec.gate.tonight import leg_night, write_night, write_nights
 
     leg = leg_night(read_gate_config(Path.cwd()), args.backend, args.out, args.baselines, _machine_class())
-    print(f"specdec gate: wrote {write_night(leg, args.out)}")
+    print(f"specdec gate: wrote {write_night(leg, args.out)} and {write_nights(leg, args.out)}")
     for finding in leg.findings:
         print(f"specdec gate: {args.backend}: {finding.state.value} — {finding.subject}: {finding.message}")
     if leg.red:

@@ -90,6 +90,7 @@ class Finding:
     category: str = ""
     history: str = ""  # a text table of the key's history, for undecided and eroding issues
     cause: str = ""  # what changed: the release pair of a result's finding, the refusal's kind of a leg's
+    key: str = ""  # the result's baseline key; "" for a finding about the leg or a trend
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,16 @@ def release_pair(record: ComparisonRecord) -> str:
 
 
 def _about(state: State, record: ComparisonRecord, message: str, history: str = "") -> Finding:
-    return Finding(state, subject_of(record), message, record.nodeid, record.category, history, release_pair(record))
+    return Finding(
+        state,
+        subject_of(record),
+        message,
+        record.nodeid,
+        record.category,
+        history,
+        release_pair(record),
+        baseline_key(record),
+    )
 
 
 def history_table(lines: Sequence[Mapping[str, Any]]) -> str:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,31 @@ def nights(backend: str, machine_class: str) -> list[dict[str, Any]]:
     """
     path = state_root() / "history" / f"{machine_class}.jsonl"
     return [line for line in _history(path, trusted=False) if line.get("backend") == backend]
+
+
+def _told_path(machine_class: str) -> Path:
+    return state_root() / "told" / f"{machine_class}.json"
+
+
+def keep_told(machine_class: str, backend: str, when: str, words: Mapping[str, str]) -> None:
+    """Remember the gate's word on each of a night's results (``words``: baseline key → the finding's state, such
+    as "flip not confirmed"); the history line it belongs to is the one of ``backend``, that key and time ``when``."""
+    if words:
+        path = _told_path(machine_class)
+        told = read_state_json(path)
+        told.update({f"{backend}\t{key}\t{when}": word for key, word in words.items()})
+        dump_state_json(path, told)
+
+
+def told_nights(backend: str, machine_class: str) -> list[dict[str, Any]]:
+    """This backend's nights on the runner (:func:`nights`), each with the gate's word on it as ``gate`` where
+    the gate said one: the history line says what the plugin saw, the word what the night made of it."""
+    told = read_state_json(_told_path(machine_class))
+    found = []
+    for line in nights(backend, machine_class):
+        word = told.get(f"{backend}\t{line.get('key')}\t{line.get('time')}")
+        found.append(line | {"gate": word} if isinstance(word, str) else line)
+    return found
 
 
 def set_aside(path: Path, why: str) -> str:

@@ -3,7 +3,8 @@
 Reads ``status.json`` (measure: a typed :class:`~pytest_specdec.gate.runs.Leg`), ``results.json`` (pytest),
 ``confirm/confirmed.json`` (the re-run), ``release-changes.json`` (the upgrade),
 ``budget.txt`` (the budget), the accepted baselines and the runner's history, and writes
-one :class:`~pytest_specdec.gate.night.LegNight`. Its findings are decided in
+one :class:`~pytest_specdec.gate.night.LegNight` (and the leg's nights with the gate's word on each, for the
+scoreboard). Its findings are decided in
 :mod:`pytest_specdec.gate.night`; here they are only gathered.
 """
 
@@ -32,11 +33,13 @@ from pytest_specdec.gate.night import (
     ungated_finding,
 )
 from pytest_specdec.gate.runs import Leg, read_leg
-from pytest_specdec.gate.state import leg_history, nights
+from pytest_specdec.gate.state import keep_told, leg_history, nights, told_nights
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
-from pytest_specdec.store.files import load_run, read_json, validate, write_atomically
+from pytest_specdec.store.files import finite_json, load_run, read_json, validate, write_atomically
 from pytest_specdec.store.records import RunRecord
 from pytest_specdec.store.trends import erosions
+
+NIGHTS_FILE = "nights.jsonl"  # the leg's nights on its runner, each with the gate's word: for the scoreboard
 
 
 def _json(path: Path, default: Any) -> Any:
@@ -162,6 +165,20 @@ def write_night(night: LegNight, out: Path) -> Path:
     """``night.json`` in the leg's artifact."""
     path = out / NIGHT_FILE
     write_atomically(path, json.dumps(asdict(night), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def write_nights(night: LegNight, out: Path) -> Path:
+    """Keep the gate's word on tonight's results in the runner's state, and put the leg's nights on this runner,
+    each with that word, in the artifact (``nights.jsonl``): the scoreboard marks a "flip not confirmed" night
+    as such, not as a flip (``specdec site --history``)."""
+    results = out / "results.json"
+    if night.measured and results.is_file():
+        words = {f.key: f.state.value for f in night.findings if f.key}
+        keep_told(night.machine_class, night.backend, load_run(results).finished, words)
+    lines = told_nights(night.backend, night.machine_class)
+    path = out / NIGHTS_FILE
+    write_atomically(path, "".join(json.dumps(finite_json(line), sort_keys=True) + "\n" for line in lines))
     return path
 
 

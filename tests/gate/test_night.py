@@ -23,6 +23,7 @@ from pytest_specdec.gate.night import (
     trailing,
     ungated_finding,
 )
+from pytest_specdec.gate.state import keep_history
 from pytest_specdec.gate.tonight import read_night
 from pytest_specdec.gate.verdict import tell
 from pytest_specdec.render.exports import results_document
@@ -455,3 +456,32 @@ def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, m
         "specdec: runner did not report — leg on Apple-M1-Max-64GB (ollama): no night file came back"
     ]
     assert "runs-on: self-hosted, macOS, ARM64" in created[0][created[0].index("--body") + 1]
+
+
+def test_the_gates_word_on_a_night_reaches_the_scoreboard(
+    tmp_path: Path, measured: Path, sample_run: RunRecord
+) -> None:
+    """The night step keeps its word on tonight's flip in the runner's state and puts the leg's nights, each with
+    that word, in the artifact (``nights.jsonl``); the site built from it calls the flip "flip not confirmed"."""
+    (flip,) = sample_run.flips
+    (measured / "confirm" / "confirmed.json").write_text(json.dumps([{
+        "nodeid": flip.nodeid, "category": flip.category, "key": baseline_key(flip), "call": "flip not confirmed",
+        "line": "flip not confirmed: it did not repeat on a re-run", "confirmed": False}]))  # fmt: skip
+    keep_history(sample_run)  # what the measure step kept tonight
+    night = specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    assert night.returncode == 0, night.stdout + night.stderr
+    lines = [json.loads(line) for line in (measured / "nights.jsonl").read_text().splitlines()]
+    assert len(lines) == len(sample_run.comparisons), "tonight's nights on this runner, one line a result"
+    assert {line["key"]: line.get("gate") for line in lines} == {
+        baseline_key(r): "flip not confirmed" if r is flip else None for r in sample_run.comparisons
+    }, "the word on the flip only: the re-confirmed result had no finding"
+    site = tmp_path / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "pytest_specdec.cli", "site", str(site), "--baselines", str(tmp_path / "baselines"),
+         "--results", str(measured / "results.json"), "--history", str(measured / "nights.jsonl")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert f"flip not confirmed: {flip.judgement.conclusion.value} (was" in index
+    assert "flipped:" not in index, "a flip the gate did not confirm is not called flipped"

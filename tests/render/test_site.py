@@ -3,8 +3,11 @@ opened in a real browser (Debian's chromium, headless, through chromium-driver a
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +19,10 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from pytest_specdec.render.site import build_site
-from pytest_specdec.store.baselines import load_any
+from pytest_specdec.render.site.data import gather
+from pytest_specdec.store.baselines import baseline_key, load_any
+from pytest_specdec.store.files import load_run
+from pytest_specdec.store.history import history_line
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE = "Site-Test-Machine"
@@ -54,7 +60,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert (root / "tonight.json").is_file()
     (root / "baselines" / "Torn-Machine").mkdir()
     (root / "baselines" / "Torn-Machine" / "mlx.json").write_text('{"backend": "mlx", "entr', encoding="utf-8")
-    built = build_site(root / "out", root / "baselines", [root / "tonight.json"])
+    runner = root / "nights.jsonl"  # the gate's nights.jsonl: tonight's flip, which its confirm step did not confirm
+    run = load_run(root / "tonight.json")
+    told = [history_line(r, MACHINE, False, run.finished) | {"gate": "flip not confirmed"} for r in run.comparisons]
+    runner.write_text("".join(json.dumps(line) + "\n" for line in told), encoding="utf-8")
+    built = build_site(root / "out", root / "baselines", [root / "tonight.json"], [runner])
     assert any("Torn-Machine/mlx.json" in line for line in built.skipped), built.skipped
     return root / "out"
 
@@ -83,7 +93,7 @@ def test_a_torn_file_is_skipped_and_listed_and_the_rest_is_built(site: Path) -> 
 def test_a_rebuild_redraws_no_plot_whose_nights_did_not_change(site: Path) -> None:
     plots = {p: p.stat().st_mtime_ns for p in (site / "plots").glob("*.svg")}
     assert plots, "the claim pages with nights have plots"
-    build_site(site, site.parent / "baselines", [site.parent / "tonight.json"])
+    build_site(site, site.parent / "baselines", [site.parent / "tonight.json"], [site.parent / "nights.jsonl"])
     assert {p: p.stat().st_mtime_ns for p in (site / "plots").glob("*.svg")} == plots
 
 
@@ -146,7 +156,7 @@ def test_the_matrix_says_a_flip_in_words_and_its_filters_work(site: Path, browse
     browser.set_window_size(1280, 900)
     browser.get((site / "index.html").as_uri())
     (row,) = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if MACHINE in r.text]
-    assert "flipped: refuted (was holds)" in row.text, row.text
+    assert "flip not confirmed: refuted (was holds)" in row.text, "the gate's own word on tonight's flip"
     assert "SD pays off here" in row.text, "the answer against 1x, in words"
     Select(browser.find_element(By.CSS_SELECTOR, 'select[data-filter="backend"]')).select_by_value("simulated")
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr") if r.is_displayed()]
@@ -175,3 +185,40 @@ def test_a_chart_marks_the_packages_that_moved_and_the_flips() -> None:
     assert [c["label"] for c in drawn["changes"]] == ["mlx-lm 0.32.2→0.32.3"], "only the package that moved"
     assert len(drawn["flips"]) == 1
     assert [b["label"] for b in drawn["bounds"]] == ["speedup max=1.2"]
+
+
+def test_a_flip_no_gate_has_read_is_flipped_and_one_the_gate_did_not_confirm_is_said_so(site: Path) -> None:
+    root = site.parent
+    (plain,) = [r for r in gather(root / "baselines", [root / "tonight.json"], []).rows if r.machine_class == MACHINE]
+    assert (plain.flip_word, plain.flipped) == ("flipped", "refuted (was holds)"), "no gate's word: a flip"
+    claim = (site / "claims" / plain.claim_page).read_text(encoding="utf-8")
+    assert re.search(r'class="flip">flip</td><td>flip not confirmed</td>', claim), "the night's row says the word"
+    (plot,) = re.findall(r'src="../plots/([0-9a-f]+\.svg)"', claim)
+    assert "<title>flip not confirmed</title>" in (site / "plots" / plot).read_text(encoding="utf-8")
+
+
+def test_published_figures_link_to_their_source(site: Path) -> None:
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert '<a href="https://github.com/lmstudio-ai/mlx-engine/issues/103">' in index
+
+
+def test_the_comparison_pages_command_measures_the_same_comparison_again(site: Path) -> None:
+    root = site.parent
+    (row,) = [r for r in gather(root / "baselines", [root / "tonight.json"], []).rows if r.machine_class == MACHINE]
+    page = (site / "comparisons" / row.page).read_text(encoding="utf-8")
+    (command,) = re.findall(r"<h2>Reproduce</h2>\s*<p><code>([^<]+)</code>", page)
+    words = shlex.split(html.unescape(command))
+    assert words[:2] == ["pytest", row.record.nodeid]
+    again = root / "again.json"
+    done = subprocess.run(
+        [sys.executable, "-m", *words, "--specdec-backend-option=speedup=1.25", f"--specdec-json={again}",
+         f"--specdec-baselines={root / 'baselines'}", "-p", "no:cacheprovider"],
+        cwd=root, env={**os.environ, "SPECDEC_MACHINE_CLASS": MACHINE}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout[-3000:]
+    (measured,) = load_run(again).comparisons
+    assert baseline_key(measured) == row.key, "the same comparison: test, models, conditions"
+    assert (measured.scope["max_tokens"], measured.trials <= int(row.record.scope["max_trials"])) == (
+        row.record.scope["max_tokens"],
+        True,
+    )

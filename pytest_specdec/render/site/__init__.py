@@ -39,9 +39,9 @@ def seed_evidence() -> list[dict[str, object]]:
     return [row for row in rows if isinstance(row, dict)]
 
 
-def build_site(out: Path, baselines: Path, results: Sequence[Path] = ()) -> BuiltSite:
-    """Build the site of ``baselines`` (and tonight's ``results`` files) under ``out``."""
-    board = gather(baselines, results, seed_evidence())
-    sources = ", ".join([str(baselines), *map(str, results), "the seed's evidence.json"])
+def build_site(out: Path, baselines: Path, results: Sequence[Path] = (), histories: Sequence[Path] = ()) -> BuiltSite:
+    """Build the site of ``baselines`` (with tonight's ``results`` files and runners' ``histories``) under ``out``."""
+    board = gather(baselines, results, seed_evidence(), histories)
+    sources = ", ".join([str(baselines), *map(str, [*results, *histories]), "the seed's evidence.json"])
     written = write_site(board, out, sources)
     return BuiltSite(out / "index.html", len(written), board.skipped)

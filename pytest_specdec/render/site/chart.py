@@ -2,7 +2,7 @@
 
 matplotlib took about 0.2 s a 365-night chart on a 2-core machine, 144 s for the 720 charts of a year on ten
 machine classes (docs/measurements.md); the scoreboard's charts are simple — an interval band, a line, the
-bounds, release changes, flips, acceptance — so they are laid out here in scales and drawn by a template, in
+bounds, release changes, flips (hollow: one the gate did not confirm), acceptance — so they are laid out here in scales and drawn by a template, in
 about a millisecond each. Nothing is fetched: the SVG is self-contained, with a title and a description.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pytest_specdec.render.site.data import CONFIRMED_FLIP
 
 WIDTH, HEIGHT = 800, 300
 LEFT, RIGHT, TOP, BOTTOM = 56, 48, 12, 58
@@ -86,7 +88,9 @@ def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], tit
         "changes": [{"x": round(x(i) - plot_w / max(len(nights), 1) / 2, 1),
                      "label": moved(nights[i - 1], nights[i]) if n < MOST_RELEASE_LABELS else ""}
                     for n, i in enumerate(changes)],
-        "flips": [{"x": x(i), "y": y(estimates[i])} for i, n in enumerate(nights) if n.get("change") == "flip"],
+        "flips": [{"x": x(i), "y": y(estimates[i]), "told": str(n.get("gate") or "flip"),
+                   "unconfirmed": n.get("gate") not in (None, "", CONFIRMED_FLIP)}
+                  for i, n in enumerate(nights) if n.get("change") == "flip"],
         "acceptance": " ".join(f"{x(i)},{round(TOP + (1 - float(a)) * plot_h, 1)}"
                                for i, a in enumerate(accepted) if isinstance(a, int | float)) if has_acceptance else "",
         "a_ticks": [{"y": round(TOP + (1 - a) * plot_h, 1), "label": f"{a:g}"} for a in (0.0, 0.5, 1.0)],

@@ -1,8 +1,10 @@
 """What the scoreboard shows, gathered from a store: frozen rows, nights and published figures, no HTML.
 
 Sources: ``baselines/<machine class>/<backend>.json`` (the accepted results), ``baselines/history/
-<machine class>.jsonl`` (every night), results files written by ``--specdec-json`` (tonight's readings,
-newer than any accepted one), and the seed's ``evidence.json`` (published figures, per chip). A file that
+<machine class>.jsonl`` (the nights kept in the repository), results files written by ``--specdec-json``
+(tonight's readings, newer than any accepted one), history files of a runner's nights (the gate's
+``nights.jsonl``: each line may carry the gate's word on that night, ``gate``, such as "flip not confirmed"),
+and the seed's ``evidence.json`` (published figures, per chip). A file that
 cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
 """
 
@@ -19,9 +21,10 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import in_words
 from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
 from pytest_specdec.store.files import load_run
-from pytest_specdec.store.history import read_history
+from pytest_specdec.store.history import history_mark, read_history
 from pytest_specdec.store.records import Change, ComparisonRecord
 
+CONFIRMED_FLIP = "conclusion changed"  # the gate's word for a flip its confirm step showed the release made
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -44,6 +47,7 @@ class Row:
     when: str  # ISO time of the reading
     source: str  # "accepted" (a baseline) or "tonight" (a results file)
     accepted: ComparisonRecord | None  # the accepted result of this key, when there is one
+    told: str = ""  # the gate's word on this reading's night ("flip not confirmed" …), when a gate said one
 
     @property
     def key(self) -> str:
@@ -68,6 +72,12 @@ class Row:
             was = self.accepted.judgement.conclusion.value if self.accepted else "the accepted verdict"
             return f"{self.record.judgement.conclusion.value} (was {was})"
         return ""
+
+    @property
+    def flip_word(self) -> str:
+        """What the flip is called: the gate's own word where a gate read it ("flip not confirmed", "re-baseline
+        needed" …; "conclusion changed" is a flip the release made), else "flipped"."""
+        return "flipped" if self.told in ("", CONFIRMED_FLIP) else self.told
 
     @property
     def page(self) -> str:
@@ -128,10 +138,16 @@ def _tonight(results: Iterable[Path], skipped: list[str]) -> list[tuple[str, str
     return found
 
 
-def _nights(baselines: Path, skipped: list[str]) -> dict[tuple[str, str, str], tuple[Mapping[str, Any], ...]]:
-    nights: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+def _nights(
+    baselines: Path, histories: Sequence[Path], skipped: list[str]
+) -> dict[tuple[str, str, str], tuple[Mapping[str, Any], ...]]:
+    """Every night per (machine class, backend, key), oldest first: the repository's history (its machine class
+    from the file's name) and the runners' (from each line). One result kept in both is one night, with the
+    gate's word where either line has it."""
+    nights: dict[tuple[str, str, str], dict[tuple[str, str, str, str], Mapping[str, Any]]] = {}
     folder = baselines / "history"
-    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+    kept = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    for path, named in [*((p, True) for p in kept), *((p, False) for p in histories)]:
         torn: list[str] = []
         try:
             lines = read_history(path, torn)
@@ -140,8 +156,17 @@ def _nights(baselines: Path, skipped: list[str]) -> dict[tuple[str, str, str], t
             continue
         skipped += [f"{path}: {line}" for line in torn]
         for line in lines:
-            nights.setdefault((path.stem, str(line["backend"]), str(line["key"])), []).append(line)
-    return {k: tuple(sorted(v, key=lambda line: str(line["time"]))) for k, v in nights.items()}
+            machine = path.stem if named else str(line.get("machine_class") or path.stem)
+            seen = nights.setdefault((machine, str(line["backend"]), str(line["key"])), {})
+            mark = history_mark(line)
+            if mark not in seen or (line.get("gate") and not seen[mark].get("gate")):
+                seen[mark] = line
+    return {k: tuple(sorted(v.values(), key=lambda line: str(line["time"]))) for k, v in nights.items()}
+
+
+def _told(nights: Sequence[Mapping[str, Any]], when: str) -> str:
+    """The gate's word on the night of a reading taken at ``when``, else ``""``."""
+    return next((str(line["gate"]) for line in nights if line.get("time") == when and line.get("gate")), "")
 
 
 def _published(evidence: Sequence[Mapping[str, Any]]) -> tuple[Published, ...]:
@@ -160,16 +185,19 @@ def _published(evidence: Sequence[Mapping[str, Any]]) -> tuple[Published, ...]:
     )
 
 
-def gather(baselines: Path, results: Sequence[Path], evidence: Sequence[Mapping[str, Any]]) -> Scoreboard:
+def gather(
+    baselines: Path, results: Sequence[Path], evidence: Sequence[Mapping[str, Any]], histories: Sequence[Path] = ()
+) -> Scoreboard:
     """The scoreboard of a store: each key's newest reading, its nights, the published figures, what was skipped."""
     skipped: list[str] = []
     kept = _accepted(baselines, skipped)
     accepted = {(m, r.backend, baseline_key(r)): r for m, _, r in kept}
+    nights = _nights(baselines, histories, skipped)
     latest: dict[tuple[str, str, str], Row] = {}
     for source, readings in (("accepted", kept), ("tonight", _tonight(results, skipped))):
         for machine, when, record in readings:
             at = (machine, record.backend, baseline_key(record))
             if at not in latest or when >= latest[at].when:
-                latest[at] = Row(machine, record, when, source, accepted.get(at))
+                latest[at] = Row(machine, record, when, source, accepted.get(at), _told(nights.get(at, ()), when))
     rows = sorted(latest.values(), key=lambda r: (r.machine_class, r.record.backend, r.claim, r.record.category))
-    return Scoreboard(tuple(rows), _nights(baselines, skipped), _published(evidence), tuple(skipped))
+    return Scoreboard(tuple(rows), nights, _published(evidence), tuple(skipped))

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,8 @@ def _published(item: Published) -> dict[str, str]:
     words = "SD pays off" if item.speedup > 1.0 else "SD does not pay off" if item.speedup < 1.0 else "breaks even"
     return {"chip": item.chip, "family": chip_family(item.chip), "backend": item.backend, "claim": item.claim, "model": item.model,
             "speedup": f"{item.speedup:.2f}x (published)", "words": f"{words} (published, not reproduced here)",
-            "source": item.source, "paired": "paired" if item.paired else "unpaired"}  # fmt: skip
+            "source": item.source, "paired": "paired" if item.paired else "unpaired",
+            "link": item.source if item.source.startswith("https://") else ""}  # fmt: skip
 
 
 def _night(line: Mapping[str, Any]) -> dict[str, str]:
@@ -110,7 +112,7 @@ def _night(line: Mapping[str, Any]) -> dict[str, str]:
     return {"time": str(line["time"])[:16].replace("T", " "), "release": str(line.get("release", "")),
             "speedup": _interval(s["estimate"], s["low"], s["high"]), "verdict": str(line.get("verdict", "")),
             "acceptance": f"{acceptance:.2f}" if isinstance(acceptance, int | float) else "—",
-            "change": str(line.get("change") or "")}  # fmt: skip
+            "change": str(line.get("change") or ""), "told": str(line.get("gate") or "")}  # fmt: skip
 
 
 def _fingerprint(row: Row) -> list[tuple[str, str]]:
@@ -123,8 +125,19 @@ def _fingerprint(row: Row) -> list[tuple[str, str]]:
 
 
 def _command(row: Row) -> str:
+    """The command that measures this comparison again as it was measured: its test, backend and profile (the
+    models, where the user named them), the sizes it ran with (``scope``) and γ where one was set."""
     r = row.record
-    return f"pytest '{r.nodeid}' --backend={r.backend} --specdec-profile={r.profile}"
+    words = ["pytest", shlex.quote(r.nodeid), f"--backend={r.backend}"]
+    if r.profile == "user":  # the models the user named: no profile names them
+        words.append(f"--specdec-model={shlex.quote(r.target)}")
+        words += [f"--specdec-draft={shlex.quote(r.draft)}"] if r.draft else []
+    else:
+        words.append(f"--specdec-profile={r.profile}")
+    words += [f"--specdec-{name.replace('_', '-')}={r.scope[name]}" for name in ("max_tokens", "max_trials")
+              if r.scope.get(name, "").isdigit()]  # fmt: skip
+    words += [f"--specdec-num-draft={r.num_draft}"] if r.num_draft > 0 else []
+    return " ".join(words)
 
 
 def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], title: str) -> str | None:
@@ -132,7 +145,7 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
     exists (:mod:`.chart`)."""
     if not nights:
         return None
-    drawn = [{k: line.get(k) for k in ("time", "release", "versions", "speedup", "acceptance", "change")}
+    drawn = [{k: line.get(k) for k in ("time", "release", "versions", "speedup", "acceptance", "change", "gate")}
              for line in nights]  # fmt: skip
     name = hashlib.sha256(json.dumps([drawn, bounds, title], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
     path = folder / name
