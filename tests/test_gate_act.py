@@ -459,8 +459,11 @@ def test_each_red_state_has_its_word_and_issue_and_only_agreement_is_green(works
     assert [c[:2] for c in calls] == [["issue", "list"]], "a green night after it is silent: one look-up"
     # publish-site = true: the hosted publish job builds the scoreboard from baselines/ and tonight's results.
     assert "stand-in: deployed" in night.stdout, night.stdout[-4000:]
-    pages = sorted(workspace.glob("artifacts-*/github-pages/index.html"))[-1].read_text(encoding="utf-8")
-    assert f"<td>{MACHINE}</td><td>testbackend</td>" in pages, "tonight's reading on the front page"
+    index = sorted(workspace.glob("artifacts-*/github-pages/index.html"))[-1]
+    assert f"<td>{MACHINE}</td><td>testbackend</td>" in index.read_text(encoding="utf-8"), "tonight's reading"
+    claims = [page.read_text(encoding="utf-8") for page in (index.parent / "claims").glob("*.html")]
+    # The runner's nights reach the site with the gate's word on each: 1.4's flips were never confirmed.
+    assert any("<td>flip not confirmed</td>" in page for page in claims), "the earlier nights, in the gate's word"
 
 
 def pip_installs_by_step(log: str) -> list[tuple[str, str]]:
