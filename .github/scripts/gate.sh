@@ -42,7 +42,8 @@ gh_cli="${SPECDEC_GH:-gh}"
 gate() { "$python" -m pytest_specdec.cli gate "$1" --backend "$BACKEND" --out "$OUT" --python "$python" "${@:2}"; }
 
 # Hashed from the first byte: every package a venv gets comes from a hashed lock (--require-hashes
-# --no-deps), except the project itself, installed from the reviewed checkout with nothing resolved
+# --no-deps; a locked sdist built with --no-build-isolation against the lock's '# build' pins, installed
+# first), except the project itself, installed from the reviewed checkout with nothing resolved
 # or downloaded (--no-deps --no-index, its build backend from the lock: --no-build-isolation). Only
 # the upgrade step resolves new releases; the lock step records what ran, with hashes. pip itself
 # is the one the interpreter bundles (ensurepip, no download); it is never upgraded here.
@@ -76,7 +77,18 @@ pip_in() {  # $1: venv, then pip install's arguments; each call is said first (t
 }
 locked_venv() {  # $1: venv, $2: lock — every package of the lock, hashes checked
   new_venv "$1"
-  pip_in "$1" --require-hashes --no-deps -r "$2"
+  # The build requirements of the lock's sdists first (its lines marked '# build'), then the lock with
+  # --no-build-isolation: an sdist builds against those, never against build tools pip fetched unhashed.
+  local build_lock
+  build_lock="$(mktemp)"
+  grep -E '#[[:space:]]*build[[:space:]]*$' "$2" > "$build_lock" || true
+  # --ignore-installed: into this venv from the lock, even where a shared site already has one of that version.
+  if [ -s "$build_lock" ] && ! pip_in "$1" --require-hashes --no-deps --ignore-installed -r "$build_lock"; then
+    rm -f "$build_lock"
+    return 1
+  fi
+  rm -f "$build_lock"
+  pip_in "$1" --require-hashes --no-deps --no-build-isolation -r "$2"
 }
 project_into() {  # $1: venv — the project from the checkout: nothing resolved, nothing downloaded
   if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then

@@ -10,6 +10,7 @@ accepted without one.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
@@ -47,6 +48,8 @@ def accept_from_artifacts(artifacts: Path, baselines: Path) -> tuple[list[str], 
             platform = platform_of(candidates.parent / "gate-lock.txt")
             with store.locked():  # read, merge, write: two accepting runs at once keep both legs' pins
                 kept = read_pins(lock) if platform_of(lock) in ("", platform) else {}  # another platform's: replaced
-                write_pins(lock, kept | ran, platform)
+                marked = {name: replace(pin, build=kept[name].build) if name in kept else pin  # keeps '# build'
+                          for name, pin in ran.items()}  # fmt: skip
+                write_pins(lock, kept | marked, platform)
             lines.append(f"locked {len(ran)} package(s) with their hashes in {lock}")
     return lines or ["no candidates tonight: nothing to accept"], machines

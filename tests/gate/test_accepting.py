@@ -25,12 +25,16 @@ def test_candidates_become_accepted_baselines_and_their_releases_are_pinned(
     lock = tmp_path / "baselines" / sample_run.machine_class / "gate-lock.txt"
     lock.parent.mkdir(parents=True)
     kept = Pin("numpy", "2.4.6", ("ab" * 32,))
-    lock.write_text(f"mlx-lm==0.32.0 --hash=sha256:{'ef' * 32}\n{kept.line}\n")
+    cmake = Pin("cmake", "4.1.0", ("12" * 32,), build=True)  # a locked sdist's build requirement
+    (leg / "gate-lock.txt").write_text(f"{ran.line}\n{Pin('cmake', '4.2.0', ('34' * 32,)).line}\n")
+    lock.write_text(f"mlx-lm==0.32.0 --hash=sha256:{'ef' * 32}\n{kept.line}\n{cmake.line}\n")
     lines, machines = accept_from_artifacts(tmp_path / "artifacts", tmp_path / "baselines")
     assert lines[0].startswith(f"accepted 1 candidate(s) of {sample_run.machine_class}/mlx: wrote ")
     stored = BaselineStore(tmp_path / "baselines", sample_run.machine_class).load("mlx")
     assert list(stored.entries) == [baseline_key(record)]
-    assert read_pins(lock) == {"mlx-lm": ran, "numpy": kept}, "the environment that ran, merged into the lock"
+    assert read_pins(lock) == {"mlx-lm": ran, "numpy": kept, "cmake": Pin("cmake", "4.2.0", ("34" * 32,), True)}, (
+        "the environment that ran, merged into the lock; a build requirement stays marked '# build'"
+    )
     assert machines == {sample_run.machine_class}
 
 

