@@ -222,3 +222,12 @@ def test_the_comparison_pages_command_measures_the_same_comparison_again(site: P
         row.record.scope["max_tokens"],
         True,
     )
+
+
+def test_the_release_view_is_each_release_by_machine_class(site: Path) -> None:
+    releases = (site / "releases.html").read_text(encoding="utf-8")
+    simulated = releases[releases.index("<h2>simulated</h2>") :]
+    assert f'<th scope="col">{MACHINE}</th>' in simulated
+    assert re.search(
+        r'<th scope="row">simulated 1.0</th><td class="flip">2 readings; 1 flip \(flip not confirmed\)</td>', simulated
+    ), simulated[:1500]

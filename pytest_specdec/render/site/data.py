@@ -32,7 +32,7 @@ def slug(*parts: str) -> str:
     """A file name for a page: readable, and unique by a short digest of what it names.
 
     >>> slug("Apple-M1-Max-64GB", "mlx", "bench/test_d.py::test[code]")
-    'Apple-M1-Max-64GB-mlx-bench-test_d.py-test-code-8a6e9ff1'
+    'Apple-M1-Max-64GB-mlx-bench-test_d.py-test-code-211d897e'
     """
     readable = UNSAFE.sub("-", "-".join(parts)).strip("-")[:80]
     return f"{readable}-{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:8]}"

@@ -155,6 +155,40 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
     return name
 
 
+def release_grids(
+    nights: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]],
+) -> dict[str, tuple[list[str], list[tuple[str, list[str]]]]]:
+    """Per backend, each release (oldest first) × machine class: how many readings, and whether any flipped
+    (in the gate's word where it said one) — the release view's grid: machine classes, then rows of cells.
+
+    >>> line = {"time": "t1", "release": "mlx-lm 0.1", "change": "flip", "gate": "flip not confirmed"}
+    >>> release_grids({("M1", "mlx", "k"): [line]})
+    {'mlx': (['M1'], [('mlx-lm 0.1', ['1 reading; 1 flip (flip not confirmed)'])])}
+    """
+    cells: dict[str, dict[str, dict[str, list[Mapping[str, Any]]]]] = {}
+    first: dict[tuple[str, str], str] = {}
+    for (machine, backend, _key), lines in nights.items():
+        for line in lines:
+            release, time = str(line.get("release", "")), str(line.get("time", ""))
+            cells.setdefault(backend, {}).setdefault(release, {}).setdefault(machine, []).append(line)
+            first[backend, release] = min(first.get((backend, release), time), time)
+    grids = {}
+    for backend, releases in sorted(cells.items()):
+        machines = sorted({machine for by_machine in releases.values() for machine in by_machine})
+        rows = []
+        for release in sorted(releases, key=lambda r: (first[backend, r], r)):
+            row = []
+            for machine in machines:
+                lines = releases[release].get(machine, [])
+                flips = [line for line in lines if line.get("change") == "flip"]
+                words = sorted({str(line["gate"]) for line in flips if line.get("gate")})
+                said = f"; {len(flips)} flip{'s' * (len(flips) != 1)}" + (f" ({', '.join(words)})" if words else "")
+                row.append(f"{len(lines)} reading{'s' * (len(lines) != 1)}{said if flips else ''}" if lines else "—")
+            rows.append((release, row))
+        grids[backend] = (machines, rows)
+    return grids
+
+
 @functools.cache
 def _environment() -> Any:
     import jinja2
@@ -196,7 +230,8 @@ def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
         for line in nights:
             if line.get("change") == "flip":
                 changes.setdefault(backend, []).append({**_night(line), "machine": machine, "key": key})
-    backends = sorted({r.backend for r in shown} | set(changes))
+    grids = release_grids(board.nights)
+    backends = sorted({r.backend for r in shown} | set(changes) | set(grids))
     page(out / "releases.html", "releases.html.j2", "", title="Releases",
-         releases=[(b, changes.get(b, [])) for b in backends])  # fmt: skip
+         releases=[(b, grids.get(b, ([], [])), changes.get(b, [])) for b in backends])  # fmt: skip
     return written
