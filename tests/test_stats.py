@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from pytest_specdec.stats import (
     Interval,
@@ -81,3 +83,17 @@ def test_drift_needs_both_significance_and_minimum_effect() -> None:
     assert not drift_test(small, old, 0.05, 0.05).significant
     assert drift_test(large, old, 0.05, 0.05).significant
     assert drift_test(large, old, 0.05, 0.05).ratio == pytest.approx(math.exp(0.2), rel=0.02)
+
+
+def test_a_run_to_run_spread_read_from_few_nights_widens_the_drift_test() -> None:
+    """The between-night variance comes with its own degrees of freedom (nights less one per release): the
+    test's degrees of freedom combine it with Welch's (Satterthwaite), so the same spread read from 4 nights
+    gives a larger p-value than one read from 40, and a spread known exactly gives the normal-limit answer."""
+    new, old = [0.12, 0.18, 0.15, 0.2, 0.1], [0.0, 0.05, 0.02, 0.04, 0.01]
+    few, many = (drift_test(new, old, 0.05, 0.0, between_variance=0.004, between_df=df).p_value for df in (4, 40))
+    assert few > many
+    within = statistics.variance(new) / 5 + statistics.variance(old) / 5
+    welch = float(scipy_stats.ttest_ind(new, old, equal_var=False).df)
+    df = (within + 0.004) ** 2 / (within**2 / welch + 0.004**2 / 4)
+    z = math.log(drift_test(new, old, 0.05, 0.0).ratio) / math.sqrt(within + 0.004)
+    assert math.isclose(few, 2 * scipy_stats.t.sf(abs(z), df), rel_tol=1e-9)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -173,7 +174,14 @@ def compare_with_baseline(
         across = nights.drift(new.speedup, new.release, old.release, entry.accepted_at)
         if across is None:  # the spread not known, or no night of the baseline's release kept: the pairs
             between = 2 * spread.tau**2 if spread.tau else 0.0
-            within = drift_test(new.log_ratios, old.log_ratios, alpha, min_effect, between)
+            within = drift_test(
+                new.log_ratios,
+                old.log_ratios,
+                alpha,
+                min_effect,
+                between_variance=between,
+                between_df=spread.df or math.inf,
+            )
             across = (within.ratio, within.p_value)
         ratio, p_value = across
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
