@@ -321,6 +321,7 @@ def _scope(profile: str, comparison: Comparison, fingerprint: Fingerprint, *, ba
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,
         "max_tokens": str(plan.max_tokens),
+        "min_trials": str(plan.min_trials),
         "max_trials": str(plan.max_trials),  # what the run could take: "more pairs would decide" is capped by it
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
         "prompt_count": str(len({p.prompt_id for p in comparison.pairs}) or len(plan.prompts)),

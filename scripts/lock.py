@@ -105,8 +105,10 @@ def build_requirements(item: dict[str, Any]) -> list[str]:
     if hashlib.sha256(data).hexdigest() != digest:
         sys.exit(f"{url}: its sha256 is not the one pip's report gives")
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        member = next(m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml"))
-        system = tomllib.loads(archive.extractfile(member).read().decode()).get("build-system", {})  # type: ignore[union-attr]
+        member = next((m for m in archive.getmembers()
+                       if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")), None)  # fmt: skip
+        text = archive.extractfile(member).read().decode() if member is not None else ""  # type: ignore[union-attr]
+        system = tomllib.loads(text).get("build-system", {})
     requires = list(system.get("requires", ["setuptools>=40.8.0"]))  # PEP 517's default backend
     if str(system.get("build-backend", "")).startswith("scikit_build_core"):
         requires += ["cmake>=3.21", "ninja>=1.5"]  # scikit-build-core's own build-time requests
@@ -127,7 +129,9 @@ def lock(target: str, what: str) -> tuple[str, int]:
         for name, item in sdists.items():
             needed += [r for r in item["metadata"].get("requires_dist", [])
                        if Requirement(r).marker is None or Requirement(r).marker.evaluate({**markers, "extra": ""})]  # fmt: skip
-            building.setdefault(name, build_requirements(item))
+            if name not in building:  # fetched once, not on every resolve round
+                building[name] = [r for r in build_requirements(item) if Requirement(r).marker is None
+                                  or Requirement(r).marker.evaluate({**markers, "extra": ""})]  # fmt: skip
             needed += building[name]
         report, said = resolve(target, needed, binary=True)
         if report is not None:

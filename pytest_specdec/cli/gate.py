@@ -154,8 +154,10 @@ def lock(args: argparse.Namespace) -> int:
     """Write the environment that ran, every package with its hash, to ``OUT/gate-lock.txt`` (for the accept PR)."""
     from pytest_specdec.gate import lockfile
 
+    platform = lockfile.interpreter_platform(args.python)
     pins = lockfile.environment_pins(args.python, os.environ.get("SPECDEC_GATE_PIP_ARGS", ""))
-    lockfile.write_pins(args.out / "gate-lock.txt", pins, lockfile.interpreter_platform(args.python))
+    pins = lockfile.mark_build(pins, args.baselines, platform)  # the '# build' marks of this platform's locks
+    lockfile.write_pins(args.out / "gate-lock.txt", pins, platform)
     print(f"specdec gate: locked {len(pins)} package(s) with their hashes in {args.out / 'gate-lock.txt'}")
     return 0
 

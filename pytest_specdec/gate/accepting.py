@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.lockfile import platform_of, read_pins, write_pins
+from pytest_specdec.gate.lockfile import pin_name, platform_of, read_pins, write_pins
 from pytest_specdec.gate.releases import lock_path
 from pytest_specdec.store.baselines import BaselineStore, load_any
 from pytest_specdec.store.ledger import newer_kept
@@ -48,8 +48,10 @@ def accept_from_artifacts(artifacts: Path, baselines: Path) -> tuple[list[str], 
             platform = platform_of(candidates.parent / "gate-lock.txt")
             with store.locked():  # read, merge, write: two accepting runs at once keep both legs' pins
                 kept = read_pins(lock) if platform_of(lock) in ("", platform) else {}  # another platform's: replaced
-                marked = {name: replace(pin, build=kept[name].build) if name in kept else pin  # keeps '# build'
-                          for name, pin in ran.items()}  # fmt: skip
+                builds = {pin_name(pin.name) for pin in kept.values() if pin.build}  # keeps '# build'
+                marked = {
+                    name: replace(pin, build=pin.build or pin_name(pin.name) in builds) for name, pin in ran.items()
+                }
                 write_pins(lock, kept | marked, platform)
             lines.append(f"locked {len(ran)} package(s) with their hashes in {lock}")
     return lines or ["no candidates tonight: nothing to accept"], machines

@@ -18,7 +18,7 @@ import re
 import shlex
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
@@ -82,6 +82,23 @@ def read_pins(path: Path) -> dict[str, Pin]:
         hashes = tuple(h.removeprefix("--hash=sha256:") for h in found["hashes"].split())
         pins[found["name"].lower()] = Pin(found["name"], found["version"], hashes, found["build"] is not None)
     return pins
+
+
+def pin_name(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``typing_extensions`` is ``typing-extensions``).
+
+    >>> pin_name("Typing_Extensions")
+    'typing-extensions'
+    """
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def mark_build(pins: dict[str, Pin], baselines: Path, platform: str) -> dict[str, Pin]:
+    """``pins`` with ``build`` set on every package a lock of ``platform`` under ``baselines`` marks ``# build``
+    (the environment that ran cannot tell a build tool from the rest; the locks it was made from can)."""
+    marked = {pin_name(pin.name) for lock in sorted(baselines.glob("*/gate-lock.txt")) if platform_of(lock) == platform
+              for pin in read_pins(lock).values() if pin.build}  # fmt: skip
+    return {key: replace(pin, build=pin.build or pin_name(pin.name) in marked) for key, pin in pins.items()}
 
 
 def write_pins(path: Path, pins: dict[str, Pin], platform: str) -> None:

@@ -174,8 +174,11 @@ def write_nights(night: LegNight, out: Path) -> Path:
     as such, not as a flip (``specdec site --history``)."""
     results = out / "results.json"
     if night.measured and results.is_file():
-        words = {f.key: f.state.value for f in night.findings if f.key}
-        keep_told(night.machine_class, night.backend, load_run(results).finished, words)
+        finished = load_run(results).finished
+        kept = {line.get("key") for line in nights(night.backend, night.machine_class) if line.get("time") == finished}
+        # Only a night the history kept (a night with the job's own options keeps none) has a word to carry.
+        words = {f.key: f.state.value for f in night.findings if f.key in kept}
+        keep_told(night.machine_class, night.backend, finished, words)
     lines = told_nights(night.backend, night.machine_class)
     path = out / NIGHTS_FILE
     write_atomically(path, "".join(json.dumps(finite_json(line), sort_keys=True) + "\n" for line in lines))

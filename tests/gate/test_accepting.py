@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_specdec.gate.accepting import accept_from_artifacts
-from pytest_specdec.gate.lockfile import Pin, read_pins
+from pytest_specdec.gate.lockfile import Pin, mark_build, read_pins, write_pins
 from pytest_specdec.store.baselines import BaselineEntry, BaselineFile, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
 from pytest_specdec.store.records import Provenance, RunRecord
@@ -138,3 +138,20 @@ def replace_protocol(record: object, protocol: int) -> object:
     from dataclasses import replace
 
     return replace(record, protocol=protocol)  # type: ignore[type-var]
+
+
+def test_the_lock_step_marks_build_tools_from_its_platforms_locks(tmp_path: Path) -> None:
+    """The environment that ran cannot tell a build tool from the rest: the marks come from the locks of its
+    platform (a new machine class's first lock included), by PEP 503 name; another platform's marks do not."""
+    for machine, platform, marked in (
+        ("A", "darwin-arm64-py3.12", "scikit-build-core"),
+        ("B", "linux-x86_64-py3.12", "numpy"),
+    ):
+        pins = {marked: Pin(marked, "1.0", ("ab" * 32,), build=True)}
+        write_pins(tmp_path / machine / "gate-lock.txt", pins, platform)
+    ran = {
+        "scikit_build_core": Pin("scikit_build_core", "1.1", ("cd" * 32,)),
+        "numpy": Pin("numpy", "2.0", ("ef" * 32,)),
+    }
+    marked = mark_build(ran, tmp_path, "darwin-arm64-py3.12")
+    assert {name: pin.build for name, pin in marked.items()} == {"scikit_build_core": True, "numpy": False}

@@ -485,3 +485,18 @@ def test_the_gates_word_on_a_night_reaches_the_scoreboard(
     index = (site / "index.html").read_text(encoding="utf-8")
     assert f"flip not confirmed: {flip.judgement.conclusion.value} (was" in index
     assert "flipped:" not in index, "a flip the gate did not confirm is not called flipped"
+
+
+def test_a_night_the_history_did_not_keep_leaves_no_word(
+    tmp_path: Path, measured: Path, runner_state: Path, sample_run: RunRecord
+) -> None:
+    """A night run with the job's own options keeps no history line: its word would belong to no night."""
+    (flip,) = sample_run.flips
+    (measured / "confirm" / "confirmed.json").write_text(json.dumps([{
+        "nodeid": flip.nodeid, "category": flip.category, "key": baseline_key(flip), "call": "flip not confirmed",
+        "line": "flip not confirmed: it did not repeat on a re-run", "confirmed": False}]))  # fmt: skip
+    night = specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    assert night.returncode == 0, night.stdout + night.stderr
+    assert "flip not confirmed" in night.stdout, "the night said its word"
+    assert (measured / "nights.jsonl").read_text() == ""
+    assert not (runner_state / "told").exists(), "and kept it for no night"

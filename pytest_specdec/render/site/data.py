@@ -156,6 +156,8 @@ def _nights(
             continue
         skipped += [f"{path}: {line}" for line in torn]
         for line in lines:
+            if line.get("interrupted"):  # kept from a run cut short: never a night of the trend
+                continue
             machine = path.stem if named else str(line.get("machine_class") or path.stem)
             seen = nights.setdefault((machine, str(line["backend"]), str(line["key"])), {})
             mark = history_mark(line)

@@ -12,13 +12,14 @@ import hashlib
 import json
 import re
 import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.render.site.chart import layout
-from pytest_specdec.render.site.data import Published, Row, Scoreboard
+from pytest_specdec.render.site.data import CONFIRMED_FLIP, Published, Row, Scoreboard
 from pytest_specdec.store.files import write_atomically
 
 
@@ -125,8 +126,9 @@ def _fingerprint(row: Row) -> list[tuple[str, str]]:
 
 
 def _command(row: Row) -> str:
-    """The command that measures this comparison again as it was measured: its test, backend and profile (the
-    models, where the user named them), the sizes it ran with (``scope``) and γ where one was set."""
+    """The command that measures this comparison again: its test, backend and profile (the models, where the user
+    named them), the sizes it ran with (``scope``) and γ where one was set. Backend options, another plain
+    runtime and models given over a named profile are not in the record: the page says so beside it."""
     r = row.record
     words = ["pytest", shlex.quote(r.nodeid), f"--backend={r.backend}"]
     if r.profile == "user":  # the models the user named: no profile names them
@@ -134,7 +136,7 @@ def _command(row: Row) -> str:
         words += [f"--specdec-draft={shlex.quote(r.draft)}"] if r.draft else []
     else:
         words.append(f"--specdec-profile={r.profile}")
-    words += [f"--specdec-{name.replace('_', '-')}={r.scope[name]}" for name in ("max_tokens", "max_trials")
+    words += [f"--specdec-{name.replace('_', '-')}={r.scope[name]}" for name in ("max_tokens", "min_trials", "max_trials")
               if r.scope.get(name, "").isdigit()]  # fmt: skip
     words += [f"--specdec-num-draft={r.num_draft}"] if r.num_draft > 0 else []
     return " ".join(words)
@@ -157,13 +159,14 @@ def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str
 
 def release_grids(
     nights: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]],
-) -> dict[str, tuple[list[str], list[tuple[str, list[str]]]]]:
+) -> dict[str, tuple[list[str], list[tuple[str, list[tuple[str, bool]]]]]]:
     """Per backend, each release (oldest first) × machine class: how many readings, and whether any flipped
-    (in the gate's word where it said one) — the release view's grid: machine classes, then rows of cells.
+    (in the gate's word where it said one) — the release view's grid: machine classes, then rows of cells, each
+    its text and whether a flip the gate confirmed (or no gate read) is among them.
 
     >>> line = {"time": "t1", "release": "mlx-lm 0.1", "change": "flip", "gate": "flip not confirmed"}
-    >>> release_grids({("M1", "mlx", "k"): [line]})
-    {'mlx': (['M1'], [('mlx-lm 0.1', ['1 reading; 1 flip (flip not confirmed)'])])}
+    >>> release_grids({("M1", "mlx", "k"): [line, line | {"gate": "conclusion changed"}]})
+    {'mlx': (['M1'], [('mlx-lm 0.1', [('2 readings; 1 flip not confirmed; 1 flipped', True)])])}
     """
     cells: dict[str, dict[str, dict[str, list[Mapping[str, Any]]]]] = {}
     first: dict[tuple[str, str], str] = {}
@@ -180,10 +183,14 @@ def release_grids(
             row = []
             for machine in machines:
                 lines = releases[release].get(machine, [])
-                flips = [line for line in lines if line.get("change") == "flip"]
-                words = sorted({str(line["gate"]) for line in flips if line.get("gate")})
-                said = f"; {len(flips)} flip{'s' * (len(flips) != 1)}" + (f" ({', '.join(words)})" if words else "")
-                row.append(f"{len(lines)} reading{'s' * (len(lines) != 1)}{said if flips else ''}" if lines else "—")
+                words = Counter(
+                    "flipped" if line.get("gate") in (None, "", CONFIRMED_FLIP) else str(line["gate"])
+                    for line in lines if line.get("change") == "flip"
+                )  # fmt: skip
+                said = "".join(f"; {n} {word}" for word, n in sorted(words.items()))
+                row.append(
+                    (f"{len(lines)} reading{'s' * (len(lines) != 1)}{said}" if lines else "—", "flipped" in words)
+                )
             rows.append((release, row))
         grids[backend] = (machines, rows)
     return grids
