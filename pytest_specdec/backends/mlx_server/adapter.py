@@ -58,7 +58,10 @@ DEFAULT_CACHE = "10 (mlx_lm.server's default)"
 def request_lines(log: str) -> list[dict[str, Any]]:
     """The launcher's per-request lines in ``log``, in order.
 
-    >>> request_lines('INFO x\\nspecdec-mlx-server {"path": "single", "drafted": 6, "accepted": 4, "tokens": 8}')
+    >>> log = 'INFO x\\nspecdec-mlx-server {"path": "single", "drafted": 6, "accepted": 4, "tokens": 8}\\n'
+    >>> request_lines(log)
+    [{'path': 'single', 'drafted': 6, 'accepted': 4, 'tokens': 8}]
+    >>> request_lines(log + 'specdec-mlx-server {"path": "sin')  # a line still being written waits
     [{'path': 'single', 'drafted': 6, 'accepted': 4, 'tokens': 8}]
     """
     whole = log[: log.rfind("\n") + 1] if not log.endswith("\n") else log  # a line still being written waits
