@@ -2,8 +2,8 @@
 
 matplotlib took about 0.2 s a 365-night chart on a 2-core machine, 144 s for the 720 charts of a year on ten
 machine classes (docs/measurements.md); the scoreboard's charts are simple — an interval band, a line, the
-bounds, release changes, flips (hollow: one the gate did not confirm), acceptance — so they are laid out here in scales and drawn by a template, in
-about a millisecond each. Nothing is fetched: the SVG is self-contained, with a title and a description.
+bounds, release changes, flips (hollow: one the gate did not confirm), acceptance — so they are laid out here
+in scales and drawn by a template, in about a millisecond each. Nothing is fetched: the SVG is self-contained, with a title and a description.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_specdec.render.site.data import CONFIRMED_FLIP
+from pytest_specdec.render.site.data import flip_word
 
 WIDTH, HEIGHT = 800, 300
 LEFT, RIGHT, TOP, BOTTOM = 56, 48, 12, 58
@@ -88,8 +88,8 @@ def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], tit
         "changes": [{"x": round(x(i) - plot_w / max(len(nights), 1) / 2, 1),
                      "label": moved(nights[i - 1], nights[i]) if n < MOST_RELEASE_LABELS else ""}
                     for n, i in enumerate(changes)],
-        "flips": [{"x": x(i), "y": y(estimates[i]), "told": str(n.get("gate") or "flip"),
-                   "unconfirmed": n.get("gate") not in (None, "", CONFIRMED_FLIP)}
+        "flips": [{"x": x(i), "y": y(estimates[i]), "told": flip_word(n.get("gate")),
+                   "unconfirmed": flip_word(n.get("gate")) != "flipped"}
                   for i, n in enumerate(nights) if n.get("change") == "flip"],
         "acceptance": " ".join(f"{x(i)},{round(TOP + (1 - float(a)) * plot_h, 1)}"
                                for i, a in enumerate(accepted) if isinstance(a, int | float)) if has_acceptance else "",

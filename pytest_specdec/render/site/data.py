@@ -28,6 +28,16 @@ CONFIRMED_FLIP = "conclusion changed"  # the gate's word for a flip its confirm 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+def flip_word(told: object) -> str:
+    """What a flip is called on the site: the gate's own word where it said one that is not a confirmed flip
+    ("flip not confirmed", "re-baseline needed" …), else "flipped" (a flip the release made, or no gate read).
+
+    >>> flip_word("flip not confirmed"), flip_word("conclusion changed"), flip_word(None)
+    ('flip not confirmed', 'flipped', 'flipped')
+    """
+    return str(told) if told and told != CONFIRMED_FLIP else "flipped"
+
+
 def slug(*parts: str) -> str:
     """A file name for a page: readable, and unique by a short digest of what it names.
 
@@ -75,9 +85,8 @@ class Row:
 
     @property
     def flip_word(self) -> str:
-        """What the flip is called: the gate's own word where a gate read it ("flip not confirmed", "re-baseline
-        needed" …; "conclusion changed" is a flip the release made), else "flipped"."""
-        return "flipped" if self.told in ("", CONFIRMED_FLIP) else self.told
+        """What tonight's flip is called (:func:`flip_word`)."""
+        return flip_word(self.told)
 
     @property
     def page(self) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.render.site.chart import layout
-from pytest_specdec.render.site.data import CONFIRMED_FLIP, Published, Row, Scoreboard
+from pytest_specdec.render.site.data import Published, Row, Scoreboard, flip_word
 from pytest_specdec.store.files import write_atomically
 
 
@@ -183,10 +183,7 @@ def release_grids(
             row = []
             for machine in machines:
                 lines = releases[release].get(machine, [])
-                words = Counter(
-                    "flipped" if line.get("gate") in (None, "", CONFIRMED_FLIP) else str(line["gate"])
-                    for line in lines if line.get("change") == "flip"
-                )  # fmt: skip
+                words = Counter(flip_word(line.get("gate")) for line in lines if line.get("change") == "flip")
                 said = "".join(f"; {n} {word}" for word, n in sorted(words.items()))
                 row.append(
                     (f"{len(lines)} reading{'s' * (len(lines) != 1)}{said}" if lines else "—", "flipped" in words)
