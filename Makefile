@@ -30,8 +30,9 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.python-$(PYVER)
 install: $(VENV)/.installed
 
 # The document's claims on the embedded default, a few minutes; the long sweeps are `make sweeps`.
+# It keeps the whole run in bench-results.json: `specdec submit bench-results.json` shares it.
 bench: $(VENV)/.installed
-	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider -m "not sweep"
+	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider -m "not sweep" --specdec-json=bench-results.json
 
 # γ, temperature, context and concurrency sweeps: long (the context sweep alone can take hours on a
 # CPU); each run says its expected duration first, from this machine's earlier runs.

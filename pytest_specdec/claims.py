@@ -346,6 +346,9 @@ def record_outcome(
                 p.baseline.ttft_s,
                 p.treatment.ttft_s,
                 p.baseline.prompt_tokens,
+                p.baseline.decode_tokens,
+                p.treatment.drafted,
+                p.treatment.accepted,
             )
             for p in c.pairs
         ),

@@ -131,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SpecdecUsageError as error:
         raise pytest.UsageError(str(error)) from None
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
+    config.stash[session_key].command = ("pytest", *config.invocation_params.args)
     # SIGTERM (a CI cancel, `kill`) stops the run as Ctrl-C does: the same teardown stops managed servers.
     config.stash[sigterm_key] = interrupt_on_sigterm()
     config.stash[servers_key] = server_scope()  # the servers this run starts, stopped at its end whatever happens

@@ -128,6 +128,7 @@ class SpecdecSession:
     notes: list[str] = field(default_factory=list)  # run-level lines for the summary (γ sweeps)
     unmeasured: list[UnmeasuredTest] = field(default_factory=list)  # tests that kept no result, and why
     started: str = field(default_factory=now_iso)
+    command: tuple[str, ...] = ()  # the run's command line as typed: kept with its results
 
     @classmethod
     def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
@@ -268,7 +269,8 @@ class SpecdecSession:
             record_outcome(
                 nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
                 model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, comparison, fingerprint, base_model=self.pool.is_base_model(backend)),
+                scope=_scope(self.settings.profile, comparison, fingerprint, base_model=self.pool.is_base_model(backend),
+                             weight_bytes=self.pool.weight_bytes(backend)),
             )
         )  # fmt: skip
         result = Result(comparison, record, self.ledger.decide(record))
@@ -305,6 +307,7 @@ class SpecdecSession:
             specdec_version=specdec_version(),
             summary=tuple(self.notes),
             unmeasured=tuple(self.unmeasured),
+            command=self.command,
         )
 
     def close(self) -> None:
@@ -312,7 +315,9 @@ class SpecdecSession:
         self.pool.close()
 
 
-def _scope(profile: str, comparison: Comparison, fingerprint: Fingerprint, *, base_model: bool) -> dict[str, str]:
+def _scope(
+    profile: str, comparison: Comparison, fingerprint: Fingerprint, *, base_model: bool, weight_bytes: int | None = None
+) -> dict[str, str]:
     plan = comparison.plan
     loaded = fingerprint.details.get("n_ctx")  # the context the backend held (llama.cpp sizes its caches by it)
     return {
@@ -325,9 +330,12 @@ def _scope(profile: str, comparison: Comparison, fingerprint: Fingerprint, *, ba
         "max_trials": str(plan.max_trials),  # what the run could take: "more pairs would decide" is capped by it
         "reading": plan.reading,  # what the verdict is a statement about: these prompts, or prompts like these
         "prompt_count": str(len({p.prompt_id for p in comparison.pairs}) or len(plan.prompts)),
+        "looks": ",".join(map(str, comparison.looks)),  # the design's looks, in pairs: its critical values
         "arm_order": plan.order,  # the seed of its coin-flipped arm order, drawn for this comparison
         "lossless_check": comparison.output.method,  # exact, same-seed or distribution (measure.sampled)
         **({"n_ctx": loaded} if loaded else {}),
+        # the target's weights as loaded: what one plain token reads (the roofline a submission is checked by)
+        **({"target_bytes": str(weight_bytes)} if weight_bytes else {}),
     }
 
 

@@ -48,11 +48,11 @@ def _standin(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``specdec`` argument parser: each command module registers its own sub-commands."""
     from pytest_specdec.backends.standin.__main__ import kinds
-    from pytest_specdec.cli import backends, baselines, doctor, gate, report, research, site
+    from pytest_specdec.cli import backends, baselines, community, doctor, gate, report, research, site
 
     parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (backends, doctor, baselines, report, research, gate, site):
+    for module in (backends, doctor, baselines, report, research, gate, site, community):
         module.register(commands)
     commands.add_parser(
         "pytest", help="run pytest with the backend's native libraries loaded first (CUDA images: see README)"

@@ -53,17 +53,37 @@ class Look:
 
 def look_at(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...]) -> Look:
     """The repeated confidence intervals after ``pairs`` (at the current or next planned look)."""
-    index = next((k for k, n in enumerate(looks) if n >= len(pairs)), len(looks) - 1)
-    z = boundaries(tuple(n / looks[-1] for n in looks), plan.alpha)[index]
+    z = critical_value(len(pairs), looks, plan.confidence)
     plain_s, sd_s = zip(*(p.seconds_of(plan.speedup_of) for p in pairs), strict=True)
     estimate = total_time_ratio(plain_s, sd_s, [p.prompt_id for p in pairs])
-    confidence = plan.confidence  # the level over all looks; each look's own critical value is z
-    these = ratio_interval(estimate, z, confidence, len(pairs))
-    population = random_effects(estimate)
-    like = ratio_interval(population, z, confidence, len(pairs)) if population is not None else None
-    if plan.reading == "prompts-like-these" and like is not None:
-        these, like = like, these
+    these, like = speedup_readings(estimate, z, plan.confidence, plan.reading, len(pairs))
     return Look(these, like, _acceptance(pairs, z), estimate)
+
+
+def critical_value(pairs: int, looks: tuple[int, ...], confidence: float) -> float:
+    """The one-sided critical value of the look after ``pairs`` (the current or next planned look) in a
+    design of ``looks`` at two-sided ``confidence`` over all its looks.
+
+    >>> round(critical_value(16, (16,), 0.95), 3)
+    1.96
+    """
+    index = next((k for k, n in enumerate(looks) if n >= pairs), len(looks) - 1)
+    return boundaries(tuple(n / looks[-1] for n in looks), (1.0 - confidence) / 2.0)[index]
+
+
+def speedup_readings(
+    estimate: Estimate, z: float, confidence: float, reading: str, pairs: int
+) -> tuple[Interval, Interval | None]:
+    """The interval the verdicts read (about ``reading``: these prompts, or prompts like these) and the other.
+
+    The one computation :func:`look_at` makes and ``specdec validate`` repeats from a file's pairs alone.
+    """
+    these = ratio_interval(estimate, z, confidence, pairs)
+    population = random_effects(estimate)
+    like = ratio_interval(population, z, confidence, pairs) if population is not None else None
+    if reading == "prompts-like-these" and like is not None:
+        return like, these
+    return these, like
 
 
 def ratio_interval(estimate: Estimate, z: float, confidence: float, n: int) -> Interval:

@@ -13,7 +13,8 @@ with the field that is wrong. States are enums whose values are the stored strin
      "machine_info": {...pytest-benchmark's machine info...},
      "commit_info": {...pytest-benchmark's commit info...},
      "comparisons": [ComparisonRecord, ...],
-     "summary": [run-level lines: sweeps, specdec.note; optional]}
+     "summary": [run-level lines: sweeps, specdec.note; optional],
+     "command": ["pytest", "benchmarks/", "--backend=mlx", ...; optional]}
 
 Each comparison holds the arms, its :class:`~pytest_specdec.axes.Conditions` (every axis it
 ran under, as an object: ``{"num_draft": 3, "sampling": {"temperature": 0.7, "top_p": 1.0}}``),
@@ -120,7 +121,8 @@ class Provenance(StrEnum):
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """One paired trial: both arms' decode tok/s on one prompt, and each arm's time to first token."""
+    """One paired trial: both arms' decode tok/s on one prompt, each arm's time to first token and, where kept,
+    the counts a reader needs to recompute the comparison from its pairs alone (``specdec validate``)."""
 
     prompt_id: str
     first: str
@@ -129,6 +131,25 @@ class SampleRecord:
     baseline_first_token_s: float | None = None  # None: written before it was kept
     treatment_first_token_s: float | None = None
     prompt_tokens: int | None = None  # the prompt's tokens as the backend counted them (None: not kept)
+    decode_tokens: int | None = None  # the plain arm's decode tokens: both arms' seconds are for these
+    drafted: int | None = None  # the SD arm's drafted tokens, as the backend counted them (None: not kept)
+    accepted: int | None = None  # of which the target accepted
+
+    def seconds_of(self, end_to_end: bool) -> tuple[float, float] | None:
+        """Each arm's seconds for the plain arm's tokens (decode, or with each arm's first token added), as
+        :meth:`pytest_specdec.measure.Pair.seconds_of` reads them; ``None`` where the counts were not kept.
+
+        >>> SampleRecord("p", "sd", 100.0, 200.0, 0.5, 0.25, decode_tokens=50).seconds_of(end_to_end=True)
+        (1.0, 0.5)
+        """
+        if self.decode_tokens is None:
+            return None
+        plain, sd = self.decode_tokens / self.baseline_tps, self.decode_tokens / self.treatment_tps
+        if not end_to_end:
+            return plain, sd
+        if self.baseline_first_token_s is None or self.treatment_first_token_s is None:
+            return None
+        return plain + self.baseline_first_token_s, sd + self.treatment_first_token_s
 
     @property
     def log_ratio(self) -> float:
@@ -290,6 +311,7 @@ class RunRecord:
     interrupted: bool = False  # Ctrl-C or a failure cut the run short: fewer comparisons than planned
     summary: tuple[str, ...] = ()  # run-level lines printed under the table (sweeps, specdec.note)
     unmeasured: tuple[UnmeasuredTest, ...] = ()  # tests that kept no result, and why (optional: absent is none)
+    command: tuple[str, ...] = ()  # the run's command line as typed (``pytest`` and its arguments; absent: not kept)
 
     @property
     def flips(self) -> list[ComparisonRecord]:

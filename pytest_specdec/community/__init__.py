@@ -1,0 +1,7 @@
+"""Results anyone can contribute: ``specdec submit`` writes them, ``specdec validate`` checks them from the file alone.
+
+:mod:`~pytest_specdec.community.submit` turns a results file into one submission per comparison
+(:mod:`pytest_specdec.store.submissions`), with what names its owner stripped;
+:mod:`~pytest_specdec.community.checks` decides whether a submission is internally consistent,
+and says what no file can show (that it was really measured).
+"""

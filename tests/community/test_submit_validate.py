@@ -1,0 +1,207 @@
+"""``specdec submit`` and ``specdec validate`` on a real run of the shipped benchmarks: what is shared, what is
+refused, and one line per reason for each way a file can be tampered with."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_specdec.community.checks import check_file, recomputed_speedup
+from pytest_specdec.store.submissions import read_submission
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECDEC = [sys.executable, "-m", "pytest_specdec.cli"]
+PLANTED_USER = "zqxowner"
+PLANTED_HOST = "zqx-macbook-pro"
+
+
+def bench_arguments() -> list[str]:
+    """``make bench``'s pytest arguments as the Makefile has them, on the one claim file mlx answers fastest."""
+    recipe = next(line for line in (ROOT / "Makefile").read_text().splitlines() if "-m pytest benchmarks/" in line)
+    words = shlex.split(recipe.split("-m pytest", 1)[1])
+    return ["benchmarks/test_claim_d_mlx_draft.py" if w == "benchmarks/" else w for w in words]
+
+
+@pytest.fixture(scope="module")
+def bench_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results file written by make bench's own flags (its ``--specdec-json`` redirected), real mlx."""
+    out = tmp_path_factory.mktemp("bench")
+    words = [w for w in bench_arguments() if not w.startswith("--specdec-json=")]
+    assert len(words) < len(bench_arguments()), "make bench no longer keeps its results: nothing to submit"
+    command = [sys.executable, "-m", "pytest", *words, f"--specdec-json={out / 'bench-results.json'}",
+               f"--specdec-baselines={out / 'baselines'}"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return out / "bench-results.json"
+
+
+def planted(results: Path, home: Path, into: Path) -> Path:
+    """The results file as if measured by ``PLANTED_USER`` on ``PLANTED_HOST``, its paths under ``home``."""
+    data = json.loads(results.read_text())
+    data["machine_info"]["node"] = PLANTED_HOST
+    data["machine_info"]["user"] = PLANTED_USER
+    data["commit_info"] = {"project": "mine", "branch": f"{PLANTED_USER}/work", "dirty": True}
+    data["command"] += [f"--specdec-json={home}/runs/r.json"]
+    for c in data["comparisons"]:
+        c["target"] = f"{home}/models/target.gguf"
+        c["notes"].append(f"loaded {home}/models/target.gguf on {PLANTED_HOST} as {PLANTED_USER}")
+        c["device"] = f"cpu of {PLANTED_HOST}"
+    into.write_text(json.dumps(data))
+    return into
+
+
+def run_specdec(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SPECDEC, *args], cwd=cwd, capture_output=True, text=True, check=False, env=env)
+
+
+@pytest.fixture(scope="module")
+def submitted(bench_results: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """``specdec submit`` run as the planted user, in an empty folder: (the folder, its output, the home)."""
+    base = tmp_path_factory.mktemp("submit")
+    home = base / "Users" / PLANTED_USER
+    home.mkdir(parents=True)
+    results = planted(bench_results, home, base / "results.json")
+    env = dict(os.environ, HOME=str(home), USER=PLANTED_USER, LOGNAME=PLANTED_USER)
+    done = run_specdec("submit", str(results), "--repository", "ada/pytest-specdec", "--out", str(base / "out"),
+                       cwd=base, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return base / "out", done.stdout, home
+
+
+def test_a_submitted_file_names_no_user_host_or_home(submitted: tuple[Path, str, Path]) -> None:
+    out, printed, home = submitted
+    files = sorted(out.rglob("*.*"))
+    assert {p.suffix for p in files} == {".json", ".md"}
+    assert len(files) >= 2
+    url = next(line for line in printed.splitlines() if "https://github.com/ada/pytest-specdec/issues/new?" in line)
+    for text in [url, *(p.read_text() for p in files)]:
+        for secret in (PLANTED_USER, PLANTED_HOST, str(home)):
+            assert secret.lower() not in text.lower()
+    shared = read_submission(next(p for p in files if p.suffix == ".json"))
+    assert shared.comparison.target == "target.gguf"  # a model path keeps only its name
+    assert "~/runs/r.json" in shared.command
+    assert "machine.chip" in printed
+    assert "comparison.samples[].drafted" in printed
+
+
+def test_a_submission_from_make_bench_validates(submitted: tuple[Path, str, Path]) -> None:
+    out, _, _ = submitted
+    for path in sorted(out.rglob("*.json")):
+        result = check_file(path)
+        assert result.accepted, result.reasons
+        assert any("measured at all" in line for line in result.unchecked)
+        assert path.parent.name == read_submission(path).machine.machine_class  # community/<machine class>/
+
+
+def tampered(path: Path, change: Callable[[dict[str, Any]], None], into: Path) -> Path:
+    data = json.loads(path.read_text())
+    change(data["comparison"])
+    into.write_text(json.dumps(data))
+    return into
+
+
+def _edit_interval(c: dict[str, Any]) -> None:
+    c["speedup"]["low"] *= 1.1
+
+
+def _drop_pairs(c: dict[str, Any]) -> None:
+    c["samples"] = c["samples"][:-2]
+
+
+def _impossible(c: dict[str, Any]) -> None:
+    """Every SD rate ×8 and the interval with it: pairs and interval consistent, the counts not."""
+    for s in c["samples"]:
+        s["treatment_tps"] *= 8
+    for side in ("estimate", "low", "high"):
+        c["speedup"][side] *= 8
+
+
+def _never_drafted(c: dict[str, Any]) -> None:
+    for s in c["samples"]:
+        s["drafted"] = s["accepted"] = 0
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        (_edit_interval, "is not the one its pairs give"),
+        (_drop_pairs, "pairs were dropped or added"),
+        (_impossible, "tokens per target pass its own draft counts allow"),
+        (_never_drafted, "SD never drafted"),
+    ],
+    ids=["interval edited", "pairs dropped", "impossible speedup", "never drafted"],
+)
+def test_a_tampered_file_is_rejected_with_its_reason(
+    submitted: tuple[Path, str, Path], tmp_path: Path, change: Callable[[dict[str, Any]], None], line: str
+) -> None:
+    original = next(iter(sorted(submitted[0].rglob("*.json"))))
+    path = tampered(original, change, tmp_path / "tampered.json")
+    done = run_specdec("validate", str(original), str(path), cwd=tmp_path)
+    assert done.returncode == 1
+    rejected = [x for x in done.stdout.splitlines() if x.startswith(f"{path}: rejected: ")]
+    assert rejected, done.stdout
+    assert line in rejected[0], done.stdout
+    assert not [x for x in done.stdout.splitlines() if x.startswith(f"{original}: rejected")]
+    assert done.stdout.rstrip().endswith("1 consistent, 1 rejected")
+
+
+def test_the_impossible_file_is_consistent_but_for_its_counts(
+    submitted: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    """The tampering that rescales rates and interval together passes every check the counts do not decide."""
+    original = next(iter(sorted(submitted[0].rglob("*.json"))))
+    path = tampered(original, _impossible, tmp_path / "impossible.json")
+    submission = read_submission(path)
+    again, stated = recomputed_speedup(submission.comparison), submission.comparison.speedup
+    assert again.estimate == pytest.approx(stated.estimate, rel=1e-9)
+    assert len(check_file(path).reasons) == 1
+
+
+def test_not_a_submission_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text('{"schema_version": 3, "comparisons": []}')
+    done = run_specdec("validate", str(tmp_path / "x.json"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "is not a pytest-specdec submission" in done.stdout
+    missing = run_specdec("submit", str(tmp_path / "none.json"), "--repository", "o/n", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1
+    assert "no such file" in missing.stderr
+    bad = run_specdec("submit", str(tmp_path / "x.json"), "--repository", "not a repo", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "owner/name" in bad.stderr
+
+
+def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path: Path) -> None:
+    checkout = tmp_path / "fork"
+    checkout.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for step in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:ada/pytest-specdec.git"],
+                 ["commit", "-q", "--allow-empty", "-m", "start"]):  # fmt: skip
+        subprocess.run([*git, *step], cwd=checkout, check=True)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@example.org")  # fmt: skip
+    done = run_specdec("submit", str(bench_results), "--pr", cwd=checkout, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "issues/new?" in done.stdout
+    assert "github.com/ada/pytest-specdec" in done.stdout
+    branch = subprocess.run(
+        ["git", "branch", "--show-current"], cwd=checkout, capture_output=True, text=True, check=True
+    ).stdout
+    assert branch.startswith("submit/")
+    added = subprocess.run(
+        ["git", "show", "--name-only", "--format="], cwd=checkout, capture_output=True, text=True, check=True
+    )
+    names = added.stdout.split()
+    assert names
+    assert all(n.startswith("community/") for n in names)
+    assert {Path(n).suffix for n in names} == {".json", ".md"}
+    assert f"git push -u origin {branch.strip()}" in done.stdout
