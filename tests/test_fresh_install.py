@@ -123,4 +123,11 @@ def test_a_new_user_gets_answers_from_the_readme_on_a_fresh_python(version: str,
     assert answers, bench.stdout[-3000:]
     for claim, said in answers.items():  # at least one row of each claim run is decided here
         assert re.search(r"\b(holds|refuted)\b", said), f"claim {claim} decided no row: {said}"
+    # Share your result: the README's two commands on what make bench kept, as written.
+    share = readme_block("readme-share")
+    shared = run(" && ".join([share[0] + " --repository ada/pytest-specdec", share[1]]), checkout,
+                 {**env, "PATH": f"{checkout / '.venv' / 'bin'}:{env['PATH']}"})  # fmt: skip
+    assert shared.returncode == 0, shared.stdout[-3000:] + shared.stderr[-3000:]
+    assert "issues/new?" in shared.stdout
+    assert re.search(r"specdec validate: [1-9]\d* consistent, 0 rejected", shared.stdout), shared.stdout[-3000:]
     print(f"python {version}: make install {install_s:.0f} s, make bench {bench_s:.0f} s")

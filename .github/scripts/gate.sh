@@ -21,6 +21,8 @@
 #   site          the scoreboard (specdec site) of baselines/, tonight's results and the runners' nights,
 #                 for the publish job
 #   watchdog      red, and one issue, when no night has completed for 48 hours
+# The community workflow (hosted, contents: read): validate-submissions   specdec validate on every file
+#   under $SUBMITTED (the pull request's community/, checked out as data), by the base branch's code
 # Environment: BACKEND and OUT (a leg's report folder) for the leg's steps; ARTIFACTS for the verdict's.
 #   SPECDEC_GATE_BASE_PYTHON   the Python 3.11+ that makes the venvs and picks the lock (default python3).
 #                              On a Mac runner set it in the runner's .env (macOS's python3 is 3.9):
@@ -203,6 +205,13 @@ PY
     # Each leg's nights on its runner, with the gate's word on each (a flip not confirmed is not a flip).
     for file in "$ARTIFACTS"/*/nights.jsonl; do [ -f "$file" ] && results+=(--history "$file"); done
     .alert-venv/bin/python -m pytest_specdec.cli site specdec-site --baselines baselines "${results[@]}"
+    ;;
+  validate-submissions)
+    # The community workflow: the base branch's specdec reads the pull request's files as data.
+    files=()
+    while IFS= read -r -d '' file; do files+=("$file"); done < <(find "${SUBMITTED:-community}" -mindepth 2 -maxdepth 2 -name '*.json' -print0 2>/dev/null | sort -z)
+    if [ "${#files[@]}" -eq 0 ]; then echo "no submission under ${SUBMITTED:-community}/<machine class>/: nothing to validate"; exit 0; fi
+    .alert-venv/bin/python -m pytest_specdec.cli validate "${files[@]}"
     ;;
   watchdog)
     .alert-venv/bin/python -m pytest_specdec.cli gate watchdog --gh "$gh_cli" --hours "${SPECDEC_WATCHDOG_HOURS:-48}"

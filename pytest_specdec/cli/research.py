@@ -53,6 +53,7 @@ def evidence(args: argparse.Namespace) -> int:
     for row in here:
         shown = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
         print(f"  {row.id}: {row.backend} {row.method} {row.model}: {shown} ({row.link})")
+    _submitted(args.community, machine)
     if args.plot is None:
         return 0
     from pytest_specdec.render.evidence_plot import OwnPoint, PublishedPoint, evidence_plot
@@ -79,6 +80,39 @@ def evidence(args: argparse.Namespace) -> int:
     evidence_plot(points, own, args.plot, f"Published SD speedups by chip and runtime ({yours})")
     print(f"wrote {args.plot} ({len(own)} result(s) of {machine}'s drawn in black)")
     return 0
+
+
+def _submitted(folder: Path, machine: str) -> None:
+    """Submitted results (``specdec submit``'s files) that ``specdec validate`` finds consistent, per machine class:
+    paired measurements, submitted and not reproduced."""
+    from pytest_specdec.community.checks import check_submission
+    from pytest_specdec.store.submissions import list_submissions, read_submission
+
+    paths = list_submissions(folder)
+    if not paths:
+        return
+    shown, rejected = [], 0
+    for path in paths:
+        try:
+            submission = read_submission(path)
+        except SpecdecUsageError:
+            rejected += 1
+            continue
+        if not check_submission(submission, str(path)).accepted:
+            rejected += 1
+            continue
+        c, s = submission.comparison, submission.comparison.speedup
+        here = " (this machine's class)" if submission.machine.machine_class == machine else ""
+        shown.append(
+            f"  {submission.machine.machine_class}{here}: {c.backend} {c.release} {c.target}"
+            f"{' + ' + c.draft if c.draft else ''} [{c.category}]: {s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}], "
+            f"{len(c.samples)} pairs ({c.claim_id or c.nodeid.split('::')[-1]})"
+        )
+    print(f"\nsubmitted to {folder} (paired measurements; submitted, not reproduced): {len(shown)} consistent")
+    for line in shown:
+        print(line)
+    if rejected:
+        print(f"  ({rejected} file(s) left out: specdec validate rejects them)")
 
 
 MIN_AA_PAIRS = 4  # the fewest A/A pairs whose spread and autocorrelation mean anything
@@ -124,6 +158,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     published.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
     published.add_argument("--machine", help="machine class to list published rows for (default: this machine)")
     published.add_argument("--plot", type=Path, help="write the plot of published speedups by chip here (.png)")
+    published.add_argument("--community", type=Path, default=Path("community"),
+                           help="submitted results to list as paired measurements (default: community/, if there)")  # fmt: skip
     published.set_defaults(handler=evidence)
     calibration = commands.add_parser("calibrate", help="A/A pairs: this machine's noise, false decisions, power")
     calibration.add_argument("--backend", default=None, help="backend (default: as configured)")

@@ -18,6 +18,8 @@ def register(commands: Any) -> None:
                       help="a --specdec-json results file: tonight's readings (repeatable)")  # fmt: skip
     site.add_argument("--history", type=Path, action="append", default=[],
                       help="a history file of a runner's nights, such as the gate's nights.jsonl (repeatable)")  # fmt: skip
+    site.add_argument("--community", type=Path, default=Path("community"),
+                      help="submitted results, community/<machine class>/*.json (default: community/, if there)")  # fmt: skip
     site.add_argument("--open", action="store_true", help="open the front page in a browser")
     site.set_defaults(handler=_site)
 
@@ -28,7 +30,7 @@ def _site(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.out.is_dir():
         raise SpecdecUsageError(f"{args.out} is a file — name a folder for the site")
-    built = build_site(args.out, args.baselines, args.results, args.history)
+    built = build_site(args.out, args.baselines, args.results, args.history, args.community)
     print(f"specdec site: {built.pages} page(s) in {args.out} — open {built.index}")
     if built.skipped:
         print(f"specdec site: skipped {len(built.skipped)} file(s) (listed on the front page): {built.skipped[0]}")

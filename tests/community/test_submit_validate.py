@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -205,3 +206,19 @@ def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path:
     assert all(n.startswith("community/") for n in names)
     assert {Path(n).suffix for n in names} == {".json", ".md"}
     assert f"git push -u origin {branch.strip()}" in done.stdout
+
+
+def test_evidence_lists_consistent_submissions_as_paired_and_leaves_out_rejected_ones(
+    submitted: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    community = tmp_path / "community"
+    shutil.copytree(submitted[0] / "community", community)
+    original = next(iter(sorted(community.rglob("*.json"))))
+    tampered(original, _never_drafted, original.with_name("never-drafted.json"))
+    done = run_specdec("evidence", "--community", str(community), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.split("submitted to", 1)[1]
+    consistent = len(list(community.rglob("*.json"))) - 1
+    assert f"(paired measurements; submitted, not reproduced): {consistent} consistent" in listed
+    assert "(1 file(s) left out: specdec validate rejects them)" in listed
+    assert read_submission(original).comparison.release in listed

@@ -18,10 +18,11 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from pytest_specdec.community.submit import Private, submissions_of
 from pytest_specdec.render.site import build_site
 from pytest_specdec.render.site.data import gather
 from pytest_specdec.store.baselines import baseline_key, load_any
-from pytest_specdec.store.files import load_run
+from pytest_specdec.store.files import dumps, load_run
 from pytest_specdec.store.history import history_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,9 +65,28 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = load_run(root / "tonight.json")
     told = [history_line(r, MACHINE, False, run.finished) | {"gate": "flip not confirmed"} for r in run.comparisons]
     runner.write_text("".join(json.dumps(line) + "\n" for line in told), encoding="utf-8")
-    built = build_site(root / "out", root / "baselines", [root / "tonight.json"], [runner])
+    community = root / "community"  # tonight's result as someone would submit it: a row beside the owned one
+    for submission in submissions_of(run, Private("/nowhere", "nobody-here", ()), "2026-12-04T00:00:00+00:00")[0]:
+        (community / submission.relative_path.relative_to("community")).parent.mkdir(parents=True, exist_ok=True)
+        (community / submission.relative_path.relative_to("community")).write_text(dumps(submission))
+    built = build_site(root / "out", root / "baselines", [root / "tonight.json"], [runner], community)
     assert any("Torn-Machine/mlx.json" in line for line in built.skipped), built.skipped
     return root / "out"
+
+
+def test_a_submitted_result_is_a_row_beside_the_owned_one_and_says_so(site: Path) -> None:
+    index = (site / "index.html").read_text()
+    rows = [r for r in index.split("<tr ") if f">{MACHINE}" in r and "copy" in r]
+    assert len(rows) == 2, rows
+    submitted = [r for r in rows if "(submitted, not reproduced)" in r]
+    assert len(submitted) == 1
+    page = re.search(r'href="(comparisons/[^"]+)"', submitted[0])
+    assert page is not None
+    assert "Submitted, not reproduced" in (site / page.group(1)).read_text()
+    owned = re.search(r'href="(comparisons/[^"]+)"', next(r for r in rows if r is not submitted[0]))
+    assert owned is not None
+    assert owned.group(1) != page.group(1)
+    assert "Submitted, not reproduced" not in (site / owned.group(1)).read_text()
 
 
 def test_the_h200_rows_numbers_are_on_their_pages(site: Path) -> None:

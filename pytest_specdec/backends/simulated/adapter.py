@@ -199,8 +199,13 @@ class SimulatedBackend:
         self.generations += 1
         drafted = accepted = None
         if speculative:
-            drafted = (count * request.arm.num_draft) // 2 if self.engaged else 0
-            accepted = int(self._rng.binomial(drafted, self.acceptance)) if drafted else 0
+            # As SD runs: rounds of γ drafts, each round's target pass giving its accepted drafts plus one token of
+            # its own, so the accepted drafts never exceed the tokens the rounds left to the target.
+            gamma = max(1, request.arm.num_draft)
+            rounds = math.ceil(count / (1.0 + gamma * self.acceptance))
+            drafted = rounds * gamma if self.engaged else 0
+            drawn = int(self._rng.binomial(drafted, self.acceptance)) if drafted else 0
+            accepted = min(drawn, max(0, count - rounds - 1))
         for token in tokens:
             if self.realtime:  # the client's clock sees the simulated decode time, token by token
                 time.sleep(1.0 / rate)

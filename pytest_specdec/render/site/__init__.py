@@ -39,9 +39,19 @@ def seed_evidence() -> list[dict[str, object]]:
     return [row for row in rows if isinstance(row, dict)]
 
 
-def build_site(out: Path, baselines: Path, results: Sequence[Path] = (), histories: Sequence[Path] = ()) -> BuiltSite:
-    """Build the site of ``baselines`` (with tonight's ``results`` files and runners' ``histories``) under ``out``."""
-    board = gather(baselines, results, seed_evidence(), histories)
-    sources = ", ".join([str(baselines), *map(str, [*results, *histories]), "the seed's evidence.json"])
+def build_site(
+    out: Path,
+    baselines: Path,
+    results: Sequence[Path] = (),
+    histories: Sequence[Path] = (),
+    community: Path | None = None,
+) -> BuiltSite:
+    """Build the site of ``baselines`` (with tonight's ``results`` files, runners' ``histories`` and the
+    submitted results under ``community``) under ``out``."""
+    board = gather(baselines, results, seed_evidence(), histories, community)
+    shown_community = [str(community)] if community is not None and community.is_dir() else []
+    sources = ", ".join(
+        [str(baselines), *map(str, [*results, *histories]), *shown_community, "the seed's evidence.json"]
+    )
     written = write_site(board, out, sources)
     return BuiltSite(out / "index.html", len(written), board.skipped)

@@ -4,7 +4,9 @@ Sources: ``baselines/<machine class>/<backend>.json`` (the accepted results), ``
 <machine class>.jsonl`` (the nights kept in the repository), results files written by ``--specdec-json``
 (tonight's readings, newer than any accepted one), history files of a runner's nights (the gate's
 ``nights.jsonl``: each line may carry the gate's word on that night, ``gate``, such as "flip not confirmed"),
-and the seed's ``evidence.json`` (published figures, per chip). A file that
+the seed's ``evidence.json`` (published figures, per chip) and submitted results (``community/<machine
+class>/*.json``, written by ``specdec submit``: rows of their own beside the owned runners', "submitted, not
+reproduced"). A file that
 cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
 """
 
@@ -23,7 +25,9 @@ from pytest_specdec.store.baselines import baseline_key, list_baseline_files, lo
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.history import history_mark, read_history
 from pytest_specdec.store.records import Change, ComparisonRecord
+from pytest_specdec.store.submissions import list_submissions, read_submission
 
+SUBMITTED = "submitted"  # a row's source when it comes from community/: checked, not reproduced
 CONFIRMED_FLIP = "conclusion changed"  # the gate's word for a flip its confirm step showed the release made
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -55,7 +59,7 @@ class Row:
     machine_class: str
     record: ComparisonRecord
     when: str  # ISO time of the reading
-    source: str  # "accepted" (a baseline) or "tonight" (a results file)
+    source: str  # "accepted" (a baseline), "tonight" (a results file) or "submitted" (specdec submit's file)
     accepted: ComparisonRecord | None  # the accepted result of this key, when there is one
     told: str = ""  # the gate's word on this reading's night ("flip not confirmed" …), when a gate said one
 
@@ -89,15 +93,25 @@ class Row:
         return flip_word(self.told)
 
     @property
+    def submitted(self) -> bool:
+        """A result someone submitted (``specdec submit``): checked for consistency, not reproduced here."""
+        return self.source == SUBMITTED
+
+    @property
+    def _own(self) -> tuple[str, ...]:
+        return (SUBMITTED,) if self.submitted else ()  # a submitted row's pages never replace an owned row's
+
+    @property
     def page(self) -> str:
         """The comparison page's file name."""
-        return slug(self.machine_class, self.record.backend, self.key) + ".html"
+        return slug(self.machine_class, self.record.backend, self.key, *self._own) + ".html"
 
     @property
     def claim_page(self) -> str:
         """The file name of the page of this claim's nights on this machine class (one per comparison key: a
         claim measured under two conditions has two)."""
-        return slug(self.machine_class, self.record.backend, self.claim, self.record.category, self.key) + ".html"
+        parts = (self.machine_class, self.record.backend, self.claim, self.record.category, self.key, *self._own)
+        return slug(*parts) + ".html"
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,18 @@ def _tonight(results: Iterable[Path], skipped: list[str]) -> list[tuple[str, str
             skipped.append(f"{path}: {error}")
             continue
         found += [(run.machine_class, run.finished, c) for c in run.comparisons]
+    return found
+
+
+def _submitted(folder: Path | None, skipped: list[str]) -> list[tuple[str, str, ComparisonRecord]]:
+    found: list[tuple[str, str, ComparisonRecord]] = []
+    for path in list_submissions(folder) if folder is not None else []:
+        try:
+            submission = read_submission(path)
+        except (SpecdecUsageError, OSError, ValueError) as error:
+            skipped.append(f"{path}: {error}")
+            continue
+        found.append((submission.machine.machine_class, submission.submitted, submission.comparison))
     return found
 
 
@@ -197,18 +223,28 @@ def _published(evidence: Sequence[Mapping[str, Any]]) -> tuple[Published, ...]:
 
 
 def gather(
-    baselines: Path, results: Sequence[Path], evidence: Sequence[Mapping[str, Any]], histories: Sequence[Path] = ()
+    baselines: Path,
+    results: Sequence[Path],
+    evidence: Sequence[Mapping[str, Any]],
+    histories: Sequence[Path] = (),
+    community: Path | None = None,
 ) -> Scoreboard:
-    """The scoreboard of a store: each key's newest reading, its nights, the published figures, what was skipped."""
+    """The scoreboard of a store: each key's newest reading (owned, and submitted beside it), its nights, the
+    published figures, what was skipped."""
     skipped: list[str] = []
     kept = _accepted(baselines, skipped)
     accepted = {(m, r.backend, baseline_key(r)): r for m, _, r in kept}
     nights = _nights(baselines, histories, skipped)
-    latest: dict[tuple[str, str, str], Row] = {}
-    for source, readings in (("accepted", kept), ("tonight", _tonight(results, skipped))):
+    latest: dict[tuple[str, str, str, bool], Row] = {}
+    sources = (("accepted", kept), ("tonight", _tonight(results, skipped)), (SUBMITTED, _submitted(community, skipped)))
+    for source, readings in sources:
         for machine, when, record in readings:
             at = (machine, record.backend, baseline_key(record))
-            if at not in latest or when >= latest[at].when:
-                latest[at] = Row(machine, record, when, source, accepted.get(at), _told(nights.get(at, ()), when))
-    rows = sorted(latest.values(), key=lambda r: (r.machine_class, r.record.backend, r.claim, r.record.category))
+            told = _told(nights.get(at, ()), when) if source != SUBMITTED else ""
+            mine = (*at, source == SUBMITTED)
+            if mine not in latest or when >= latest[mine].when:
+                latest[mine] = Row(machine, record, when, source, accepted.get(at), told)
+    rows = sorted(
+        latest.values(), key=lambda r: (r.machine_class, r.record.backend, r.claim, r.record.category, r.submitted)
+    )
     return Scoreboard(tuple(rows), nights, _published(evidence), tuple(skipped))

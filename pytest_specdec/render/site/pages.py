@@ -222,7 +222,7 @@ def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
     page(out / "index.html", "index.html.j2", "", title="Matrix", rows=shown, filters=filters,
          published=[_published(p) for p in board.published], skipped=board.skipped)  # fmt: skip
     for row in shown:
-        nights = board.nights.get((row.machine, row.backend, row.key), ())
+        nights = () if row.submitted else board.nights.get((row.machine, row.backend, row.key), ())
         bounds = {b.label: b.bound for b in row.record.judgement.bounds}
         plot = _plot(out / "plots", nights, bounds, f"{row.claim} [{row.category}] on {row.machine} ({row.backend})")
         page(out / "claims" / row.claim_page, "claim.html.j2", "../", title=row.claim, row=row, plot=plot,
