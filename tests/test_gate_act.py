@@ -174,6 +174,7 @@ def act(
     runs: str = "",
     hashed: bool = False,
     lost: str = "",
+    runner: str = "",
 ) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     """One run of ``workflow`` (a night) and the gh calls it made (``hashed``: every venv installs every
     package from its hashed lock and the workspace's wheelhouse, none sees the development install; ``lost``:
@@ -187,6 +188,7 @@ def act(
         data = json.loads(state.read_text()) if state.exists() else {}
         state.write_text(json.dumps({**data, "runs": json.loads(runs)}))
     inputs = ["--input", f"leg={leg}", "--input", f"upgrade={str(upgrade).lower()}"]
+    inputs += ["--input", f"runner={runner}"] if runner else []  # one runner of a fleet
     environment = {
         "SPECDEC_GATE_BASE_PYTHON": sys.executable,
         "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"),

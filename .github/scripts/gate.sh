@@ -12,7 +12,8 @@
 #   night    the leg's findings, each in its own word (night.json); fails a required leg that is red
 #   summary  the leg's state, findings, release changes and report → $GITHUB_STEP_SUMMARY
 #   accept   measure with --specdec-update-baselines; the accepted results go out as candidates.json
-# The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all), and
+# The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all), the
+#                                 runners of the fleet with their legs ($RUNNER: one label, or all), and
 #                                 publish=true when [tool.specdec.gate] publish-site = true
 # The verdict job (hosted, the write token, never the upgraded packages; reads only the artifacts):
 #   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
@@ -70,6 +71,18 @@ new_venv() {  # $1: folder
       > "$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/specdec-shared.pth"
   fi
 }
+runner_class() {  # a fleet's test-only machine-class for $SPECDEC_GATE_RUNNER's jobs, exported; refused on a runner
+  local override
+  override="$("$base_python" -c 'import os, sys, tomllib
+runners = tomllib.load(open("pyproject.toml", "rb")).get("tool", {}).get("specdec", {}).get("gate", {}).get("runners", {})
+print((runners.get(os.environ["SPECDEC_GATE_RUNNER"]) or {}).get("machine-class", ""))')"
+  [ -n "$override" ] || return 0
+  if [ "${RUNNER_ENVIRONMENT:-}" = "self-hosted" ]; then
+    echo "gate.sh: [tool.specdec.gate.runners.$SPECDEC_GATE_RUNNER] machine-class is for the act tests only — on a real runner the machine class is detected: remove it (SPECDEC_MACHINE_CLASS in the runner's .env splits a class on purpose)" >&2
+    exit 2
+  fi
+  export SPECDEC_MACHINE_CLASS="$override"
+}
 pip_in() {  # $1: venv, then pip install's arguments; each call is said first (the set-up log is audited)
   local venv_dir="$1"
   shift
@@ -111,14 +124,33 @@ resolving_venv() {  # $1: venv — no lock could be installed: the upgrade resol
 }
 
 case "$step" in
+  setup | upgrade | measure | confirm | lock | night | summary | accept)
+    if [ -n "${SPECDEC_GATE_RUNNER:-}" ]; then need_python; runner_class; fi
+    ;;
+esac
+
+case "$step" in
   legs)
+    # runners: one entry per runner of the fleet ([tool.specdec.gate.runners.LABEL]; without one, the one
+    # runner "" with every leg), each with its legs and runs-on as JSON text, for the per-runner night.
     python3 - <<'PY'
 import json, os, tomllib
 gate = tomllib.load(open("pyproject.toml", "rb")).get("tool", {}).get("specdec", {}).get("gate", {})
 legs = sorted(gate.get("legs", {}))
 wanted = os.environ.get("LEG", "") or "all"
-print("legs=" + json.dumps(legs if wanted == "all" else [leg for leg in legs if leg == wanted]))
+chosen = legs if wanted == "all" else [leg for leg in legs if leg == wanted]
+print("legs=" + json.dumps(chosen))
 print("publish=" + json.dumps(gate.get("publish-site", False) is True))
+fleet, only, labels = gate.get("runners") or {}, os.environ.get("RUNNER", "") or "all", ["self-hosted", "macOS", "ARM64"]
+planned = [
+    {"runner": label, "legs": json.dumps([leg for leg in table.get("legs", []) if leg in chosen]),
+     "runs-on": json.dumps([*labels, label])}
+    for label, table in sorted(fleet.items()) if only in ("all", label)
+]
+planned = [runner for runner in planned if runner["legs"] != "[]"] if fleet else [
+    {"runner": "", "legs": json.dumps(chosen), "runs-on": json.dumps(labels)}]
+# Nothing planned still gets its verdict: a night that measures nothing is never green.
+print("runners=" + json.dumps(planned or [{"runner": "", "legs": "[]", "runs-on": json.dumps(labels)}]))
 PY
     ;;
   setup)
@@ -196,7 +228,7 @@ PY
     hashed_venv .alert-venv "${SPECDEC_GATE_ALERT_LOCK:-.github/alert-lock.txt}"
     ;;
   verdict)
-    .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}"
+    .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}" --runner "${RUNNER:-}"
     ;;
   site)
     # The scoreboard from the repository's baselines and tonight's results, for the publish job (hosted).
@@ -223,23 +255,25 @@ PY
       echo "specdec gate: nothing awaits acceptance — no pull request"
       exit 0
     fi
-    machine="$(head -n 1 .accepted-machine)"
-    branch="specdec/accept-$machine"
     back="$(git rev-parse --abbrev-ref HEAD)"
-    git checkout -q -B "$branch"
-    git add "baselines/$machine"
-    git -c user.name="specdec gate" -c user.email="specdec-gate@users.noreply.github.com" \
-      commit -q -m "Accept the baselines the gate measured on $machine (run ${GITHUB_RUN_ID:-local})"
-    git push -q -f "${SPECDEC_PUSH_URL:-https://x-access-token:${GH_TOKEN}@${GITHUB_SERVER_URL#https://}/${GITHUB_REPOSITORY}.git}" "$branch"
-    git checkout -q "$back"
-    open="$("$gh_cli" pr list --head "$branch" --state open --json number --jq '.[0].number // empty')"
-    if [ -n "$open" ]; then
-      echo "specdec gate: updated the accept pull request #$open ($branch)"
-    else
-      cat "$ARTIFACTS"/*/report.md 2> /dev/null | head -c 60000 > pr-body.md || true  # GitHub refuses bodies over 65536
-      "$gh_cli" pr create --head "$branch" --base "${GITHUB_REF_NAME:-main}" \
-        --title "specdec: accept the gate's baselines on $machine" --body-file pr-body.md
-    fi
+    # One pull request per machine class: a fleet's chips are accepted (and reviewed) apart.
+    for machine in $(cat .accepted-machine); do  # machine classes are slugs: no spaces
+      branch="specdec/accept-$machine"
+      git checkout -q -B "$branch" "$back"
+      git add "baselines/$machine"
+      git -c user.name="specdec gate" -c user.email="specdec-gate@users.noreply.github.com" \
+        commit -q -m "Accept the baselines the gate measured on $machine (run ${GITHUB_RUN_ID:-local})"
+      git push -q -f "${SPECDEC_PUSH_URL:-https://x-access-token:${GH_TOKEN}@${GITHUB_SERVER_URL#https://}/${GITHUB_REPOSITORY}.git}" "$branch"
+      git checkout -q "$back"
+      open="$("$gh_cli" pr list --head "$branch" --state open --json number --jq '.[0].number // empty')"
+      if [ -n "$open" ]; then
+        echo "specdec gate: updated the accept pull request #$open ($branch)"
+      else
+        cat "$ARTIFACTS"/*/report.md 2> /dev/null | head -c 60000 > pr-body.md || true  # GitHub refuses bodies over 65536
+        "$gh_cli" pr create --head "$branch" --base "${GITHUB_REF_NAME:-main}" \
+          --title "specdec: accept the gate's baselines on $machine" --body-file pr-body.md
+      fi
+    done
     ;;
   *)
     echo "gate.sh: unknown step '$step' (legs, setup, upgrade, measure, confirm, night, summary, accept, alert-setup, verdict, propose, watchdog)" >&2

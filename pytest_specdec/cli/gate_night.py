@@ -47,11 +47,16 @@ def verdict(args: argparse.Namespace) -> int:
     from pytest_specdec.gate.legs import read_gate_config
 
     config = read_gate_config(Path.cwd())
-    planned = json.loads(args.legs) if args.legs else sorted(config.legs)
+    if args.runner and args.runner not in config.runners:
+        raise SpecdecUsageError(
+            f"--runner {args.runner!r} is not a runner of [tool.specdec.gate.runners] "
+            f"({', '.join(config.runners) or 'none configured'})"
+        )
+    planned = json.loads(args.legs) if args.legs else list(config.runner_legs(args.runner))
     if not isinstance(planned, list):
         raise SpecdecUsageError(f"--legs {args.legs!r} must be a JSON list of leg names")
     expected = {str(name): config.leg(str(name)).required for name in planned}
-    colour, legs, refused = judge.decide(args.artifacts, expected)
+    colour, legs, refused = judge.decide(args.artifacts, expected, args.runner)
     summary = judge.night_summary(colour, legs, refused)
     print(summary, end="")
     target = os.environ.get("GITHUB_STEP_SUMMARY", "")
@@ -62,7 +67,7 @@ def verdict(args: argparse.Namespace) -> int:
         print(f"specdec gate: refused: {line}")
     for line in judge.workflow_commands(colour, legs):
         print(line)
-    for line in judge.tell(legs, args.gh, run_url()):
+    for line in judge.tell(legs, args.gh, run_url(), args.runner):
         print(f"specdec gate: {line}")
     _notify(args.artifacts, os.environ.get("SPECDEC_WEBHOOK_URL", ""))
     print(f"specdec gate: the night is {'RED' if colour.red else 'green'}")
@@ -98,9 +103,11 @@ def accept_candidates(args: argparse.Namespace) -> int:
 
 def watchdog(args: argparse.Namespace) -> int:
     """Red, and one issue, when no night has completed for ``--hours``."""
+    from pytest_specdec.gate.legs import read_gate_config
     from pytest_specdec.gate.watchdog import check_nights
 
-    quiet, lines = check_nights(args.gh, args.workflow, args.hours)
+    runners = read_gate_config(Path.cwd()).labels  # a fleet's runners each have their nights counted
+    quiet, lines = check_nights(args.gh, args.workflow, args.hours, runners=runners)
     for line in lines:
         print(f"specdec gate: {line}")
     return 1 if quiet else 0
@@ -140,6 +147,7 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser.add_argument("--artifacts", type=Path, required=True, help="folder with one sub-folder per leg")
     parser.add_argument("--gh", default="gh", help="the GitHub CLI to call")
     parser.add_argument("--legs", default="", help="the legs planned tonight, as JSON (default: every configured leg)")
+    parser.add_argument("--runner", default="", help="the fleet's runner whose night this is (default: the one runner)")
     parser.set_defaults(handler=verdict)
     parser = gate.add_parser("accept-candidates", help="merge the night's candidates into baselines/ (accept PR)")
     parser.add_argument("--artifacts", type=Path, required=True)

@@ -14,6 +14,14 @@
     pytest-args = "-k 'not claim_e'"
     packages = ["ollama"]                   # what the upgrade step moves (default: the backend's)
 
+A fleet names each self-hosted runner by its label, with the legs it measures (no ``runners`` table:
+one runner, every leg)::
+
+    [tool.specdec.gate.runners.specdec-m1max-64]
+    legs = ["mlx", "ollama"]
+    [tool.specdec.gate.runners.specdec-m4pro-48]
+    legs = ["mlx"]
+
 A leg that is not configured is optional, runs ``benchmarks/`` with the repository's
 profile and starts no server. ``serve = true`` uses the command the backend's spec gives
 (``ollama serve``; ``mtplx serve --model MODEL``); a list is a command of one's own,
@@ -23,6 +31,7 @@ where ``{port}`` and ``{model}`` are filled in.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -37,6 +46,22 @@ from pytest_specdec.errors import SpecdecUsageError
 
 EMBEDDED_PROFILES = ("embedded", "embedded-1b")
 PROFILE_VARIABLE = "SPECDEC_GATE_PROFILE"  # the workflow's profile input
+RUNNER_VARIABLE = "SPECDEC_GATE_RUNNER"  # the runner label a leg's job runs for (empty: the one runner)
+# A runner's label: GitHub's label characters, never "--" (it separates runner and leg in artifact names).
+RUNNER_LABEL = re.compile(r"[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """One self-hosted runner of a fleet: its label and the legs it measures.
+
+    ``machine_class`` is for the act tests alone (two labels on one host, each its own class): gate.sh exports it
+    as ``SPECDEC_MACHINE_CLASS`` for that label's jobs and refuses it on a real runner, where the class is detected.
+    """
+
+    label: str
+    legs: tuple[str, ...]
+    machine_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +93,17 @@ class GateConfig:
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
+    runners: Mapping[str, RunnerConfig] = field(default_factory=dict)  # a fleet, by label (empty: one runner)
+
+    def runner_legs(self, label: str) -> tuple[str, ...]:
+        """The legs one runner measures (``""``, or a label of no fleet: every configured leg)."""
+        runner = self.runners.get(label)
+        return runner.legs if runner is not None else tuple(sorted(self.legs))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each runner's label, in order (``("",)``: the one runner of a repository without a fleet)."""
+        return tuple(sorted(self.runners)) or ("",)
 
     def leg(self, backend: str) -> LegConfig:
         """The configured leg, or an optional one with the defaults; a run's profile input wins."""
@@ -89,7 +125,8 @@ def _distributions(backend: str) -> tuple[str, ...]:
 
 
 GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs", "window-minutes", "ungated-nights",
-             "undecided-nights", "publish-site"}  # fmt: skip
+             "undecided-nights", "publish-site", "runners"}  # fmt: skip
+RUNNER_KEYS = {"legs", "machine-class"}
 LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
             "url-option"}  # fmt: skip
 
@@ -168,6 +205,32 @@ def _leg(backend: str, table: object) -> LegConfig:
     )
 
 
+def _runners(table: object, legs: Mapping[str, LegConfig]) -> dict[str, RunnerConfig]:
+    if not isinstance(table, dict):
+        raise SpecdecUsageError("[tool.specdec.gate] runners must be a table ([tool.specdec.gate.runners.LABEL])")
+    runners = {}
+    for label, runner in table.items():
+        where = f"[tool.specdec.gate.runners.{label}]"
+        if not RUNNER_LABEL.fullmatch(label):
+            raise SpecdecUsageError(
+                f"{where}: {label!r} is not a runner label this gate can use — letters, digits, '.', '_' and single "
+                "'-' (\"--\" separates runner and leg in artifact names), as in specdec-m1max-64"
+            )
+        if not isinstance(runner, dict):
+            raise SpecdecUsageError(f"{where} must be a table")
+        _check_keys(runner, RUNNER_KEYS, where)
+        named = _strings(runner.get("legs", []), where, "legs")
+        unknown = [leg for leg in named if leg not in legs]
+        if not named or unknown:
+            raise SpecdecUsageError(
+                f"{where} legs = {list(named)!r} must name configured legs ([tool.specdec.gate.legs.NAME]): "
+                + (f"{unknown[0]!r} is not one" if unknown else "it names none")
+            )
+        machine = str(_typed(runner.get("machine-class", ""), str, where, "machine-class"))
+        runners[label] = RunnerConfig(label, named, machine)
+    return runners
+
+
 def read_gate_config(rootdir: Path) -> GateConfig:
     """``[tool.specdec.gate]`` of ``rootdir/pyproject.toml``; one line naming a bad key or value."""
     specdec = read_pyproject(rootdir)
@@ -179,9 +242,10 @@ def read_gate_config(rootdir: Path) -> GateConfig:
     if not isinstance(legs, dict):
         raise SpecdecUsageError("[tool.specdec.gate] legs must be a table ([tool.specdec.gate.legs.BACKEND])")
     profile = specdec.get("profile", "embedded")
+    configured = {backend: _leg(backend, leg) for backend, leg in legs.items()}
     own = frozenset(name for name, value in specdec.items() if isinstance(value, dict) and value.get("model"))
     return GateConfig(
-        legs={backend: _leg(backend, leg) for backend, leg in legs.items()},
+        legs=configured,
         allow_embedded=bool(_typed(table.get("allow-embedded", False), bool, "[tool.specdec.gate]", "allow-embedded")),
         upgrade_servers=str(_typed(table.get("upgrade-servers", ""), str, "[tool.specdec.gate]", "upgrade-servers")),
         alert_on_erosion=bool(
@@ -194,6 +258,7 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         default_profile=str(profile),
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),
+        runners=_runners(table.get("runners", {}), configured),
     )
 
 

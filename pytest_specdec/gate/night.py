@@ -337,19 +337,39 @@ class NightColour:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-# What a leg that sent no night file tells (the verdict job cannot see the runner, only that nothing came back).
-SILENT = (
-    "the leg reported nothing: its measuring job did not run or did not finish on the self-hosted runner "
-    "(runs-on: self-hosted, macOS, ARM64) — a runner offline or lost, a job cancelled after GitHub's 24–48 h "
-    "queue limit, or a night file refused"
-)
+def artifact_name(runner: str, backend: str) -> str:
+    """The artifact a leg's measuring job uploads: ``specdec-<leg>``, or ``specdec-<runner>--<leg>`` in a fleet.
+
+    >>> artifact_name("", "mlx"), artifact_name("specdec-m4pro-48", "mlx")
+    ('specdec-mlx', 'specdec-specdec-m4pro-48--mlx')
+    """
+    return f"specdec-{runner}--{backend}" if runner else f"specdec-{backend}"
 
 
-def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> list[LegNight]:
+def silent_text(runner: str = "") -> str:
+    """What a leg that sent no night file tells (the verdict job cannot see the runner, only that nothing came
+    back), naming the runner's labels."""
+    labels = "self-hosted, macOS, ARM64" + (f", {runner}" if runner else "")
+    return (
+        "the leg reported nothing: its measuring job did not run or did not finish on the self-hosted runner "
+        f"(runs-on: {labels}) — a runner offline or lost, a job cancelled after GitHub's 24–48 h "
+        "queue limit, or a night file refused"
+    )
+
+
+SILENT = silent_text()
+
+
+def runner_name(runner: str) -> str:
+    """What a runner is called where no night file named its machine class (``runner <label>``)."""
+    return f"runner {runner}" if runner else "its self-hosted runner"
+
+
+def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "") -> list[LegNight]:
     """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue)."""
     reported = {leg.backend for leg in legs}
-    machine = next((leg.machine_class for leg in legs), "its self-hosted runner")
-    finding = Finding(State.NOT_REPORTED, "leg", SILENT, cause=LegCause.NO_NIGHT_FILE)
+    machine = next((leg.machine_class for leg in legs), runner_name(runner))
+    finding = Finding(State.NOT_REPORTED, "leg", silent_text(runner), cause=LegCause.NO_NIGHT_FILE)
     return [
         LegNight(backend, machine, required, False, "the leg reported nothing", (finding,))
         for backend, required in sorted(expected.items())
@@ -357,7 +377,7 @@ def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> list[
     ]
 
 
-def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> NightColour:
+def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "") -> NightColour:
     """Red when a required leg has a red finding or did not report, or when no leg was measured at all.
 
     ``expected`` maps each configured leg to whether it is required.
@@ -367,7 +387,7 @@ def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool]) -> Nigh
     warnings: list[str] = []
     for backend, required in sorted(expected.items()):
         if backend not in reported:
-            line = f"{backend}: {State.NOT_REPORTED.value} — leg: {SILENT}"
+            line = f"{backend}: {State.NOT_REPORTED.value} — leg: {silent_text(runner)}"
             (lines if required else warnings).append(line)
     for leg in legs:
         lines += [f"{leg.backend}: {f.state.value} — {f.subject}: {f.message}" for f in leg.red]

@@ -37,7 +37,7 @@ from pytest_specdec.gate.budget import (
     timings_path,
 )
 from pytest_specdec.gate.change import Call
-from pytest_specdec.gate.legs import GateConfig, LegConfig, check_profile, leg_server
+from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.night import LegCause, State, trailing
 from pytest_specdec.gate.state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
@@ -159,7 +159,8 @@ def _unmeasurable(out: Path, leg: LegConfig, reason: str, cause: LegCause) -> Le
 
 def _fit_budget(config: GateConfig, backend: str, python: str, out: Path, arguments: Sequence[str]) -> list[str]:
     """Say the leg's expected duration before it starts; deselect claims beyond its share, in turns."""
-    allowed = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
+    share = len(config.runner_legs(os.environ.get(RUNNER_VARIABLE, "")))  # the legs of this runner's night
+    allowed = config.window_minutes * 60.0 / max(1, share) if config.window_minutes else None
     nodeids = collect(pytest_command(python, backend, out, arguments, config.leg(backend).targets))
     timings = timings_path(machine_class(), backend)
     budget = plan(nodeids, read_timings(timings), allowed, read_last_measured(timings))

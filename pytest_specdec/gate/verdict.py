@@ -16,12 +16,23 @@ from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.alerts import LEGACY_CAUSE, AlertKey, KnownIssue, clear_alert, known_issues, raise_alert
-from pytest_specdec.gate.night import NIGHT_FILE, Finding, LegNight, NightColour, State, night_colour, silent_legs
+from pytest_specdec.gate.night import (
+    NIGHT_FILE,
+    Finding,
+    LegNight,
+    NightColour,
+    State,
+    artifact_name,
+    night_colour,
+    runner_name,
+    silent_legs,
+)
 from pytest_specdec.gate.tonight import read_night
 
 
-def load_legs(artifacts: Path, expected: Mapping[str, bool]) -> tuple[list[LegNight], list[str]]:
-    """Each planned leg's night from ``artifacts/specdec-<leg>/night.json``; the refusals, one line each.
+def load_legs(artifacts: Path, expected: Mapping[str, bool], runner: str = "") -> tuple[list[LegNight], list[str]]:
+    """Each planned leg's night from ``artifacts/specdec-<leg>/night.json`` (a fleet's runner's:
+    ``specdec-<runner>--<leg>``); the refusals, one line each.
 
     The file was written by a job that ran tonight's upgraded packages, so what it says of
     itself is checked: it must lie in its own leg's folder, the leg must be planned tonight,
@@ -35,7 +46,7 @@ def load_legs(artifacts: Path, expected: Mapping[str, bool]) -> tuple[list[LegNi
         except SpecdecUsageError as error:
             refused.append(str(error))
             continue
-        if path.parent.name != f"specdec-{leg.backend}" or leg.backend not in expected:
+        if path.parent.name != artifact_name(runner, leg.backend) or leg.backend not in expected:
             refused.append(
                 f"{path} says it is the night of the {leg.backend!r} leg, which is not the leg of its folder or not "
                 "a leg planned tonight — nothing in it was used"
@@ -124,9 +135,12 @@ def _continued(key: AlertKey, known: Mapping[AlertKey, KnownIssue]) -> AlertKey:
     return max(same, key=lambda k: known[k].number) if same else key
 
 
-def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
+def tell(legs: Sequence[LegNight], gh: str, run_url: str, runner: str = "") -> list[str]:
     """One issue per alert key: opened, commented on or reopened; the gate's open issues shown cleared are
-    closed with a comment. What was done, one line each."""
+    closed with a comment. What was done, one line each.
+
+    A fleet's runner (``runner``) judges only its own issues: those of the machine classes its legs reported
+    tonight and its own "runner did not report" ones; another runner's are left for that runner's verdict."""
     bodies: dict[AlertKey, list[str]] = {}
     for leg, finding in told(legs):
         bodies.setdefault(alert_key(leg, finding), []).append(issue_body(leg, finding, run_url))
@@ -135,7 +149,10 @@ def tell(legs: Sequence[LegNight], gh: str, run_url: str) -> list[str]:
     for key, parts in bodies.items():  # two of tonight's keys may continue one issue: both bodies go there
         raised.setdefault(_continued(key, known), []).extend(parts)
     done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in raised.items()]
+    mine = {leg.machine_class for leg in legs} | {runner_name(runner)}
     for key, issue in sorted(known.items()):
+        if runner and key.machine_class not in mine:
+            continue
         why = cleared(key, legs) if issue.open and key not in raised else None
         if why is not None:
             done.append(clear_alert(gh, issue, f"{why}\n\nRun and artifacts: {run_url}"))
@@ -170,8 +187,11 @@ def night_summary(colour: NightColour, legs: Sequence[LegNight], refused: Sequen
     return "\n".join(lines) + "\n"
 
 
-def decide(artifacts: Path, expected: Mapping[str, bool]) -> tuple[NightColour, list[LegNight], list[str]]:
-    """The night's legs as reported, its colour, and the files refused."""
-    legs, refused = load_legs(artifacts, expected)
-    legs += silent_legs(legs, expected)  # each with its own issue: "runner did not report"
-    return night_colour(legs, expected), legs, refused
+def decide(
+    artifacts: Path, expected: Mapping[str, bool], runner: str = ""
+) -> tuple[NightColour, list[LegNight], list[str]]:
+    """The night's legs as reported (on ``runner``, a fleet's label; ``""``: the one runner), its colour, and
+    the files refused."""
+    legs, refused = load_legs(artifacts, expected, runner)
+    legs += silent_legs(legs, expected, runner)  # each with its own issue: "runner did not report"
+    return night_colour(legs, expected, runner), legs, refused

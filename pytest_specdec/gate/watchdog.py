@@ -10,10 +10,16 @@ on the self-hosted runner) uploaded its leg's night for the verdict to read (``g
 is completed and failed, and is no night. When no night measured within ``hours`` it
 re-enables the workflow (``gh workflow enable``), opens (or comments on, or reopens) one
 issue, and fails; the first check that finds a measured night again closes it.
+
+A fleet (``[tool.specdec.gate.runners]``) is watched runner by runner: each runner's measuring
+jobs are named ``measure (<leg> on <label>)``, and a runner whose jobs have measured no night
+within ``hours`` has its own issue, while the others' nights go on counting.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from pytest_specdec.errors import SpecdecUsageError
@@ -22,8 +28,9 @@ from pytest_specdec.gate.alerts import AlertKey, clear_alert, gh_json, gh_output
 # Only the scheduled night measures every leg: a manual run may measure one optional leg, without the
 # upgrade or on another profile, and a push-triggered run is no night at all.
 NIGHTS = ("schedule",)
-# The workflow's measuring job (one per leg, on the self-hosted runner) and its step that hands the night on.
-MEASURING_JOB = "measure ("
+# The workflow's measuring job (one per leg, on the self-hosted runner; "measure (LEG on LABEL)" in a fleet, and
+# "night (LABEL) / measure (…)" as GitHub names a called workflow's jobs) and its step that hands the night on.
+MEASURING_JOB = re.compile(r"(?:^|/ )measure \((?P<leg>[^()]*?)(?: on (?P<runner>[^()]+))?\)$")
 NIGHT_HANDED_ON = "Upload the leg's results, night and logs"
 
 
@@ -43,60 +50,96 @@ def last_night(runs: list[dict[str, object]]) -> datetime | None:
     return finished[0][0] if finished else None
 
 
-def measured(jobs: object) -> bool:
-    """Whether a run's jobs (``gh run view --json jobs``) include a measuring job that handed its night on."""
+def measured(jobs: object, runner: str = "") -> bool:
+    """Whether a run's jobs (``gh run view --json jobs``) include a measuring job (of ``runner``, a fleet's label;
+    ``""``: any) that handed its night on.
+
+    >>> step = {"name": NIGHT_HANDED_ON, "conclusion": "success"}
+    >>> jobs = {"jobs": [{"name": "night (m4) / measure (mlx on m4)", "steps": [step]}]}
+    >>> measured(jobs, "m4"), measured(jobs, "m1"), measured(jobs)
+    (True, False, True)
+    """
     listed = jobs.get("jobs") if isinstance(jobs, dict) else None
-    return any(
-        str(job.get("name", "")).startswith(MEASURING_JOB)
-        and any(step.get("name") == NIGHT_HANDED_ON and step.get("conclusion") == "success"
-                for step in job.get("steps") or [] if isinstance(step, dict))
-        for job in listed or [] if isinstance(job, dict)
-    )  # fmt: skip
+    for job in listed or []:
+        name = MEASURING_JOB.search(str(job.get("name", ""))) if isinstance(job, dict) else None
+        if name is None or (runner and name.group("runner") != runner):
+            continue
+        steps = [step for step in job.get("steps") or [] if isinstance(step, dict)]
+        if any(step.get("name") == NIGHT_HANDED_ON and step.get("conclusion") == "success" for step in steps):
+            return True
+    return False
 
 
-def last_measured_night(gh: str, runs: list[dict[str, object]]) -> tuple[datetime | None, int]:
-    """When the newest night that measured finished, and how many newer completed ones did not measure."""
-    skipped = 0
+def last_measured_night(
+    gh: str, runs: list[dict[str, object]], runners: Sequence[str] = ("",)
+) -> dict[str, tuple[datetime | None, int]]:
+    """Per runner: when its newest night that measured finished, and how many newer completed ones did not measure
+    on it (each run's jobs asked for once)."""
+    found: dict[str, tuple[datetime | None, int]] = {}
+    skipped = dict.fromkeys(runners, 0)
     for finished, run in finished_nights(runs):
+        if len(found) == len(skipped):
+            break
         jobs = gh_json(gh, "run", "view", str(run.get("databaseId", "")), "--json", "jobs")
-        if measured(jobs):
-            return finished, skipped
-        skipped += 1
-    return None, skipped
+        for runner in skipped:
+            if runner in found:
+                continue
+            if measured(jobs, runner):
+                found[runner] = (finished, skipped[runner])
+            else:
+                skipped[runner] += 1
+    return {runner: found.get(runner, (None, count)) for runner, count in skipped.items()}
 
 
-def check_nights(gh: str, workflow: str, hours: float, now: datetime | None = None) -> tuple[bool, list[str]]:
-    """``(quiet, lines)``: whether no night completed within ``hours``, and what was done."""
+def check_nights(
+    gh: str, workflow: str, hours: float, now: datetime | None = None, runners: Sequence[str] = ("",)
+) -> tuple[bool, list[str]]:
+    """``(quiet, lines)``: whether some runner (``runners``: a fleet's labels; ``("",)``: the one runner) has measured
+    no night within ``hours``, and what was done."""
     # Scheduled runs only: a week of manual runs would otherwise push the last night out of the 50.
     runs = gh_json(gh, "run", "list", "--workflow", workflow, "--event", "schedule", "--limit", "50",
                    "--json", "databaseId,status,conclusion,event,createdAt,updatedAt")  # fmt: skip
     current = now or datetime.now(UTC)
-    last, unmeasured = last_measured_night(gh, runs if isinstance(runs, list) else [])
-    key = quiet_key(workflow)
-    if last is not None and current - last <= timedelta(hours=hours):
-        lines = [f"last night of {workflow} that measured finished {last.isoformat()} — within {hours:g} hours"]
-        issue = known_issues(gh).get(key)
-        if issue is not None and issue.open:
-            lines.append(clear_alert(gh, issue, f"Cleared: {lines[0]}.\n\nWatchdog run: {run_url()}"))
-        return False, lines
-    said = f"the last finished {last.isoformat()}" if last else "none in its recent runs"
-    since = f"; {unmeasured} later scheduled run(s) completed without measuring" if unmeasured else ""
-    lines = [f"no night of {workflow} has measured for {hours:g} hours ({said}{since})"]
-    try:
-        gh_output(gh, "workflow", "enable", workflow)
-        lines.append(f"re-enabled {workflow} (GitHub disables scheduled workflows after 60 days without activity)")
-    except SpecdecUsageError as error:
-        lines.append(f"could not re-enable {workflow}: {error}")
-    body = (
-        f"{lines[0]}.\n\nLikely causes: the self-hosted runner is offline (its measuring jobs never ran, so the "
-        "verdict had no night to read), the scheduled workflow was disabled "
-        "after 60 days without repository activity, or a queued night was cancelled by a newer run.\n\n"
-        f"Watchdog run: {run_url()}\n"
-    )
-    lines.append(raise_alert(gh, key, body, known_issues(gh)))
-    return True, lines
+    lasts = last_measured_night(gh, runs if isinstance(runs, list) else [], runners)
+
+    def recent(last: datetime | None) -> bool:
+        return last is not None and current - last <= timedelta(hours=hours)
+
+    quiet = [runner for runner in runners if not recent(lasts[runner][0])]
+    lines: list[str] = []
+    if quiet:
+        try:
+            gh_output(gh, "workflow", "enable", workflow)
+            enabled = f"re-enabled {workflow} (GitHub disables scheduled workflows after 60 days without activity)"
+        except SpecdecUsageError as error:
+            enabled = f"could not re-enable {workflow}: {error}"
+    known = known_issues(gh)
+    for runner in runners:
+        last, unmeasured = lasts[runner]
+        on = f" on runner {runner}" if runner else ""
+        key = quiet_key(workflow, runner)
+        if runner not in quiet:
+            line = f"last night of {workflow}{on} that measured finished {last.isoformat() if last else ''} — within {hours:g} hours"
+            lines.append(line)
+            issue = known.get(key)
+            if issue is not None and issue.open:
+                lines.append(clear_alert(gh, issue, f"Cleared: {line}.\n\nWatchdog run: {run_url()}"))
+            continue
+        said = f"the last finished {last.isoformat()}" if last else "none in its recent runs"
+        since = f"; {unmeasured} later scheduled run(s) completed without measuring" if unmeasured else ""
+        lines += [f"no night of {workflow}{on} has measured for {hours:g} hours ({said}{since})", enabled]
+        runner_said = f"the self-hosted runner{' ' + runner if runner else ''} is offline"
+        body = (
+            f"{lines[-2]}.\n\nLikely causes: {runner_said} (its measuring jobs never ran, so the "
+            "verdict had no night to read), the scheduled workflow was disabled "
+            "after 60 days without repository activity, or a queued night was cancelled by a newer run.\n\n"
+            f"Watchdog run: {run_url()}\n"
+        )
+        lines.append(raise_alert(gh, key, body, known))
+    return bool(quiet), list(dict.fromkeys(lines))
 
 
-def quiet_key(workflow: str) -> AlertKey:
-    """The watchdog's one issue: no night measured (per workflow; a fleet's runners each have their legs)."""
-    return AlertKey("every machine class", "every leg", "the nightly gate", "no night measured", workflow)
+def quiet_key(workflow: str, runner: str = "") -> AlertKey:
+    """The watchdog's issue: no night measured (per workflow; in a fleet, per runner, named by its label)."""
+    machine = f"runner {runner}" if runner else "every machine class"
+    return AlertKey(machine, "every leg", "the nightly gate", "no night measured", workflow)

@@ -24,11 +24,16 @@ from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 
 VERSION = "{version}"
 FIRST_RUN_SPEEDUP = "{first_run_speedup}"
+BY_MACHINE = {by_machine!r}  # machine class -> this release's speedup there (a chip-dependent release)
 
 
 def speedup():
-    """This release's speedup: a release with a first-run speedup has it in the first process that measures it
-    after its install, and its own speedup in every later one (a flip that does not repeat)."""
+    """This release's speedup: on a machine class it names, that class's; a release with a first-run speedup has
+    it in the first process that measures it after its install, and its own speedup in every later one (a flip
+    that does not repeat)."""
+    here = BY_MACHINE.get(os.environ.get("SPECDEC_MACHINE_CLASS", ""))
+    if here is not None:
+        return str(here)
     if not FIRST_RUN_SPEEDUP:
         return "{speedup}"
     mark = Path(__file__).with_name("first-run")
@@ -59,10 +64,18 @@ SPEC = BackendSpec(name="testbackend", target="specdec_testbackend:ReleasedBacke
 
 
 def build_wheel(
-    folder: Path, version: str, speedup: float, counter_scale: float = 1.0, first_run_speedup: float | None = None
+    folder: Path,
+    version: str,
+    speedup: float,
+    *,
+    counter_scale: float = 1.0,
+    first_run_speedup: float | None = None,
+    by_machine: Mapping[str, float] | None = None,
 ) -> Path:
     """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed).
 
+    ``by_machine``: the release's speedup on the machine classes it names (``SPECDEC_MACHINE_CLASS``), as a
+    release that pays off on one chip and not on another.
     ``counter_scale`` below 1 makes the release report shorter decode times for SD than it
     spent: a change of what its counters cover, not of its speed. ``first_run_speedup``: the
     speedup of the first process that measures this install (later ones get ``speedup``).
@@ -74,6 +87,7 @@ def build_wheel(
             speedup=speedup,
             counter_scale=counter_scale,
             first_run_speedup="" if first_run_speedup is None else first_run_speedup,
+            by_machine=dict(by_machine or {}),
         ),
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -135,3 +136,41 @@ def test_managed_server_logs_are_kept_where_the_gate_asks(tmp_path: Path, monkey
     server.stop()
     (log,) = (tmp_path / "server-logs").iterdir()
     assert log.name.startswith("web-"), "a clean stop keeps the log for the artifact"
+
+
+FLEET = """
+[tool.specdec.gate.legs.mlx]
+required = true
+[tool.specdec.gate.legs.ollama]
+
+[tool.specdec.gate.runners.specdec-m1max-64]
+legs = ["mlx", "ollama"]
+[tool.specdec.gate.runners.specdec-m4pro-48]
+legs = ["mlx"]
+"""
+
+
+def test_a_fleet_names_each_runner_with_its_legs(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.specdec.gate]\n" + FLEET)
+    config = read_gate_config(tmp_path)
+    assert config.labels == ("specdec-m1max-64", "specdec-m4pro-48")
+    assert config.runner_legs("specdec-m4pro-48") == ("mlx",)
+    assert config.runner_legs("") == ("mlx", "ollama"), "no runner named: every leg"
+    (tmp_path / "pyproject.toml").write_text("[tool.specdec.gate.legs.mlx]\n")
+    assert read_gate_config(tmp_path).labels == ("",), "without a fleet: the one runner"
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('[tool.specdec.gate.runners.m4]\nlegs = ["llama-server"]\n', "'llama-server' is not one"),
+        ("[tool.specdec.gate.runners.m4]\nlegs = []\n", "it names none"),
+        ('[tool.specdec.gate.runners."m4--pro"]\nlegs = ["mlx"]\n', "not a runner label"),
+        ('[tool.specdec.gate.runners.m4]\nlegs = ["mlx"]\nos = "15"\n', "unknown key 'os'"),
+        ('[tool.specdec.gate.runners.m4]\nlegs = ["mlx"]\nmachine-class = 3\n', "must be a str"),
+    ],
+)
+def test_a_bad_runner_table_is_one_line(tmp_path: Path, table: str, said: str) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.specdec.gate]\n[tool.specdec.gate.legs.mlx]\n" + table)
+    with pytest.raises(SpecdecUsageError, match=re.escape(said)):
+        read_gate_config(tmp_path)

@@ -20,6 +20,7 @@ from pytest_specdec.gate.night import (
     State,
     Thresholds,
     night_colour,
+    silent_legs,
     trailing,
     ungated_finding,
 )
@@ -268,8 +269,8 @@ def test_every_change_its_own_issue_closed_when_cleared_and_reopened_when_it_ret
     assert issues[0]["comments"][1].startswith("Cleared: claim d was measured tonight on M (mlx-lm 0.33.0) and agrees")
 
 
-def alert_key_of(finding: Finding) -> AlertKey:
-    return AlertKey("M", "mlx", finding.subject, finding.state.value, finding.cause)
+def alert_key_of(finding: Finding, machine: str = "M") -> AlertKey:
+    return AlertKey(machine, "mlx", finding.subject, finding.state.value, finding.cause)
 
 
 def test_a_night_on_another_profile_neither_clears_nor_continues_that_profiles_alert(
@@ -441,6 +442,28 @@ def test_a_flip_not_confirmed_night_after_night_opens_an_issue_as_undecided_with
     assert "undecided for nights — claim d: flip not confirmed on 3 nights in a row" in night.stdout
     (create,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
     assert "| 2026-11-03 | mlx-lm 0.33.0 | 1.40x [1.30, 1.50] | refuted | flip |" in create[create.index("--body") + 1]
+
+
+def test_a_fleets_runner_judges_only_its_own_issues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runner m4's verdict: its silent leg's issue is named by its label; another chip's open flip, and another
+    runner's silent leg, are left for their own runner's verdict, even where m4's night would clear them."""
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    flip = Finding(State.FLIP, "claim d", "refuted", "t.py::test_d[code]", "code", cause="mlx-lm 0.32.2 → 0.33.0")
+    assert tell([LegNight("mlx", "M1", True, True, "measured", (flip,))], str(GH), "u", "m1") == [
+        f"opened: {alert_key_of(flip, 'M1').title}"
+    ]
+    (m3_silent,) = silent_legs([], {"mlx": True}, "m3")
+    assert m3_silent.machine_class == "runner m3"
+    assert "runs-on: self-hosted, macOS, ARM64, m3" in m3_silent.findings[0].message
+    (opened,) = tell([m3_silent], str(GH), "u", "m3")
+    assert "on runner m3 (mlx)" in opened
+    agrees = LegNight("mlx", "M4", True, True, "measured", (), agreeing={"claim d": "mlx-lm 0.33.0"})
+    assert tell([agrees], str(GH), "u", "m4") == [], "M1's flip and m3's silence are not m4's to clear"
+    m1_agrees = replace(agrees, machine_class="M1")
+    assert tell([m1_agrees], str(GH), "u", "m1") == ["closed #1 (cleared): " + alert_key_of(flip, "M1").title], (
+        "m1's own night clears m1's flip, and still not m3's silence"
+    )
 
 
 def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, measured: Path) -> None:

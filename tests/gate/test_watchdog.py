@@ -91,3 +91,39 @@ def test_a_completed_failed_night_whose_measuring_jobs_never_ran_is_no_night(gh_
         "no night of specdec-gate.yml has measured for 48 hours (the last finished 2026-11-27T03:40:00+00:00; "
         "1 later scheduled run(s) completed without measuring)"
     )
+
+
+def fleet_jobs(*labels: str) -> list[dict[str, object]]:
+    """The jobs of a fleet's night as GitHub names a called workflow's: ``night (L) / measure (leg on L)``."""
+    handed_on = [{"name": "Upload the leg's results, night and logs", "conclusion": "success"}]
+    return [{"name": f"night ({label}) / measure (mlx on {label})", "conclusion": "success", "steps": handed_on}
+            for label in labels]  # fmt: skip
+
+
+def test_each_runner_of_a_fleet_has_its_nights_counted_and_its_own_issue(tmp_path: Path, gh_state: Path) -> None:
+    """The M4 runner measured tonight; the M1 runner last measured four days ago: only M1's issue opens, named by
+    its label, and the workflow is re-enabled once."""
+    gh_state.write_text(json.dumps({"runs": [
+        run("schedule", "2026-12-01T03:40:00Z", jobs=fleet_jobs("m4-48")),
+        run("schedule", "2026-11-27T03:40:00Z", jobs=fleet_jobs("m1-64", "m4-48")),
+    ]}))  # fmt: skip
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m1-64", "m4-48"))
+    assert quiet
+    assert (
+        "no night of specdec-gate.yml on runner m1-64 has measured for 48 hours (the last finished "
+        "2026-11-27T03:40:00+00:00; 1 later scheduled run(s) completed without measuring)"
+    ) in lines
+    assert any(line.startswith("last night of specdec-gate.yml on runner m4-48 that measured") for line in lines)
+    assert f"opened: {quiet_key('specdec-gate.yml', 'm1-64').title}" in lines
+    assert not [line for line in lines if line.startswith("opened") and "m4-48" in line]
+    assert "runner m1-64" in quiet_key("specdec-gate.yml", "m1-64").title
+    calls = [json.loads(line) for line in (tmp_path / "gh.jsonl").read_text().splitlines()]
+    assert calls.count(["workflow", "enable", "specdec-gate.yml"]) == 1
+    assert len([c for c in calls if c[:2] == ["run", "view"]]) == 2, "each night's jobs asked for once"
+    # M1 measures again: its issue closes, M4's nights were never its concern.
+    state = json.loads(gh_state.read_text())
+    state["runs"].append(run("schedule", "2026-12-01T04:40:00Z", jobs=fleet_jobs("m1-64")))
+    gh_state.write_text(json.dumps(state))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m1-64", "m4-48"))
+    assert not quiet
+    assert f"closed #1 (cleared): {quiet_key('specdec-gate.yml', 'm1-64').title}" in lines
