@@ -349,6 +349,7 @@ def record_outcome(
                 p.baseline.decode_tokens,
                 p.treatment.drafted,
                 p.treatment.accepted,
+                p.treatment.decode_tokens,
             )
             for p in c.pairs
         ),

@@ -108,7 +108,8 @@ def first_nights(fleet: Path) -> None:
         assert "the night is green" in verdict, verdict[-3000:]
         assert "not yet gated" in verdict
         assert f"measure (testbackend on {label})" in night.stdout
-    assert sorted(merge(fleet, calls)) == [f"specdec/accept-{M1}", f"specdec/accept-{M4}"]
+    # One pull request per chip and runner (two runners of one class would each have their own).
+    assert sorted(merge(fleet, calls)) == [f"specdec/accept-{M1}-act-m1", f"specdec/accept-{M4}-act-m4"]
     for machine in (M1, M4):
         accepted = json.loads((repo / "baselines" / machine / "testbackend.json").read_text())
         (entry,) = accepted["entries"].values()
@@ -163,7 +164,7 @@ def the_third_runner_reports(fleet: Path) -> None:
     touched = [c for c in calls if c[:2] in (["issue", "close"], ["issue", "comment"], ["issue", "reopen"])]
     assert len(touched) == 1, "the first chip's open issue is its own runner's to judge"
     proposed = [c[c.index("--head") + 1] for c in calls if c[:2] == ["pr", "create"]]
-    assert proposed == [f"specdec/accept-{M3}"], "the new chip's own accept pull request"
+    assert proposed == [f"specdec/accept-{M3}-act-m3"], "the new chip's own accept pull request"
 
 
 def test_a_fleet_night_gives_each_chip_its_verdict_issues_and_store(fleet: Path) -> None:

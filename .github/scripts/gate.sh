@@ -240,9 +240,14 @@ PY
     ;;
   validate-submissions)
     # The community workflow: the base branch's specdec reads the pull request's files as data.
+    # Only what the pull request adds or changes: a file the base branch holds as it is was checked when it
+    # came in (a later protocol or check would otherwise turn every new pull request red).
+    submitted="${SUBMITTED:-community}"
     files=()
-    while IFS= read -r -d '' file; do files+=("$file"); done < <(find "${SUBMITTED:-community}" -mindepth 2 -maxdepth 2 -name '*.json' -print0 2>/dev/null | sort -z)
-    if [ "${#files[@]}" -eq 0 ]; then echo "no submission under ${SUBMITTED:-community}/<machine class>/: nothing to validate"; exit 0; fi
+    while IFS= read -r -d '' file; do
+      cmp -s "$file" "community/${file#"$submitted"/}" 2> /dev/null || files+=("$file")
+    done < <(find "$submitted" -mindepth 2 -maxdepth 2 -name '*.json' -print0 2>/dev/null | sort -z)
+    if [ "${#files[@]}" -eq 0 ]; then echo "no new or changed submission under $submitted/<machine class>/: nothing to validate"; exit 0; fi
     .alert-venv/bin/python -m pytest_specdec.cli validate "${files[@]}"
     ;;
   watchdog)
@@ -258,7 +263,7 @@ PY
     back="$(git rev-parse --abbrev-ref HEAD)"
     # One pull request per machine class: a fleet's chips are accepted (and reviewed) apart.
     for machine in $(cat .accepted-machine); do  # machine classes are slugs: no spaces
-      branch="specdec/accept-$machine"
+      branch="specdec/accept-$machine${RUNNER:+-$RUNNER}"  # two runners of one class: a pull request each
       git checkout -q -B "$branch" "$back"
       git add "baselines/$machine"
       git -c user.name="specdec gate" -c user.email="specdec-gate@users.noreply.github.com" \

@@ -61,7 +61,16 @@ def _repository(args: argparse.Namespace) -> str:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from pytest_specdec.community.submit import Private, field_names, issue_url, leaks, markdown, submissions_of
+    from pytest_specdec.community.checks import check_submission
+    from pytest_specdec.community.submit import (
+        Private,
+        field_names,
+        free_text,
+        issue_url,
+        leaks,
+        markdown,
+        submissions_of,
+    )
     from pytest_specdec.store.files import dumps, load_run, write_atomically
 
     repository = _repository(args)  # bad input is refused before anything is written
@@ -71,34 +80,40 @@ def _submit(args: argparse.Namespace) -> int:
     made, skipped = submissions_of(run, private, submitted)
     for line in skipped:
         print(f"specdec submit: left out {line}")
-    if not made:
+    kept = []
+    for submission in made:  # what specdec validate would reject is never shared
+        reasons = check_submission(submission, "").reasons
+        c = submission.comparison
+        if reasons:
+            print(f"specdec submit: left out {c.nodeid} [{c.category}]: specdec validate rejects it: {reasons[0]}")
+        else:
+            kept.append(submission)
+    if not kept:
         raise SpecdecUsageError(
             f"{args.results}: no comparison in it can be submitted — run make bench (or your tests) again"
         )
-    root = _checkout(args) if args.pr else args.out
-    written = []
-    for submission in made:
-        text = dumps(submission)
-        found = leaks(text + markdown(submission), private)
-        if found:  # never written: scrubbing missed something
+    url = issue_url(kept, repository)
+    for submission in kept:  # never written: scrubbing missed something
+        found = leaks(free_text(submission), private, anywhere=[dumps(submission), markdown(submission), url])
+        if found:
             raise SpecdecUsageError(
                 f"a submission still names {found[0]!r} after scrubbing — report this; nothing written"
             )
+    root = _checkout(args) if args.pr else args.out
+    written = []
+    for submission in kept:
         path = root / submission.relative_path
-        write_atomically(path, text)
+        write_atomically(path, dumps(submission))
         write_atomically(path.with_suffix(".md"), markdown(submission) + "\n")
         written.append(path)
     print(f"specdec submit: {len(written)} file(s), each with a .md summary:")
     for path in written:
         print(f"  {path}")
-    print("each file holds these fields (user paths, host and user names stripped):")
-    print("  " + ", ".join(field_names(made[0])))
-    url = issue_url(made, repository)
-    if leaks(url, private):
-        raise SpecdecUsageError("the issue URL still names this machine or user after scrubbing — report this")
+    print("each file holds these fields (user paths, host and user names, other machines' addresses stripped):")
+    print("  " + ", ".join(field_names(kept[0])))
     print(f"open an issue with the summary (attach the files): {url}")
     if args.pr:
-        branch = _commit(root, written, made[0].machine.machine_class, submitted)
+        branch = _commit(root, written, kept[0].machine.machine_class, submitted)
         print(f"branch {branch} adds them; push it and open the pull request with your own tools:")
         print(f"  git push -u origin {branch} && gh pr create --repo {repository} --fill")
     return 0
@@ -133,6 +148,8 @@ def _validate(args: argparse.Namespace) -> int:
             rejected += 1
             for reason in result.reasons:
                 print(f"{path}: rejected: {reason}")
+        for line in result.flags:
+            print(f"{path}: flagged (not rejected): {line}")
         for line in result.unchecked:
             print(f"{path}: not checked: {line}")
     print(f"specdec validate: {len(args.files) - rejected} consistent, {rejected} rejected")

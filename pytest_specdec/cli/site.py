@@ -30,7 +30,14 @@ def _site(args: argparse.Namespace) -> int:
 
     if args.out.exists() and not args.out.is_dir():
         raise SpecdecUsageError(f"{args.out} is a file — name a folder for the site")
-    built = build_site(args.out, args.baselines, args.results, args.history, args.community)
+    from pytest_specdec.community.checks import check_submission
+    from pytest_specdec.store.submissions import Submission
+
+    def admit(submission: Submission) -> str | None:  # a submitted row is shown only as validate accepts it
+        reasons = check_submission(submission, "").reasons
+        return reasons[0] if reasons else None
+
+    built = build_site(args.out, args.baselines, args.results, args.history, community=args.community, admit=admit)
     print(f"specdec site: {built.pages} page(s) in {args.out} — open {built.index}")
     if built.skipped:
         print(f"specdec site: skipped {len(built.skipped)} file(s) (listed on the front page): {built.skipped[0]}")

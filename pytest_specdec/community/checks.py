@@ -11,10 +11,13 @@ Each check reads what the file keeps and gives one line per reason to reject it:
   (:func:`~pytest_specdec.measure.looks.speedup_readings`), it must be the one the file states;
 - **SD engaged**: the SD arm drafted, and never accepted more than it drafted;
 - **lossless**: the output check ran and did not fail;
+- **what a reader sees**: each bound's verdict, the conclusion, both arms' tok/s and the
+  acceptance interval are the ones the pairs give;
 - **physics**: no speedup above the tokens per target pass its own counts allow (a pass
   produces one token of the target's plus the accepted drafts, and costs at least a plain
-  step), and no plain rate above the chip's bandwidth roofline where the chip's bandwidth
-  and the target's size are known;
+  step). A plain rate above the chip's bandwidth roofline (where the chip's bandwidth and the
+  target's size are known) is *flagged*, not rejected: a mixture of experts reads fewer bytes a
+  token than its file holds, which the file cannot show;
 - **release**: a backend this pytest-specdec knows, whose release string names a version
   its recorded versions list.
 
@@ -30,21 +33,22 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_specdec.axes.concurrency import CONCURRENCY
 from pytest_specdec.axes.metric import END_TO_END, METRIC
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import peak_bandwidth_gbs
-from pytest_specdec.measure.looks import critical_value, speedup_readings
+from pytest_specdec.measure.looks import acceptance_interval, critical_value, speedup_readings
 from pytest_specdec.measure.sampled import DISTRIBUTION, EXACT, SAME_SEED
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.sequential import pair_schedule, total_time_ratio
-from pytest_specdec.stats import Interval
+from pytest_specdec.stats import Interval, combine, verdict_on
 from pytest_specdec.store.records import MEASUREMENT_PROTOCOL, ComparisonRecord, Conclusion
 from pytest_specdec.store.submissions import Submission, read_submission
 
 RELATIVE_TOLERANCE = 1e-6  # the interval as recomputed against the one stated: JSON keeps 17 digits
 PASS_BOUND_SLACK = 1.05  # the tokens-per-pass bound, with room for a first token counted on one side only
 NOT_MEASURED = "that the pairs were measured at all: consistent, made-up pairs pass (submitted, not reproduced)"
-VERSION = re.compile(r"^(?:v?\d+(?:\.\d+)*(?:[-.+]?[A-Za-z0-9.]+)?|b\d+)$")
+VERSION = re.compile(r"^(?:v?\d+(?:\.\d+)*(?:[-.+]?[A-Za-z0-9.]+)?|b\d+(?:-[0-9a-f]+)?)$")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class Validation:
     where: str
     reasons: tuple[str, ...]  # one line per reason to reject; empty: consistent
     unchecked: tuple[str, ...]  # what this validator cannot check about it
+    flags: tuple[str, ...] = ()  # what looks implausible without being shown wrong (the roofline)
 
     @property
     def accepted(self) -> bool:
@@ -77,6 +82,7 @@ def check_submission(submission: Submission, where: str) -> Validation:
     c = submission.comparison
     reasons: list[str] = []
     unchecked = [NOT_MEASURED]
+    flags: list[str] = []
     if c.protocol != MEASUREMENT_PROTOCOL:
         reasons.append(
             f"measured under protocol {c.protocol}; this validator checks protocol {MEASUREMENT_PROTOCOL} — "
@@ -84,27 +90,33 @@ def check_submission(submission: Submission, where: str) -> Validation:
         )
     if c.backend not in registered_backends():
         reasons.append(f"backend {c.backend!r} is not one pytest-specdec knows ({', '.join(registered_backends())})")
-    reasons += _release(c)
-    pairs = _pairs(c)
-    reasons += pairs
-    if not pairs:  # the rest read every pair's counts
-        reasons += _order(c) + _interval(c) + _engaged(c) + _lossless(c) + _tokens_per_pass(c)
+    for found in (_release(c), _pairs(c)):
+        reasons += found[0]
+        unchecked += found[1]
+    if all(s.decode_tokens for s in c.samples) and len(c.samples) >= 2 and not _pairs(c)[0]:
+        reasons += _order(c) + _interval(c) + _reported(c) + _lossless(c) + _tokens_per_pass(c)
+        engaged = _engaged(c)
+        reasons += engaged[0]
+        unchecked += engaged[1]
         roofline = _roofline(submission)
-        reasons += roofline[0]
+        flags += roofline[0]
         unchecked += roofline[1]
     unchecked.append(f"whether {c.release} was ever released (no package index is read)")
-    return Validation(where, tuple(reasons), tuple(unchecked))
+    return Validation(where, tuple(reasons), tuple(unchecked), tuple(flags))
 
 
-def _release(c: ComparisonRecord) -> list[str]:
+Found = tuple[list[str], list[str]]  # (reasons to reject, what cannot be checked)
+
+
+def _release(c: ComparisonRecord) -> Found:
     named = [v for v in c.versions.values() if v and v in c.release]
     if not c.release.strip() or not named:
-        return [f"release {c.release!r} names none of its recorded versions ({dict(c.versions)})"]
+        return [f"release {c.release!r} names none of its recorded versions ({dict(c.versions)})"], []
     odd = [v for v in named if not VERSION.match(v)]
-    return [f"release {c.release!r}: {odd[0]!r} is not a version string"] if odd else []
+    return [], [f"which release {c.release!r} is: {odd[0]!r} is not a version"] if odd else []
 
 
-def _pairs(c: ComparisonRecord) -> list[str]:
+def _pairs(c: ComparisonRecord) -> Found:
     reasons = []
     if c.trials != len(c.samples):
         reasons.append(
@@ -122,7 +134,7 @@ def _pairs(c: ComparisonRecord) -> list[str]:
     for name in ("looks", "arm_order", "lossless_check"):
         if not c.scope.get(name):
             reasons.append(f"scope has no {name!r}: the file cannot be checked without it")
-    return reasons
+    return reasons, []
 
 
 def _order(c: ComparisonRecord) -> list[str]:
@@ -176,15 +188,51 @@ def _shown(i: Interval) -> str:
     return f"{i.estimate:.3f}x [{i.low:.3f}, {i.high:.3f}]"
 
 
-def _engaged(c: ComparisonRecord) -> list[str]:
+def _engaged(c: ComparisonRecord) -> Found:
     counted = [s for s in c.samples if s.drafted is not None]
     if not counted:
-        return ["no pair kept its draft counts: whether SD drafted at all cannot be seen"]
+        return [], [f"whether SD drafted: {c.backend} counted no drafts in these pairs"]
     drafted = sum(s.drafted or 0 for s in counted)
     if drafted == 0:
-        return [f"SD never drafted (0 draft tokens over {len(counted)} pairs): not a speculative decoding result"]
+        return [f"SD never drafted (0 draft tokens over {len(counted)} pairs): not a speculative decoding result"], []
     over = [s for s in counted if (s.accepted or 0) > (s.drafted or 0)]
-    return [f"{len(over)} pair(s) accepted more drafts than they drafted"] if over else []
+    return ([f"{len(over)} pair(s) accepted more drafts than they drafted"] if over else []), []
+
+
+def _reported(c: ComparisonRecord) -> list[str]:
+    """What a reader takes from the file besides the interval: each bound's verdict and the conclusion, both arms'
+    tok/s and the acceptance interval, recomputed from the pairs."""
+    try:
+        speedup = recomputed_speedup(c)
+    except (ValueError, ZeroDivisionError, IndexError):
+        return []  # said by the interval check
+    looks = tuple(int(n) for n in c.scope["looks"].split(","))
+    acceptance = acceptance_interval([(s.drafted, s.accepted) for s in c.samples],
+                                     critical_value(len(c.samples), looks, c.speedup.confidence))  # fmt: skip
+    reasons = []
+    for bound in c.judgement.bounds:
+        interval = speedup if bound.metric == "speedup" else acceptance
+        if interval is not None and verdict_on(interval, bound.kind, bound.bound) is not bound.verdict:
+            again = verdict_on(interval, bound.kind, bound.bound).value
+            reasons.append(f"it says {bound.label} {bound.verdict.value}, where its pairs give {again}")
+    said = c.judgement.conclusion.verdict
+    if c.judgement.bounds and said is not None and combine([b.verdict for b in c.judgement.bounds]) is not said:
+        reasons.append(f"its conclusion {said.value!r} is not what its bounds' verdicts combine to")
+    plain = math.fsum(s.decode_tokens or 0 for s in c.samples)
+    for arm, stated, rates in (("plain", c.baseline_tps, [s.baseline_tps for s in c.samples]),
+                               ("SD", c.treatment_tps, [s.treatment_tps for s in c.samples])):  # fmt: skip
+        seconds = math.fsum((s.decode_tokens or 0) / r for s, r in zip(c.samples, rates, strict=True))
+        if stated is not None and not math.isclose(stated, plain / seconds, rel_tol=RELATIVE_TOLERANCE):
+            reasons.append(f"its {arm} arm's {stated:.1f} tok/s is not its pairs' {plain / seconds:.1f}")
+    if (
+        c.acceptance is not None
+        and acceptance is not None
+        and not all(
+            math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-12) for a, b in _sides(acceptance, c.acceptance)
+        )
+    ):
+        reasons.append(f"its acceptance {_shown(c.acceptance)} is not its pairs' {_shown(acceptance)}")
+    return reasons
 
 
 def _lossless(c: ComparisonRecord) -> list[str]:
@@ -198,7 +246,7 @@ def _lossless(c: ComparisonRecord) -> list[str]:
 
 def tokens_per_pass(c: ComparisonRecord) -> float | None:
     """Tokens per target forward pass its counts show: each pass gives one target token plus the drafts it accepted."""
-    tokens = sum(s.decode_tokens or 0 for s in c.samples)
+    tokens = sum(s.treatment_decode_tokens or s.decode_tokens or 0 for s in c.samples)  # the SD arm's own
     accepted = sum(s.accepted or 0 for s in c.samples)
     return tokens / (tokens - accepted) if tokens > accepted else None
 
@@ -218,17 +266,23 @@ def _tokens_per_pass(c: ComparisonRecord) -> list[str]:
 
 
 def _roofline(submission: Submission) -> tuple[list[str], list[str]]:
+    """(flags, unchecked): a plain rate above the chip's bandwidth roofline for the target's size."""
     c, chip = submission.comparison, submission.machine.chip
     bandwidth = peak_bandwidth_gbs(chip, submission.machine.gpu_cores)
     size = int(c.scope.get("target_bytes") or 0)
-    if not bandwidth or size <= 0:
-        missing = f"no peak bandwidth known for {chip!r}" if not bandwidth else "the target's size was not recorded"
+    streams = c.conditions.get(CONCURRENCY) or 1
+    if not bandwidth or size <= 0 or streams > 1:
+        missing = (
+            f"no peak bandwidth known for {chip!r}" if not bandwidth
+            else "the target's size was not recorded" if size <= 0
+            else f"{streams} streams at once share one read of the weights"
+        )  # fmt: skip
         return [], [f"the bandwidth roofline: {missing}"]
     ceiling = roofline_tps(bandwidth, size)
     plain = sorted(s.baseline_tps for s in c.samples)[len(c.samples) // 2]
     if plain > ceiling:
         return [
             f"plain {plain:.1f} tok/s is above the {ceiling:.1f} tok/s roofline of {chip} ({bandwidth:g} GB/s) for "
-            f"{size / 1e9:.2f} GB of weights: not measured on that chip, or not with that model"
+            f"{size / 1e9:.2f} GB of weights: another chip or model, or a mixture of experts (fewer bytes a token)"
         ], []
     return [], []

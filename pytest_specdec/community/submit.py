@@ -3,15 +3,20 @@
 What a submission keeps is chosen field by field (:func:`submissions_of`): the comparison as
 the results file has it, the machine's chip, memory, OS and Python, the command that ran it.
 pytest-benchmark's machine and commit info (host name, working folder, branch) are left out
-whole. Every string that remains is then scrubbed (:func:`scrub`): the home folder becomes
-``~``, any ``/Users/<name>`` or ``/home/<name>`` folder too, the user's name ``<user>``, the
-host's name ``<host>``; model paths keep only their last part. :func:`leaks` is the final word:
-a submission in which any of them is still found is never written.
+whole. Every free-text and path field that remains (the command, notes, device, model names,
+messages, scope values: :func:`free_text`) is then scrubbed (:func:`scrub`): the home folder
+becomes ``~``, any ``/Users/<name>`` or ``/home/<name>`` folder too, the user's name
+``<user>``, the host's names ``<host>``, a server's address other than this machine's own
+``<server>`` (and a URL's user and password go); model paths keep only their last part.
+Identifiers (machine class, backend, arm and axis names, versions) are never rewritten: they
+are the project's own words, and a user called ``max`` must not turn ``Apple-M1-Max-64GB``
+into something else. :func:`leaks` is the final word on the same fields, whole words as
+:func:`scrub` finds them (and the home folder anywhere): a submission in which any is still
+found is never written.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping
@@ -20,12 +25,14 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import urlencode
 
-from pytest_specdec.store.files import dumps
 from pytest_specdec.store.records import ComparisonRecord, RunRecord
 from pytest_specdec.store.submissions import SUBMISSION_KIND, SUBMISSION_SCHEMA, Submission, SubmittedMachine
 
 USER_FOLDER = re.compile(r"(?:/Users|/home|[A-Za-z]:\\Users)[/\\][^/\\\s'\"]+")
-MIN_NAME = 3  # a user or host name shorter than this is too common a string to find reliably (and is refused)
+URL_HOST = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?:[^@/\s]*@)?(?P<host>\[[^\]]*\]|[^/:\s'\"]+)")
+SERVER_HOST = re.compile(r"(?P<said>\bserver: )(?:[a-z][a-z0-9+.-]*://)?(?:[^@/\s]*@)?(?P<host>\[[^\]]*\]|[^/:\s'\"]+)")
+LOOPBACK = {"localhost", "127.0.0.1", "[::1]", "::1", "0.0.0.0"}
+MIN_NAME = 2  # a one-letter user or host name names no one: it is not searched (it would rewrite every "a")
 ISSUE_URL_LIMIT = 7500  # GitHub answers 414 above about 8 kB of URL: the body is cut to fit
 
 
@@ -62,29 +69,62 @@ def scrub(text: str, private: Private) -> str:
 
     >>> scrub("/home/ada/models/x.gguf on ada-mbp, as ada", Private("/home/ada", "ada", ("ada-mbp",)))
     '~/models/x.gguf on <host>, as <user>'
+    >>> scrub("plain_url=http://ada:pw@studio.lan:1234/v1 and http://127.0.0.1:8080", Private("/h", "", ()))
+    'plain_url=http://<server>:1234/v1 and http://127.0.0.1:8080'
     """
     if private.home and private.home != "/":
         text = text.replace(private.home, "~")
     text = USER_FOLDER.sub("~", text)
-    for host in sorted(private.hosts, key=len, reverse=True):
+    text = URL_HOST.sub(lambda m: m["scheme"] + _host(m["host"]), text)
+    text = SERVER_HOST.sub(lambda m: m["said"] + _host(m["host"]), text)
+    for host in sorted((h for h in private.hosts if len(h) >= MIN_NAME), key=len, reverse=True):
         text = _word(host).sub("<host>", text)
-    return _word(private.user).sub("<user>", text) if private.user else text
+    return _word(private.user).sub("<user>", text) if len(private.user) >= MIN_NAME else text
+
+
+def _host(host: str) -> str:
+    """A server's host as shared: this machine's own loopback as it is, any other as ``<server>``."""
+    return host if host.lower() in LOOPBACK or host.startswith("127.") else "<server>"
+
+
+def remote_server(device: str) -> str | None:
+    """The host of the server a comparison's ``device`` names when it is not this machine (``None``: this
+    machine's own, or in-process).
+
+    >>> remote_server("server: http://192.168.1.9:11434"), remote_server("server: http://127.0.0.1:11434")
+    ('192.168.1.9', None)
+    """
+    found = SERVER_HOST.search(device)
+    return None if found is None or _host(found["host"]) != "<server>" else found["host"]
 
 
 def _word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def leaks(document: str, private: Private) -> list[str]:
-    """Which private words are still in ``document`` (case-insensitive): empty for a file that may be shared.
+def leaks(texts: Iterable[str], private: Private, *, anywhere: Iterable[str] = ()) -> list[str]:
+    """Which private words are still in ``texts`` (whole words, case-insensitive, as :func:`scrub` finds them), and
+    whether the home folder is anywhere in ``anywhere`` too: empty for a submission that may be shared.
 
-    >>> leaks('{"note": "by Ada"}', Private("/home/ada", "ada", ()))
+    >>> leaks(["by Ada"], Private("/home/ada", "ada", ()))
     ['ada']
+    >>> leaks(["Apple-M1-<user>"], Private("/home/max", "max", ()), anywhere=["Apple-M1-Max-64GB"])
+    []
     """
-    lowered = document.lower()
-    return [word for word in private.words if len(word) >= MIN_NAME and word.lower() in lowered] + [
-        word for word in private.words if len(word) < MIN_NAME and _word(word).search(document)
-    ]
+    words = [w for w in (private.user, *private.hosts) if len(w) >= MIN_NAME]
+    found = [w for w in words if any(_word(w).search(text) for text in texts)]
+    home = private.home if private.home and private.home != "/" else ""
+    return found + ([home] if home and any(home in text for text in [*texts, *anywhere]) else [])
+
+
+def free_text(submission: Submission) -> list[str]:
+    """Every free-text or path value of a submission: what :func:`scrub` rewrites and :func:`leaks` searches."""
+    c = submission.comparison
+    texts = [submission.command, c.nodeid, c.device, c.target, c.draft or "", c.claim_quote or "", *c.notes]
+    texts += [c.judgement.failure or "", c.judgement.warning or "", *c.scope.values()]
+    texts += [c.check.message] if c.check is not None else []
+    texts += [c.theory.text, c.theory.cause] if c.theory is not None else []
+    return texts
 
 
 def machine_of(run: RunRecord) -> SubmittedMachine:
@@ -118,7 +158,11 @@ def _model_name(name: str | None) -> str | None:
 
 
 def submittable(record: ComparisonRecord) -> str | None:
-    """Why a comparison cannot be submitted (``None``: it can): a result needs its pairs and their counts."""
+    """Why a comparison cannot be submitted (``None``: it can): a result needs its pairs and their counts, and it
+    must have run on this machine (a server elsewhere has another chip)."""
+    remote = remote_server(record.device)
+    if remote is not None:
+        return f"measured on a server at {remote}, not on this machine: its chip is not this machine's"
     if record.judgement.conclusion.says_nothing_about_speed:
         return f"{record.judgement.conclusion.value}: no speedup to share"
     if len(record.samples) < 2:
@@ -147,10 +191,31 @@ def submissions_of(run: RunRecord, private: Private, submitted: str) -> tuple[li
 
 
 def _scrubbed(submission: Submission, private: Private) -> Submission:
-    from pytest_specdec.store.submissions import parse_submission
+    """The submission with every :func:`free_text` field scrubbed; identifiers as they are."""
 
-    text = scrub(dumps(submission), private)
-    return parse_submission(json.loads(text), "the submission")
+    def clean(text: str) -> str:
+        return scrub(text, private)
+
+    c = submission.comparison
+    judgement = replace(
+        c.judgement,
+        failure=clean(c.judgement.failure) if c.judgement.failure else c.judgement.failure,
+        warning=clean(c.judgement.warning) if c.judgement.warning else c.judgement.warning,
+    )
+    record = replace(
+        c,
+        nodeid=clean(c.nodeid),
+        device=clean(c.device),
+        target=clean(c.target),
+        draft=clean(c.draft) if c.draft else c.draft,
+        claim_quote=clean(c.claim_quote) if c.claim_quote else c.claim_quote,
+        notes=tuple(map(clean, c.notes)),
+        scope={key: clean(value) for key, value in c.scope.items()},
+        judgement=judgement,
+        check=replace(c.check, message=clean(c.check.message)) if c.check is not None else None,
+        theory=replace(c.theory, text=clean(c.theory.text), cause=clean(c.theory.cause)) if c.theory else None,
+    )
+    return replace(submission, command=clean(submission.command), comparison=record)
 
 
 def field_names(value: object, prefix: str = "") -> list[str]:

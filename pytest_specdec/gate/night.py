@@ -368,7 +368,8 @@ def runner_name(runner: str) -> str:
 def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "") -> list[LegNight]:
     """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue)."""
     reported = {leg.backend for leg in legs}
-    machine = next((leg.machine_class for leg in legs), runner_name(runner))
+    # In a fleet, by the runner's label: two runners of one machine class each have their own.
+    machine = runner_name(runner) if runner else next((leg.machine_class for leg in legs), runner_name(runner))
     finding = Finding(State.NOT_REPORTED, "leg", silent_text(runner), cause=LegCause.NO_NIGHT_FILE)
     return [
         LegNight(backend, machine, required, False, "the leg reported nothing", (finding,))

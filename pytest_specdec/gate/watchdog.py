@@ -34,12 +34,17 @@ MEASURING_JOB = re.compile(r"(?:^|/ )measure \((?P<leg>[^()]*?)(?: on (?P<runner
 NIGHT_HANDED_ON = "Upload the leg's results, night and logs"
 
 
-def finished_nights(runs: list[dict[str, object]]) -> list[tuple[datetime, dict[str, object]]]:
-    """Completed, not cancelled, scheduled runs with when they finished, newest first."""
+def finished_nights(
+    runs: list[dict[str, object]], *, still_running: bool = False
+) -> list[tuple[datetime, dict[str, object]]]:
+    """Completed, not cancelled, scheduled runs with when they finished (last updated), newest first;
+    ``still_running``: runs in progress too — in a fleet a night's run stays in progress while one runner's
+    jobs wait in its queue, and the other runners' nights in it have measured all the same."""
+    states = ("completed", "in_progress", "queued") if still_running else ("completed",)
     finished = [
         (datetime.fromisoformat(str(run.get("updatedAt", "")).replace("Z", "+00:00")), run)
         for run in runs
-        if run.get("status") == "completed" and run.get("event") in NIGHTS and run.get("conclusion") != "cancelled"
+        if run.get("status") in states and run.get("event") in NIGHTS and run.get("conclusion") != "cancelled"
     ]
     return sorted(finished, key=lambda item: item[0], reverse=True)
 
@@ -77,7 +82,7 @@ def last_measured_night(
     on it (each run's jobs asked for once)."""
     found: dict[str, tuple[datetime | None, int]] = {}
     skipped = dict.fromkeys(runners, 0)
-    for finished, run in finished_nights(runs):
+    for finished, run in finished_nights(runs, still_running=len(skipped) > 1 or "" not in skipped):
         if len(found) == len(skipped):
             break
         jobs = gh_json(gh, "run", "view", str(run.get("databaseId", "")), "--json", "jobs")

@@ -21,11 +21,18 @@ if TYPE_CHECKING:
 
 
 def _acceptance(pairs: Sequence[Pair], critical: float) -> Interval | None:
-    rates = [
-        p.treatment.accepted / p.treatment.drafted
-        for p in pairs
-        if p.treatment.drafted and p.treatment.accepted is not None
-    ]
+    counts = [(p.treatment.drafted, p.treatment.accepted) for p in pairs]
+    return acceptance_interval(counts, critical)
+
+
+def acceptance_interval(counts: Sequence[tuple[int | None, int | None]], critical: float) -> Interval | None:
+    """The acceptance rate's interval from each pair's SD (drafted, accepted) counts at one look's critical value
+    (``None``: fewer than two pairs counted drafts).
+
+    >>> acceptance_interval([(10, 8), (10, 9), (None, None)], 1.96).estimate
+    0.85
+    """
+    rates = [accepted / drafted for drafted, accepted in counts if drafted and accepted is not None]
     if len(rates) < 2:
         return None
     n = len(rates)

@@ -134,6 +134,7 @@ class SampleRecord:
     decode_tokens: int | None = None  # the plain arm's decode tokens: both arms' seconds are for these
     drafted: int | None = None  # the SD arm's drafted tokens, as the backend counted them (None: not kept)
     accepted: int | None = None  # of which the target accepted
+    treatment_decode_tokens: int | None = None  # the SD arm's own decode tokens (sampled arms may stop apart)
 
     def seconds_of(self, end_to_end: bool) -> tuple[float, float] | None:
         """Each arm's seconds for the plain arm's tokens (decode, or with each arm's first token added), as

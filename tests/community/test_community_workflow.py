@@ -10,21 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from pytest_specdec.community.submit import Private, submissions_of
-from pytest_specdec.store.files import dumps, load_run
+from pytest_specdec.store.files import dumps
 from pytest_specdec.store.records import RunRecord
 
-CLAIM = """
-import pytest
-
-
-@pytest.mark.speedup(min=1.0)
-def test_sd_pays_off(specdec):
-    specdec.compare(category="copy")
-"""
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "specdec-community.yml"
 
@@ -52,21 +43,6 @@ def test_it_runs_on_pull_request_with_a_read_only_token_and_never_the_pull_reque
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert runs == [".github/scripts/gate.sh alert-setup", ".github/scripts/gate.sh validate-submissions"]
     assert all("submitted" not in r for r in runs)  # nothing under the pull request's folder is executed
-
-
-@pytest.fixture(scope="module")
-def run_record(tmp_path_factory: pytest.TempPathFactory) -> RunRecord:
-    """A real run of a claim on the simulated backend (counts, looks and all), as its results file keeps it."""
-    root = tmp_path_factory.mktemp("run")
-    (root / "test_claim.py").write_text(CLAIM, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "test_claim.py", "--backend=simulated", "--specdec-model=sim-target",
-         "--specdec-draft=sim-draft", "--specdec-max-tokens=16", f"--specdec-baselines={root / 'baselines'}",
-         f"--specdec-json={root / 'run.json'}", "-p", "no:cacheprovider"],
-        cwd=root, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:]
-    return load_run(root / "run.json")
 
 
 def run_step(tmp_path: Path, submitted: Path) -> subprocess.CompletedProcess[str]:
@@ -101,3 +77,17 @@ def test_no_submission_is_nothing_to_validate(tmp_path: Path) -> None:
     done = run_step(tmp_path, tmp_path / "submitted" / "community")
     assert done.returncode == 0
     assert "nothing to validate" in done.stdout
+
+
+def test_a_file_the_base_branch_already_holds_is_not_checked_again(tmp_path: Path, run_record: RunRecord) -> None:
+    """A file merged under an older protocol would fail today's checks: only what the pull request adds counts."""
+    (made,), _ = submissions_of(run_record, Private("/nowhere", "nobody-here", ()), "2026-12-04T00:00:00+00:00")
+    data = json.loads(dumps(made))
+    data["comparison"]["protocol"] = 1  # an old file, as the base branch holds it
+    relative = made.relative_path.relative_to("community")
+    for tree in (tmp_path / "submitted" / "community", tmp_path / "a" / "community"):  # the head, the base
+        (tree / relative).parent.mkdir(parents=True)
+        (tree / relative).write_text(json.dumps(data))
+    done = run_step(tmp_path / "a", tmp_path / "submitted" / "community")
+    assert done.returncode == 0, done.stdout
+    assert "no new or changed submission" in done.stdout

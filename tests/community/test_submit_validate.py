@@ -118,7 +118,8 @@ def _drop_pairs(c: dict[str, Any]) -> None:
 
 
 def _impossible(c: dict[str, Any]) -> None:
-    """Every SD rate ×8 and the interval with it: pairs and interval consistent, the counts not."""
+    """Every SD rate ×8, the SD arm's and the interval with them: all consistent but the counts."""
+    c["treatment_tps"] *= 8
     for s in c["samples"]:
         s["treatment_tps"] *= 8
     for side in ("estimate", "low", "high"):

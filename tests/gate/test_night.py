@@ -455,6 +455,9 @@ def test_a_fleets_runner_judges_only_its_own_issues(tmp_path: Path, monkeypatch:
     ]
     (m3_silent,) = silent_legs([], {"mlx": True}, "m3")
     assert m3_silent.machine_class == "runner m3"
+    reported = LegNight("ollama", "M3", True, True, "measured", ())
+    (named,) = silent_legs([reported], {"mlx": True, "ollama": True}, "m3")
+    assert named.machine_class == "runner m3", "a fleet's silent leg is its runner's, whatever its others said"
     assert "runs-on: self-hosted, macOS, ARM64, m3" in m3_silent.findings[0].message
     (opened,) = tell([m3_silent], str(GH), "u", "m3")
     assert "on runner m3 (mlx)" in opened

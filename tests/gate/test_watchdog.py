@@ -101,10 +101,11 @@ def fleet_jobs(*labels: str) -> list[dict[str, object]]:
 
 
 def test_each_runner_of_a_fleet_has_its_nights_counted_and_its_own_issue(tmp_path: Path, gh_state: Path) -> None:
-    """The M4 runner measured tonight; the M1 runner last measured four days ago: only M1's issue opens, named by
-    its label, and the workflow is re-enabled once."""
+    """The M4 runner measured tonight (in a run still in progress: M1's job is queued); the M1 runner last measured
+    four days ago: only M1's issue opens, named by its label, and the workflow is re-enabled once."""
     gh_state.write_text(json.dumps({"runs": [
-        run("schedule", "2026-12-01T03:40:00Z", jobs=fleet_jobs("m4-48")),
+        # still in progress: M1's measure job waits in its queue, M4's night in the same run has measured
+        run("schedule", "2026-12-01T03:40:00Z", status="in_progress", jobs=fleet_jobs("m4-48")),
         run("schedule", "2026-11-27T03:40:00Z", jobs=fleet_jobs("m1-64", "m4-48")),
     ]}))  # fmt: skip
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m1-64", "m4-48"))

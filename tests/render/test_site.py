@@ -69,7 +69,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for submission in submissions_of(run, Private("/nowhere", "nobody-here", ()), "2026-12-04T00:00:00+00:00")[0]:
         (community / submission.relative_path.relative_to("community")).parent.mkdir(parents=True, exist_ok=True)
         (community / submission.relative_path.relative_to("community")).write_text(dumps(submission))
-    built = build_site(root / "out", root / "baselines", [root / "tonight.json"], [runner], community)
+    built = build_site(root / "out", root / "baselines", [root / "tonight.json"], [runner], community=community)
     assert any("Torn-Machine/mlx.json" in line for line in built.skipped), built.skipped
     return root / "out"
 
@@ -251,3 +251,12 @@ def test_the_release_view_is_each_release_by_machine_class(site: Path) -> None:
     assert re.search(r'<th scope="row">simulated 1.0</th><td>2 readings; 1 flip not confirmed</td>', simulated), (
         simulated[:1500]
     )
+
+
+def test_a_submission_validate_rejects_is_left_out_and_named(site: Path) -> None:
+    root = site.parent
+    board = gather(root / "baselines", [], [], community=root / "community", admit=lambda _: "its interval was edited")
+    assert not [row for row in board.rows if row.submitted]
+    assert any("rejected by specdec validate: its interval was edited" in line for line in board.skipped)
+    shown = gather(root / "baselines", [], [], community=root / "community", admit=lambda _: None)
+    assert [row for row in shown.rows if row.submitted]

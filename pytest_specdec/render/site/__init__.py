@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pytest_specdec.render.site.data import gather
+from pytest_specdec.render.site.data import Admit, gather
 from pytest_specdec.render.site.pages import write_site
 
 
@@ -44,11 +44,13 @@ def build_site(
     baselines: Path,
     results: Sequence[Path] = (),
     histories: Sequence[Path] = (),
+    *,
     community: Path | None = None,
+    admit: Admit | None = None,
 ) -> BuiltSite:
     """Build the site of ``baselines`` (with tonight's ``results`` files, runners' ``histories`` and the
-    submitted results under ``community``) under ``out``."""
-    board = gather(baselines, results, seed_evidence(), histories, community)
+    submitted results under ``community`` that ``admit`` lets through) under ``out``."""
+    board = gather(baselines, results, seed_evidence(), histories, community=community, admit=admit)
     shown_community = [str(community)] if community is not None and community.is_dir() else []
     sources = ", ".join(
         [str(baselines), *map(str, [*results, *histories]), *shown_community, "the seed's evidence.json"]

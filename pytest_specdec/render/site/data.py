@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from pytest_specdec.store.baselines import baseline_key, list_baseline_files, lo
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.history import history_mark, read_history
 from pytest_specdec.store.records import Change, ComparisonRecord
-from pytest_specdec.store.submissions import list_submissions, read_submission
+from pytest_specdec.store.submissions import Submission, list_submissions, read_submission
 
 SUBMITTED = "submitted"  # a row's source when it comes from community/: checked, not reproduced
 CONFIRMED_FLIP = "conclusion changed"  # the gate's word for a flip its confirm step showed the release made
@@ -161,13 +161,20 @@ def _tonight(results: Iterable[Path], skipped: list[str]) -> list[tuple[str, str
     return found
 
 
-def _submitted(folder: Path | None, skipped: list[str]) -> list[tuple[str, str, ComparisonRecord]]:
+Admit = Callable[[Submission], str | None]  # why a submission is not shown (``specdec validate``'s first reason)
+
+
+def _submitted(folder: Path | None, skipped: list[str], admit: Admit | None) -> list[tuple[str, str, ComparisonRecord]]:
     found: list[tuple[str, str, ComparisonRecord]] = []
     for path in list_submissions(folder) if folder is not None else []:
         try:
             submission = read_submission(path)
         except (SpecdecUsageError, OSError, ValueError) as error:
             skipped.append(f"{path}: {error}")
+            continue
+        why = admit(submission) if admit is not None else None
+        if why is not None:
+            skipped.append(f"{path}: rejected by specdec validate: {why}")
             continue
         found.append((submission.machine.machine_class, submission.submitted, submission.comparison))
     return found
@@ -227,7 +234,9 @@ def gather(
     results: Sequence[Path],
     evidence: Sequence[Mapping[str, Any]],
     histories: Sequence[Path] = (),
+    *,
     community: Path | None = None,
+    admit: Admit | None = None,
 ) -> Scoreboard:
     """The scoreboard of a store: each key's newest reading (owned, and submitted beside it), its nights, the
     published figures, what was skipped."""
@@ -236,7 +245,11 @@ def gather(
     accepted = {(m, r.backend, baseline_key(r)): r for m, _, r in kept}
     nights = _nights(baselines, histories, skipped)
     latest: dict[tuple[str, str, str, bool], Row] = {}
-    sources = (("accepted", kept), ("tonight", _tonight(results, skipped)), (SUBMITTED, _submitted(community, skipped)))
+    sources = (
+        ("accepted", kept),
+        ("tonight", _tonight(results, skipped)),
+        (SUBMITTED, _submitted(community, skipped, admit)),
+    )
     for source, readings in sources:
         for machine, when, record in readings:
             at = (machine, record.backend, baseline_key(record))
