@@ -29,7 +29,7 @@ def acceptance_interval(counts: Sequence[tuple[int | None, int | None]], critica
     """The acceptance rate's interval from each pair's SD (drafted, accepted) counts at one look's critical value
     (``None``: fewer than two pairs counted drafts).
 
-    >>> acceptance_interval([(10, 8), (10, 9), (None, None)], 1.96).estimate
+    >>> round(acceptance_interval([(10, 8), (10, 9), (None, None)], 1.96).estimate, 3)
     0.85
     """
     rates = [accepted / drafted for drafted, accepted in counts if drafted and accepted is not None]
