@@ -128,6 +128,12 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
     OptionDef("drift_min_effect", "float", 0.05, "smallest relative speedup change reported as drift"),
     OptionDef(
+        "drift_alpha",
+        "float",
+        0.01,
+        "how often drift may be raised on a night where nothing changed (its false-discovery rate over a run)",
+    ),
+    OptionDef(
         "run_history",
         "str",
         None,
@@ -183,6 +189,7 @@ class Settings:
     update_baselines: bool = False
     fail_on_drift: bool = False
     drift_min_effect: float = 0.05
+    drift_alpha: float = 0.01
     run_history: str | None = None
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
     columns: tuple[str, ...] = ()  # the terminal table's columns; empty: as many as fit
@@ -312,6 +319,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         update_baselines=bool(values["update_baselines"]),
         fail_on_drift=bool(values["fail_on_drift"]),
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
+        drift_alpha=float(values["drift_alpha"]),  # type: ignore[arg-type]
         run_history=None if values["run_history"] is None else str(values["run_history"]),
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
         columns=tuple(c.strip() for c in str(values["columns"] or "").split(",") if c.strip()),
@@ -409,6 +417,11 @@ def validate(settings: Settings) -> None:
     if not 0.0 <= settings.drift_min_effect < 1.0:
         raise SpecdecUsageError(
             f"--specdec-drift-min-effect {settings.drift_min_effect:g} is outside [0, 1) — use e.g. 0.05"
+        )
+    if not 0.0 < settings.drift_alpha < 1.0:
+        raise SpecdecUsageError(
+            f"--specdec-drift-alpha {settings.drift_alpha:g} is outside (0, 1) — use e.g. 0.01 (a false alarm in "
+            "a hundred quiet nights)"
         )
     plot = settings.outputs.get("plot")
     if plot and not plot.lower().endswith(".png"):

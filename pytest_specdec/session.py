@@ -138,6 +138,7 @@ class SpecdecSession:
             fail_on_drift=settings.fail_on_drift,
             alpha=1.0 - settings.confidence,
             min_effect=settings.drift_min_effect,
+            drift_alpha=settings.drift_alpha,
         )
         store = BaselineStore(baselines_root, machine_class)
         pool = BackendPool(settings.backend, settings.pair, settings.backend_options)

@@ -170,6 +170,19 @@ def test_ctrl_c_during_the_end_write_is_reported_and_leaves_whole_files(pytester
 @pytest.mark.parametrize(
     ("pyproject", "message"),
     [
+        ({"drift_alpha": 0.0}, r"--specdec-drift-alpha 0 is outside \(0, 1\) — use e\.g\. 0\.01"),
+        ({"drift_alpha": 1.5}, r"--specdec-drift-alpha 1\.5 is outside"),
+        ({"drift_min_effect": 1.0}, r"--specdec-drift-min-effect 1 is outside \[0, 1\) — use e\.g\. 0\.05"),
+    ],
+)
+def test_a_drift_setting_out_of_range_is_one_line(pyproject: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecdecUsageError, match=message):
+        build_settings(lambda _: None, lambda _: None, {"backend": "simulated", **pyproject})
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "message"),
+    [
         ({"backend": "simulated", "simulated": "fast"}, r"must be a table \(\[tool.specdec.simulated\]"),
         ({"backend": "simulated", "simulated": {"options": ["speedup=2"]}}, r"options = .* must be a table"),
     ],

@@ -48,6 +48,7 @@ class LedgerPolicy:
     fail_on_drift: bool = False
     alpha: float = 0.05
     min_effect: float = 0.05
+    drift_alpha: float = 0.01  # drift raised on a quiet night at most this often (the run's false-discovery rate)
     write: bool = True  # False: compare only (e.g. --specdec-baselines-readonly)
 
 
@@ -140,7 +141,7 @@ class BaselineLedger:
         """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run.
 
         Each comparison's drift test runs at measure time; deciding it only here keeps the
-        run's false-drift rate at ``alpha`` however many comparisons it makes.
+        run's false-drift rate at ``drift_alpha`` however many comparisons it makes.
         """
         tested = [
             (index, record)
@@ -152,7 +153,7 @@ class BaselineLedger:
             and record.check.drift_ratio is not None
             and abs(math.log(record.check.drift_ratio)) >= math.log1p(self.policy.min_effect)
         ]
-        found = benjamini_hochberg([r.check.drift_p_value for _, r in tested], self.policy.alpha)  # type: ignore[union-attr,misc]
+        found = benjamini_hochberg([r.check.drift_p_value for _, r in tested], self.policy.drift_alpha)  # type: ignore[union-attr,misc]
         drifted = []
         for (index, record), discovered in zip(tested, found, strict=True):
             if not discovered:

@@ -126,6 +126,16 @@ def _counted(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(kept, key=lambda line: line_time(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
 
 
+def _by_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """The counted lines' ``(log estimate, within-run variance)`` points, grouped by release."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for line in _counted(lines):
+        point = _log_point(line)
+        if point is not None:
+            groups.setdefault(str(line.get("release", "")), []).append(point)
+    return groups
+
+
 def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     """τ for one key from its history lines (any order; other keys' lines must be left out by the caller).
 
@@ -137,11 +147,7 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     >>> run_spread(nights[:4]).tau is None
     True
     """
-    groups: dict[str, list[tuple[float, float]]] = {}
-    for line in _counted(lines):
-        point = _log_point(line)
-        if point is not None:
-            groups.setdefault(str(line.get("release", "")), []).append(point)
+    groups = _by_release(lines)
     q = df = c = 0.0
     nights = 0
     for points in groups.values():
@@ -159,7 +165,7 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     return RunSpread(math.sqrt(max(0.0, (q - df) / c)), nights, int(df))
 
 
-WINDOWS = 3  # drift reads tonight alone, and pooled with the one and two nights before it since the acceptance
+WINDOW = 3  # drift reads tonight's level as the mean of tonight and the nights of its release since the acceptance
 
 
 @dataclass(frozen=True)
@@ -178,11 +184,24 @@ class Nights:
     ) -> tuple[float, float] | None:
         """``(ratio, p-value)`` of tonight's level against the accepted release's nights up to its acceptance.
 
-        Each night weighs ``1 / (v + τ²)``; tonight is read alone and pooled with the one and two nights of its
-        release since the acceptance before it (a move that one night cannot show, three can), the smallest
-        p-value taken with Bonferroni's correction over the windows read, on a t distribution with the spread's
-        degrees of freedom (τ is itself estimated, from every night but those pooled with tonight). None while
-        the spread is not known or no night of the accepted release is kept.
+        Tonight's level is the mean log speedup of tonight and the nights of its release since the acceptance,
+        :data:`WINDOW` at most (a move that one night cannot show, three can; a new release starts its own
+        window); the accepted level the mean of the accepted release's nights. A night's scatter about its
+        release's level — within-run error and run-to-run spread together — is read from the other kept nights
+        (their pooled variance within releases; a window night whose own within-run variance is larger counts
+        with that), so the ratio of the two means is on a t distribution with those nights' degrees of freedom,
+        a prediction of tonight's level from the nights before it: one test a night, no windows to correct for.
+        None while the spread is not known (:data:`MIN_NIGHTS`) or no night of the accepted release is kept.
+
+        >>> def night(day, estimate, release="r 1"):
+        ...     return {"release": release, "time": f"2026-01-{day:02d}", "log_se": 0.01,
+        ...             "speedup": {"estimate": estimate, "low": estimate * 0.98, "high": estimate / 0.98}}
+        >>> kept = Nights(tuple(night(d, e) for d, e in enumerate([1.0, 1.03, 0.98, 1.01, 0.99, 1.02], 1)))
+        >>> ratio, p_value = kept.drift(Interval(1.2, 1.15, 1.25, 0.95, 32), "r 1", "r 1", "2026-01-06")
+        >>> round(ratio, 2), p_value < 0.001  # 1.2 against nights about 1.005
+        (1.19, True)
+        >>> kept.drift(Interval(1.01, 0.97, 1.05, 0.95, 32), "r 1", "r 1", "2026-01-06")[1] > 0.5
+        True
         """
         accepted = line_time({"time": accepted_at})
         tonight_point = _log_point({"speedup": {"estimate": tonight.estimate, "low": tonight.low,
@@ -190,35 +209,32 @@ class Nights:
         if accepted is None or tonight_point is None:
             return None
         counted = _counted(self.lines)
-        reference = [p for line in counted if str(line.get("release", "")) == accepted_release
-                     and (line_time(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
         since = [line for line in counted if str(line.get("release", "")) == tonight_release
-                 and (line_time(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOWS - 1) :]  # fmt: skip
-        spread = run_spread([line for line in counted if not any(line is pooled for pooled in since)])
-        if spread.tau is None or not reference:
+                 and (line_time(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOW - 1) :]  # fmt: skip
+        rest = [line for line in counted if not any(line is pooled for pooled in since)]
+        reference = [p[0] for line in rest if str(line.get("release", "")) == accepted_release
+                     and (line_time(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
+        groups = [points for points in _by_release(rest).values() if len(points) > 1]
+        df = sum(len(points) - 1 for points in groups)
+        if df < MIN_NIGHTS - 1 or not reference:
             return None
+        scatter = (
+            math.fsum(
+                math.fsum((y - statistics.fmean(y for y, _ in points)) ** 2 for y, _ in points) for points in groups
+            )
+            / df
+        )
+        window = [p for line in since if (p := _log_point(line)) is not None] + [tonight_point]
+        moved = statistics.fmean(y for y, _ in window) - statistics.fmean(reference)
+        variance = math.fsum(max(scatter, v) for _, v in window) / len(window) ** 2 + scatter / len(reference)
+        if variance <= 0:
+            return math.exp(moved), 1.0 if moved == 0 else 0.0
         from scipy.stats import t
 
-        ref_mean, ref_var = _pooled(reference, spread.tau**2)
-        points = [p for line in since if (p := _log_point(line)) is not None]
-        best, windows = (math.nan, 2.0), 0
-        for count in range(len(points) + 1):
-            mean, var = _pooled([*points[len(points) - count :], tonight_point], spread.tau**2)
-            p_value = float(2 * t.sf(abs(mean - ref_mean) / math.sqrt(var + ref_var), max(spread.df, 1)))
-            windows += 1
-            if p_value < best[1]:
-                best = (math.exp(mean - ref_mean), p_value)
-        return best[0], min(1.0, best[1] * windows)
+        return math.exp(moved), float(2 * t.sf(abs(moved) / math.sqrt(variance), df))
 
 
 NO_NIGHTS = Nights()
-
-
-def _pooled(points: Sequence[tuple[float, float]], between: float) -> tuple[float, float]:
-    """The nights' mean level and its variance, each night weighed by ``1 / (v + τ²)``."""
-    weights = [1 / (v + between) for _, v in points]
-    total = math.fsum(weights)
-    return math.fsum(w * y for w, (y, _) in zip(weights, points, strict=True)) / total, 1 / total
 
 
 def widened(interval: Interval, spread: RunSpread) -> Interval:

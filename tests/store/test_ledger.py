@@ -180,3 +180,20 @@ def test_an_accept_cut_short_after_one_backend_keeps_that_backends_history(
     lines = [json.loads(line) for line in (tmp_path / "history" / "M.jsonl").read_text().splitlines()]
     assert sorted((line["backend"], line["accepted"]) for line in lines) == [("mlx", True), ("zz", False)]
     assert (tmp_path / "M" / "mlx.json").exists()
+
+
+def test_drift_is_raised_at_its_own_level_not_the_runs_confidence(tmp_path: Path, make_record: Factory) -> None:
+    """A nightly alarm read at the run's 2 % would cry wolf twice in a hundred quiet nights: drift has its own
+    level (``--specdec-drift-alpha``, 1 %), applied over the run's comparisons by Benjamini–Hochberg."""
+    from pytest_specdec.store.records import CheckRecord
+
+    def drifted(**policy: object) -> list[str]:
+        book = ledger(tmp_path, write=False, **policy)
+        for category, p_value in (("code", 0.015), ("copy", 0.004)):
+            check = CheckRecord(Change.UNCHANGED, "agrees", drift_ratio=1.1, drift_p_value=p_value)
+            book.records.append(replace(make_record(category, 1.2, "holds", None), check=check))
+        return [record.category for record in book.control_drift()]
+
+    assert drifted(alpha=0.02) == ["copy"], "the default level, 1 %: p=0.015 is no drift"
+    assert drifted(alpha=0.02, drift_alpha=0.04) == ["code", "copy"]
+    assert drifted(drift_alpha=0.04, min_effect=0.2) == [], "a 10 % move under a 20 % minimum is never drift"

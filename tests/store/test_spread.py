@@ -138,6 +138,42 @@ def test_drift_across_nights_stays_quiet_for_a_night_and_pools_nights_to_see_a_m
     assert unpooled[1] > 0.02, "another release's nights since the acceptance are not pooled with tonight"
 
 
+@pytest.mark.parametrize("within_se", [0.0, 0.02])
+def test_drift_on_nights_where_nothing_changed_is_raised_as_often_as_its_level_says(within_se: float) -> None:
+    """Nights that scatter about one level (3 %, on top of each run's own error): tonight's p-value, read against
+    eight accepted nights and alone or pooled with the nights since, is uniform — a test at 1 % raises drift on
+    1 % of quiet nights, whatever the window."""
+    rng = np.random.default_rng(11)
+    found: dict[int, list[float]] = {0: [], 2: []}
+    for _ in range(1500):
+        levels = list(np.exp(rng.normal(0.1, math.hypot(0.03, within_se), 11)))
+        reference = nights(levels[:8], se=within_se or 0.01)
+        accepted_at = str(reference[-1]["time"])
+        tonight = Interval(levels[10], levels[10] * 0.97, levels[10] / 0.97, 0.95, 64)
+        for pooled, p_values in found.items():
+            since = nights(levels[8 : 8 + pooled], se=within_se or 0.01, start="2026-02-01")
+            read = Nights(tuple(reference + since)).drift(tonight, "r 1", "r 1", accepted_at)
+            assert read is not None
+            p_values.append(read[1])
+    for pooled, p_values in found.items():
+        share = np.mean(np.array(p_values) < 0.01), np.mean(np.array(p_values) < 0.05)
+        assert 0.004 < share[0] < 0.018, (pooled, share)
+        assert 0.038 < share[1] < 0.064, (pooled, share)
+
+
+def test_a_night_whose_own_run_was_short_counts_with_its_own_larger_error() -> None:
+    reference = nights([1.0, 1.01, 0.99, 1.005, 0.995, 1.0], se=0.005)
+    accepted_at = str(reference[-1]["time"])
+    short = Interval(1.06, 1.06 * 0.8, 1.06 / 0.8, 0.95, 4)  # four pairs: ±20 %
+    long = Interval(1.06, 1.06 * 0.99, 1.06 / 0.99, 0.95, 72)
+    read_short = Nights(tuple(reference)).drift(short, "r 1", "r 1", accepted_at)
+    read_long = Nights(tuple(reference)).drift(long, "r 1", "r 1", accepted_at)
+    assert read_short is not None
+    assert read_long is not None
+    assert read_long[1] < 0.001, "6 % up on nights within 1 %: drift"
+    assert read_short[1] > 0.3, "…unless tonight's own run cannot show it"
+
+
 def test_the_drift_test_counts_both_nights_levels() -> None:
     rng = np.random.default_rng(3)
     old, new = list(rng.normal(0, 0.05, 40)), list(rng.normal(0.08, 0.05, 40))
@@ -215,3 +251,16 @@ def test_a_run_with_a_rate_that_is_infinite_or_zero_keeps_no_within_run_error() 
     found = log_se([0.1, 0.3])
     assert found is not None
     assert found == pytest.approx(0.1)
+
+
+def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() -> None:
+    """``benchmarks/run_spread.py`` as docs/measurements.md runs it, on three machines of five nights."""
+    from pytest_specdec.benchmarks.run_spread import COLUMNS, best_possible, machine
+
+    rows = np.array([machine(seed, 0.03, 5) for seed in range(3)])
+    assert rows.shape == (3, 2 * COLUMNS + 5 + 6), "readings both ways, then each night's log speedup"
+    assert set(np.unique(rows[:, : 2 * COLUMNS])) <= {0.0, 1.0}
+    best = best_possible(rows[:, 2 * COLUMNS :], 5, 0.01)
+    assert best.shape == (3, COLUMNS)
+    for found in (rows[:, :COLUMNS], best):
+        assert (found[:, 3] >= found[:, 2]).all(), "caught on night 1 is caught within three"
