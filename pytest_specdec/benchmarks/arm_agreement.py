@@ -119,7 +119,7 @@ def bare_draft_model(draft: Any, num_draft: int) -> Any:
 
 
 def llama_cpp_loops(
-    backend: Any, pair: ModelPair, max_tokens: int, threads: int, instance: str
+    tokens_of: Callable[[str], list[int]], pair: ModelPair, max_tokens: int, threads: int, instance: str
 ) -> dict[str, Callable[[Prompt], float]]:
     """Bare plain and SD loops on the same GGUFs with the plugin's load options: prompt lookup (the library's own
     speculative API) when the pair has no draft, else a bare second-model drafter prefilled with the prompt."""
@@ -144,7 +144,7 @@ def llama_cpp_loops(
 
     def loop(llm: Any, speculative: bool) -> Callable[[Prompt], float]:
         def run(prompt: Prompt) -> float:
-            tokens = backend.prompt_tokens(prompt.text)  # the very tokens the plugin feeds
+            tokens = tokens_of(prompt.text)  # the very tokens the plugin feeds
             if speculative and draft_llm is not None:
                 draft_llm.reset()
                 drafter.context, drafter.stable = [], 0
@@ -230,6 +230,10 @@ def _arguments() -> argparse.Namespace:
         help="llama-cpp: the plugin's plain arm on a Llama of its own (default) or on the SD arm's (the cost of "
         "one instance where two do not fit)",
     )
+    parser.add_argument(
+        "--bare-first", action="store_true",
+        help="llama-cpp: load the bare and control instances before the plugin's (does the load order move a ratio?)",
+    )  # fmt: skip
     return parser.parse_args()
 
 
@@ -253,13 +257,23 @@ def _harnesses(args: argparse.Namespace) -> tuple[Backend, ModelPair, Loops, Loo
                    "plain_instance": args.plain_instance}  # fmt: skip
         if args.threads:
             options |= {"n_threads": str(args.threads), "n_threads_batch": str(args.threads)}
-    backend: Backend = load_backend(args.backend, pair, options)
-    generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
-    if args.backend == "llama-cpp":
+    loaded: list[Backend] = []
+
+    def tokens_of(text: str) -> list[int]:  # the plugin backend's tokens, whichever was loaded first
+        return list(loaded[0].prompt_tokens(text))  # type: ignore[attr-defined]
+
+    if args.backend == "llama-cpp" and args.bare_first:
         threads = args.threads or usable_cores().count
-        loops = llama_cpp_loops(backend, pair, args.max_tokens, threads, "bare")
-        controls = llama_cpp_loops(backend, pair, args.max_tokens, threads, "control")  # a second bare instance
-    else:
+        loops = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "bare")
+        controls = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "control")
+    backend: Backend = load_backend(args.backend, pair, options)
+    loaded.append(backend)
+    generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
+    if args.backend == "llama-cpp" and not args.bare_first:
+        threads = args.threads or usable_cores().count
+        loops = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "bare")
+        controls = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "control")  # a second bare instance
+    elif args.backend == "mlx":
         loops = mlx_loops(backend, args.max_tokens, generation_tps)
         controls = mlx_loops(backend, args.max_tokens, [], own_weights=True)
     return backend, pair, loops, controls, generation_tps
