@@ -90,11 +90,20 @@ def check_submission(submission: Submission, where: str) -> Validation:
         )
     if c.backend not in registered_backends():
         reasons.append(f"backend {c.backend!r} is not one pytest-specdec knows ({', '.join(registered_backends())})")
-    for found in (_release(c), _pairs(c)):
-        reasons += found[0]
-        unchecked += found[1]
-    if all(s.decode_tokens for s in c.samples) and len(c.samples) >= 2 and not _pairs(c)[0]:
-        reasons += _order(c) + _interval(c) + _reported(c) + _lossless(c) + _tokens_per_pass(c)
+    released = _release(c)
+    reasons += released[0]
+    unchecked += released[1]
+    unpaired = _pairs(c)
+    reasons += unpaired
+    if not unpaired:  # two pairs or more, each with its rates and tokens: everything can be recomputed
+        reasons += _order(c)
+        try:
+            speedup = recomputed_speedup(c)
+        except (ValueError, ZeroDivisionError, IndexError) as error:
+            reasons.append(f"its interval cannot be recomputed from its pairs ({error})")
+        else:
+            reasons += _interval(c, speedup) + _reported(c, speedup)
+        reasons += _lossless(c) + _tokens_per_pass(c)
         engaged = _engaged(c)
         reasons += engaged[0]
         unchecked += engaged[1]
@@ -116,7 +125,7 @@ def _release(c: ComparisonRecord) -> Found:
     return [], [f"which release {c.release!r} is: {odd[0]!r} is not a version"] if odd else []
 
 
-def _pairs(c: ComparisonRecord) -> Found:
+def _pairs(c: ComparisonRecord) -> list[str]:
     reasons = []
     if c.trials != len(c.samples):
         reasons.append(
@@ -134,7 +143,7 @@ def _pairs(c: ComparisonRecord) -> Found:
     for name in ("looks", "arm_order", "lossless_check"):
         if not c.scope.get(name):
             reasons.append(f"scope has no {name!r}: the file cannot be checked without it")
-    return reasons, []
+    return reasons
 
 
 def _order(c: ComparisonRecord) -> list[str]:
@@ -166,11 +175,7 @@ def recomputed_speedup(c: ComparisonRecord) -> Interval:
     return speedup_readings(estimate, z, c.speedup.confidence, c.scope.get("reading", "these-prompts"), len(kept))[0]
 
 
-def _interval(c: ComparisonRecord) -> list[str]:
-    try:
-        again = recomputed_speedup(c)
-    except (ValueError, ZeroDivisionError, IndexError) as error:
-        return [f"its interval cannot be recomputed from its pairs ({error})"]
+def _interval(c: ComparisonRecord, again: Interval) -> list[str]:
     stated = c.speedup
     if all(math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE) or a == b for a, b in _sides(again, stated)):
         return []
@@ -199,13 +204,9 @@ def _engaged(c: ComparisonRecord) -> Found:
     return ([f"{len(over)} pair(s) accepted more drafts than they drafted"] if over else []), []
 
 
-def _reported(c: ComparisonRecord) -> list[str]:
-    """What a reader takes from the file besides the interval: each bound's verdict and the conclusion, both arms'
-    tok/s and the acceptance interval, recomputed from the pairs."""
-    try:
-        speedup = recomputed_speedup(c)
-    except (ValueError, ZeroDivisionError, IndexError):
-        return []  # said by the interval check
+def _reported(c: ComparisonRecord, speedup: Interval) -> list[str]:
+    """What a reader takes from the file besides the interval (``speedup``, recomputed from the pairs): each bound's
+    verdict and the conclusion, both arms' tok/s and the acceptance interval, recomputed from the pairs."""
     looks = tuple(int(n) for n in c.scope["looks"].split(","))
     acceptance = acceptance_interval([(s.drafted, s.accepted) for s in c.samples],
                                      critical_value(len(c.samples), looks, c.speedup.confidence))  # fmt: skip
