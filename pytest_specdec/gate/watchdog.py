@@ -13,7 +13,9 @@ issue, and fails; the first check that finds a measured night again closes it.
 
 A fleet (``[tool.specdec.gate.runners]``) is watched runner by runner: each runner's measuring
 jobs are named ``measure (<leg> on <label>)``, and a runner whose jobs have measured no night
-within ``hours`` has its own issue, while the others' nights go on counting.
+within ``hours`` has its own issue, while the others' nights go on counting. A runner just
+added is not yet due: until some night has planned its jobs, and for ``hours`` after the first
+that did, its silence is not an alarm.
 """
 
 from __future__ import annotations
@@ -55,6 +57,20 @@ def last_night(runs: list[dict[str, object]]) -> datetime | None:
     return finished[0][0] if finished else None
 
 
+def planned(jobs: object, runner: str) -> bool:
+    """Whether a run's jobs include a measuring job of ``runner`` at all, measured or not.
+
+    >>> planned({"jobs": [{"name": "night (m4) / measure (mlx on m4)"}]}, "m4"), planned({"jobs": []}, "m4")
+    (True, False)
+    """
+    listed = jobs.get("jobs") if isinstance(jobs, dict) else None
+    return any(
+        (name := MEASURING_JOB.search(str(job.get("name", "")))) is not None and name.group("runner") == runner
+        for job in listed or []
+        if isinstance(job, dict)
+    )
+
+
 def measured(jobs: object, runner: str = "") -> bool:
     """Whether a run's jobs (``gh run view --json jobs``) include a measuring job (of ``runner``, a fleet's label;
     ``""``: any) that handed its night on.
@@ -77,11 +93,13 @@ def measured(jobs: object, runner: str = "") -> bool:
 
 def last_measured_night(
     gh: str, runs: list[dict[str, object]], runners: Sequence[str] = ("",)
-) -> dict[str, tuple[datetime | None, int]]:
-    """Per runner: when its newest night that measured finished, and how many newer completed ones did not measure
-    on it (each run's jobs asked for once)."""
-    found: dict[str, tuple[datetime | None, int]] = {}
+) -> dict[str, tuple[datetime | None, int, datetime | None]]:
+    """Per runner: when its newest night that measured finished, how many newer completed ones did not measure on
+    it, and — for a fleet's runner that measured none — when the oldest run that planned its measuring jobs
+    finished (None: no run planned any; each run's jobs asked for once)."""
+    found: dict[str, tuple[datetime | None, int, datetime | None]] = {}
     skipped = dict.fromkeys(runners, 0)
+    first_planned: dict[str, datetime] = {}
     for finished, run in finished_nights(runs, still_running=len(skipped) > 1 or "" not in skipped):
         if len(found) == len(skipped):
             break
@@ -90,10 +108,12 @@ def last_measured_night(
             if runner in found:
                 continue
             if measured(jobs, runner):
-                found[runner] = (finished, skipped[runner])
-            else:
-                skipped[runner] += 1
-    return {runner: found.get(runner, (None, count)) for runner, count in skipped.items()}
+                found[runner] = (finished, skipped[runner], None)
+                continue
+            skipped[runner] += 1
+            if runner and planned(jobs, runner):
+                first_planned[runner] = finished  # newest first: the last one kept is the oldest
+    return {runner: found.get(runner, (None, count, first_planned.get(runner))) for runner, count in skipped.items()}
 
 
 def check_nights(
@@ -110,7 +130,13 @@ def check_nights(
     def recent(last: datetime | None) -> bool:
         return last is not None and current - last <= timedelta(hours=hours)
 
-    quiet = [runner for runner in runners if not recent(lasts[runner][0])]
+    def not_yet_due(runner: str) -> bool:
+        """A fleet's runner that never measured, added after the nights looked at or first planned within
+        ``hours``: its first night is still to come (a Mac just added is not yet quiet)."""
+        last, _, first = lasts[runner]
+        return bool(runner) and last is None and bool(runs) and (first is None or recent(first))
+
+    quiet = [runner for runner in runners if not recent(lasts[runner][0]) and not not_yet_due(runner)]
     lines: list[str] = []
     if quiet:
         try:
@@ -120,11 +146,21 @@ def check_nights(
             enabled = f"could not re-enable {workflow}: {error}"
     known = known_issues(gh)
     for runner in runners:
-        last, unmeasured = lasts[runner]
+        last, unmeasured, first = lasts[runner]
         on = f" on runner {runner}" if runner else ""
         key = quiet_key(workflow, runner)
         if runner not in quiet:
-            line = f"last night of {workflow}{on} that measured finished {last.isoformat() if last else ''} — within {hours:g} hours"
+            if last is None:
+                line = (
+                    f"runner {runner} has measured no night of {workflow} yet: "
+                    + (f"its first planned night finished {first.isoformat()}, within {hours:g} hours"
+                       if first else "no night has planned its jobs yet (added since)")
+                    + " — not yet due"
+                )  # fmt: skip
+            else:
+                line = (
+                    f"last night of {workflow}{on} that measured finished {last.isoformat()} — within {hours:g} hours"
+                )
             lines.append(line)
             issue = known.get(key)
             if issue is not None and issue.open:

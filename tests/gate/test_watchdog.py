@@ -128,3 +128,29 @@ def test_each_runner_of_a_fleet_has_its_nights_counted_and_its_own_issue(tmp_pat
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m1-64", "m4-48"))
     assert not quiet
     assert f"closed #1 (cleared): {quiet_key('specdec-gate.yml', 'm1-64').title}" in lines
+
+
+def test_a_runner_just_added_is_not_yet_quiet_until_a_night_that_planned_it_is_overdue(gh_state: Path) -> None:
+    """The guide's "adding a second Mac": the M5 label is new in the configuration. No night has planned its jobs
+    yet, then tonight's did (its runner still being set up): neither is an alarm; three days after the first night
+    that planned it, with nothing measured, it is quiet like any runner."""
+    cancelled = [{"name": "night (m5-32) / measure (mlx on m5-32)", "conclusion": "cancelled", "steps": []}]
+    runs = [run("schedule", "2026-11-30T03:40:00Z", jobs=fleet_jobs("m4-48"))]
+    gh_state.write_text(json.dumps({"runs": runs}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
+    assert not quiet
+    assert (
+        "runner m5-32 has measured no night of specdec-gate.yml yet: no night has planned its jobs yet (added "
+        "since) — not yet due"
+    ) in lines
+    tonight = run("schedule", "2026-12-01T03:40:00Z", jobs=[*fleet_jobs("m4-48"), *cancelled])
+    gh_state.write_text(json.dumps({"runs": [*runs, tonight]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
+    assert not quiet
+    assert any("its first planned night finished 2026-12-01T03:40:00+00:00, within 48 hours" in line for line in lines)
+    first = run("schedule", "2026-11-28T03:40:00Z", jobs=[*fleet_jobs("m4-48"), *cancelled])
+    gh_state.write_text(json.dumps({"runs": [*runs, tonight, first]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
+    assert quiet
+    assert f"opened: {quiet_key('specdec-gate.yml', 'm5-32').title}" in lines
+    assert not [line for line in lines if line.startswith("opened") and "m4-48" in line]
