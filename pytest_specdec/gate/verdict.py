@@ -140,7 +140,8 @@ def tell(legs: Sequence[LegNight], gh: str, run_url: str, runner: str = "") -> l
     closed with a comment. What was done, one line each.
 
     A fleet's runner (``runner``) judges only its own issues: those of the machine classes its legs reported
-    tonight and its own "runner did not report" ones; another runner's are left for that runner's verdict."""
+    tonight, its own "runner did not report" ones and those of the single runner the gate had before the fleet;
+    another runner's are left for that runner's verdict."""
     bodies: dict[AlertKey, list[str]] = {}
     for leg, finding in told(legs):
         bodies.setdefault(alert_key(leg, finding), []).append(issue_body(leg, finding, run_url))
@@ -149,7 +150,9 @@ def tell(legs: Sequence[LegNight], gh: str, run_url: str, runner: str = "") -> l
     for key, parts in bodies.items():  # two of tonight's keys may continue one issue: both bodies go there
         raised.setdefault(_continued(key, known), []).extend(parts)
     done = [raise_alert(gh, key, "\n---\n\n".join(parts), known) for key, parts in raised.items()]
-    mine = {leg.machine_class for leg in legs} | {runner_name(runner)}
+    # A fleet's runner also judges the issues of the one runner the gate had before it (keyed "its self-hosted
+    # runner"): they would otherwise stay open for good once the gate runs a fleet.
+    mine = {leg.machine_class for leg in legs} | {runner_name(runner), runner_name("")}
     for key, issue in sorted(known.items()):
         if runner and key.machine_class not in mine:
             continue

@@ -177,6 +177,14 @@ def check_nights(
             f"Watchdog run: {run_url()}\n"
         )
         lines.append(raise_alert(gh, key, body, known))
+    before = known.get(quiet_key(workflow)) if "" not in runners else None
+    watched = [runner for runner in runners if runner not in quiet and lasts[runner][0] is not None]
+    if before is not None and before.open and watched:  # the one runner's issue, from before the gate ran a fleet
+        line = (
+            f"{workflow} now runs a fleet, watched runner by runner; runner {watched[0]} measured a night within "
+            f"{hours:g} hours"
+        )
+        lines.append(clear_alert(gh, before, f"Cleared: {line}.\n\nWatchdog run: {run_url()}"))
     return bool(quiet), list(dict.fromkeys(lines))
 
 

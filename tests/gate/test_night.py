@@ -469,6 +469,23 @@ def test_a_fleets_runner_judges_only_its_own_issues(tmp_path: Path, monkeypatch:
     )
 
 
+def test_a_fleets_runner_clears_the_issues_of_the_one_runner_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyed "its self-hosted runner" before the gate ran a fleet, a silent leg's issue would match no runner's
+    label: the first fleet runner whose leg reports clears it."""
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    (before,) = silent_legs([], {"mlx": True})
+    assert before.machine_class == "its self-hosted runner"
+    (opened,) = tell([before], str(GH), "u")
+    assert opened.startswith("opened:")
+    agrees = LegNight("mlx", "M4", True, True, "measured", (), agreeing={"claim d": "mlx-lm 0.33.0"})
+    (closed,) = tell([agrees], str(GH), "u", "m4")
+    assert closed.startswith("closed #1 (cleared):")
+    assert "its self-hosted runner" in closed
+
+
 def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, measured: Path) -> None:
     """A runner lost, or a job cancelled in the queue: no night file for the required leg, and an issue says so."""
     write_pyproject(tmp_path, "[tool.specdec.gate.legs.mlx]\nrequired = true\n\n[tool.specdec.gate.legs.ollama]\n"

@@ -154,3 +154,18 @@ def test_a_runner_just_added_is_not_yet_quiet_until_a_night_that_planned_it_is_o
     assert quiet
     assert f"opened: {quiet_key('specdec-gate.yml', 'm5-32').title}" in lines
     assert not [line for line in lines if line.startswith("opened") and "m4-48" in line]
+
+
+def test_moving_to_a_fleet_closes_the_one_runners_quiet_issue(gh_state: Path) -> None:
+    """Its issue ("every machine class") was keyed before the fleet: no runner's check would ever clear it."""
+    gh_state.write_text(json.dumps({"runs": [run("schedule", "2026-11-25T03:40:00Z")]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW)
+    assert quiet
+    assert lines[-1] == f"opened: {quiet_key('specdec-gate.yml').title}"
+    state = json.loads(gh_state.read_text())
+    state["runs"].append(run("schedule", "2026-12-01T03:40:00Z", jobs=fleet_jobs("m4-48")))
+    gh_state.write_text(json.dumps(state))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48",))
+    assert not quiet
+    assert lines[-1] == f"closed #1 (cleared): {quiet_key('specdec-gate.yml').title}"
+    assert json.loads(gh_state.read_text())["issues"][0]["state"] == "closed"
