@@ -97,3 +97,30 @@ def test_a_run_to_run_spread_read_from_few_nights_widens_the_drift_test() -> Non
     df = (within + 0.004) ** 2 / (within**2 / welch + 0.004**2 / 4)
     z = math.log(drift_test(new, old, 0.05, 0.0).ratio) / math.sqrt(within + 0.004)
     assert math.isclose(few, 2 * scipy_stats.t.sf(abs(z), df), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(("machines", "tau"), [(3, 0.0), (4, 0.04), (8, 0.08)])
+def test_pooled_submissions_cover_the_true_speedup_at_their_level(machines: int, tau: float) -> None:
+    """Machines of one class that differ by τ, each with its own 95 % interval (its own error): the pooled 95 %
+    interval covers the class's true speedup at least 95 % of the time — with three machines too (more where they
+    agree: it is never narrower than the inverse-variance interval), where that normal interval covers far less
+    once they differ."""
+    from pytest_specdec.stats import Interval, pool_intervals
+
+    rng = np.random.default_rng(machines)
+    truth, covered, normal_covered, runs = math.log(1.25), 0, 0, 3000
+    for _ in range(runs):
+        se = rng.uniform(0.01, 0.05, machines)
+        logs = truth + rng.normal(0, tau, machines) + rng.normal(0, se)
+        readings = [Interval(math.exp(y), math.exp(y - 1.96 * s), math.exp(y + 1.96 * s), 0.95, 32)
+                    for y, s in zip(logs, se, strict=True)]  # fmt: skip
+        pooled = pool_intervals(readings, 0.95)
+        assert pooled is not None
+        covered += pooled.interval.low <= math.exp(truth) <= pooled.interval.high
+        weights = 1 / se**2
+        centre, half = float(np.sum(weights * logs) / weights.sum()), 1.96 / math.sqrt(weights.sum())
+        normal_covered += abs(centre - truth) <= half
+    assert covered / runs >= 0.94, covered / runs
+    if tau >= 0.04:
+        assert normal_covered / runs < 0.85, "the plain inverse-variance interval ignores the machines' spread"
+    assert pool_intervals(readings[:1], 0.95) is None, "one submission is not pooled"

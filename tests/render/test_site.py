@@ -260,3 +260,41 @@ def test_a_submission_validate_rejects_is_left_out_and_named(site: Path) -> None
     assert any("rejected by specdec validate: its interval was edited" in line for line in board.skipped)
     shown = gather(root / "baselines", [], [], community=root / "community", admit=lambda _: None)
     assert [row for row in shown.rows if row.submitted]
+
+
+def test_several_submissions_of_one_key_are_pooled_into_one_answer(site: Path, tmp_path: Path) -> None:
+    """Three people submit the claim on one machine class: the row is the newest, shown with the three of its
+    release pooled (a fourth, of another release, is not); its page says so, with the bound's verdict on it."""
+    (original,) = (site.parent / "community").rglob("*.json")
+    data = json.loads(original.read_text())
+    folder = tmp_path / "community" / original.parent.name
+    folder.mkdir(parents=True)
+    for n, (level, release) in enumerate([(1.22, None), (1.30, None), (1.26, None), (2.0, "simulated 9.9")]):
+        copy = json.loads(json.dumps(data))
+        copy["submitted"] = f"2026-12-0{5 + n}T00:00:00+00:00"
+        s = copy["comparison"]["speedup"]
+        s["estimate"], s["low"], s["high"] = level, level * 0.95, level / 0.95
+        if release:
+            copy["comparison"]["release"] = release
+        (folder / f"{n}-{original.name}").write_text(json.dumps(copy))
+    board = gather(site.parent / "baselines", [], [], community=tmp_path / "community", admit=lambda _: None)
+    (row,) = [r for r in board.rows if r.submitted and r.machine_class == original.parent.name]
+    assert row.record.release == "simulated 9.9", "the newest submission is the row"
+    assert row.pooled is None, "one submission of its release: nothing to pool"
+    (folder / f"3-{original.name}").unlink()
+    board = gather(site.parent / "baselines", [], [], community=tmp_path / "community", admit=lambda _: None)
+    (row,) = [r for r in board.rows if r.submitted and r.machine_class == original.parent.name]
+    assert row.pooled is not None
+    assert row.pooled.interval.n == 3
+    assert 1.22 < row.pooled.interval.estimate < 1.30
+    assert row.pooled.interval.low < 1.22, "wider than the spread of three machines' own estimates"
+    assert row.pooled.interval.high > 1.30
+    out = tmp_path / "out"
+    build_site(out, site.parent / "baselines", [], [], community=tmp_path / "community")
+    page = next(p for p in (out / "comparisons").glob("*.html") if "All its submissions as one answer" in p.read_text())
+    said = re.search(r"(1\.2\dx) \[(1\.\d\d), (1\.\d\d)\] pooled over 3 submissions of simulated 1\.0 "
+                     r"\(machines apart ±\d\.\d%, speedup max=1: (\w+)\)", page.read_text())  # fmt: skip
+    assert said is not None, page.read_text()[:2000]
+    p = row.pooled.interval
+    assert said.groups() == (f"{p.estimate:.2f}x", f"{p.low:.2f}", f"{p.high:.2f}", "refuted"), "above 1x: refuted"
+    assert "pooled over 3 submissions" in (out / "index.html").read_text()

@@ -6,8 +6,8 @@ Sources: ``baselines/<machine class>/<backend>.json`` (the accepted results), ``
 ``nights.jsonl``: each line may carry the gate's word on that night, ``gate``, such as "flip not confirmed"),
 the seed's ``evidence.json`` (published figures, per chip) and submitted results (``community/<machine
 class>/*.json``, written by ``specdec submit``: rows of their own beside the owned runners', "submitted, not
-reproduced"). A file that
-cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
+reproduced", the newest of each key and class shown with every submission of its release pooled into one
+answer). A file that cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import in_words
+from pytest_specdec.stats import Pooled, pool_intervals
 from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.history import history_mark, read_history
@@ -62,6 +63,7 @@ class Row:
     source: str  # "accepted" (a baseline), "tonight" (a results file) or "submitted" (specdec submit's file)
     accepted: ComparisonRecord | None  # the accepted result of this key, when there is one
     told: str = ""  # the gate's word on this reading's night ("flip not confirmed" …), when a gate said one
+    pooled: Pooled | None = None  # a submitted row: every submission of its key, class and release as one answer
 
     @property
     def key(self) -> str:
@@ -250,13 +252,20 @@ def gather(
         ("tonight", _tonight(results, skipped)),
         (SUBMITTED, _submitted(community, skipped, admit)),
     )
+    shared: dict[tuple[str, str, str], list[ComparisonRecord]] = {}
     for source, readings in sources:
         for machine, when, record in readings:
             at = (machine, record.backend, baseline_key(record))
             told = _told(nights.get(at, ()), when) if source != SUBMITTED else ""
             mine = (*at, source == SUBMITTED)
+            if source == SUBMITTED:
+                shared.setdefault(at, []).append(record)
             if mine not in latest or when >= latest[mine].when:
                 latest[mine] = Row(machine, record, when, source, accepted.get(at), told)
+    for at, records in shared.items():  # the newest submission's release: results of one release only are pooled
+        row = latest[(*at, True)]
+        same = [r.speedup for r in records if r.release == row.record.release]
+        latest[(*at, True)] = replace(row, pooled=pool_intervals(same, row.record.speedup.confidence))
     rows = sorted(
         latest.values(), key=lambda r: (r.machine_class, r.record.backend, r.claim, r.record.category, r.submitted)
     )

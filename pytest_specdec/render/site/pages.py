@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 import shlex
 from collections import Counter
@@ -20,6 +21,7 @@ from typing import Any
 
 from pytest_specdec.render.site.chart import layout
 from pytest_specdec.render.site.data import Published, Row, Scoreboard, flip_word
+from pytest_specdec.stats import verdict_on
 from pytest_specdec.store.files import write_atomically
 
 
@@ -84,6 +86,20 @@ class Shown:
     def speedup(self) -> str:
         s = self.row.record.speedup
         return _interval(s.estimate, s.low, s.high)
+
+    @property
+    def pooled(self) -> str:
+        """A submitted row's submissions of its release as one answer, with each speedup bound's verdict on it."""
+        pooled = self.row.pooled
+        if pooled is None:
+            return ""
+        p = pooled.interval
+        bounds = [b for b in self.row.record.judgement.bounds if b.metric == "speedup"]
+        verdicts = "".join(f", {b.label}: {verdict_on(p, b.kind, b.bound).value}" for b in bounds)
+        return (
+            f"{_interval(p.estimate, p.low, p.high)} pooled over {p.n} submissions of {self.row.record.release} "
+            f"(machines apart ±{math.expm1(pooled.tau):.1%}{verdicts})"
+        )
 
     @property
     def acceptance(self) -> str:
