@@ -21,7 +21,8 @@ that did, its silence is not an alarm.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from pytest_specdec.errors import SpecdecUsageError
@@ -57,15 +58,16 @@ def last_night(runs: list[dict[str, object]]) -> datetime | None:
     return finished[0][0] if finished else None
 
 
-def planned(jobs: object, runner: str) -> bool:
-    """Whether a run's jobs include a measuring job of ``runner`` at all, measured or not.
+def planned(jobs: object, runner: str | None) -> bool:
+    """Whether a run's jobs include a measuring job of ``runner`` (``None``: of any runner) at all, measured or not.
 
     >>> planned({"jobs": [{"name": "night (m4) / measure (mlx on m4)"}]}, "m4"), planned({"jobs": []}, "m4")
     (True, False)
     """
     listed = jobs.get("jobs") if isinstance(jobs, dict) else None
     return any(
-        (name := MEASURING_JOB.search(str(job.get("name", "")))) is not None and name.group("runner") == runner
+        (name := MEASURING_JOB.search(str(job.get("name", "")))) is not None
+        and (runner is None or name.group("runner") == runner)
         for job in listed or []
         if isinstance(job, dict)
     )
@@ -91,29 +93,62 @@ def measured(jobs: object, runner: str = "") -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class RunnerNights:
+    """What the listed runs say of one runner."""
+
+    last: datetime | None  # when its newest night that measured finished
+    unmeasured: int  # newer completed nights that did not measure on it
+    first_planned: datetime | None = None  # never measured: when the oldest run that planned its jobs began
+    plan_since: datetime | None = None  # never planned: when the newest run that planned any runner's jobs began
+
+
 def last_measured_night(
     gh: str, runs: list[dict[str, object]], runners: Sequence[str] = ("",)
-) -> dict[str, tuple[datetime | None, int, datetime | None]]:
-    """Per runner: when its newest night that measured finished, how many newer completed ones did not measure on
-    it, and — for a fleet's runner that measured none — when the oldest run that planned its measuring jobs
-    finished (None: no run planned any; each run's jobs asked for once)."""
-    found: dict[str, tuple[datetime | None, int, datetime | None]] = {}
+) -> dict[str, RunnerNights]:
+    """Per runner: its newest night that measured and the completed ones since that did not; for a fleet's runner
+    that measured none, when the oldest scheduled run that planned its measuring jobs began (cancelled runs too),
+    or — planned by none — when the newest run that planned anyone's did. Each run's jobs are asked for once."""
+    found: dict[str, RunnerNights] = {}
     skipped = dict.fromkeys(runners, 0)
-    first_planned: dict[str, datetime] = {}
+    jobs_of: dict[str, object] = {}
+
+    def jobs(run: dict[str, object]) -> object:
+        number = str(run.get("databaseId", ""))
+        if number not in jobs_of:
+            jobs_of[number] = gh_json(gh, "run", "view", number, "--json", "jobs")
+        return jobs_of[number]
+
     for finished, run in finished_nights(runs, still_running=len(skipped) > 1 or "" not in skipped):
         if len(found) == len(skipped):
             break
-        jobs = gh_json(gh, "run", "view", str(run.get("databaseId", "")), "--json", "jobs")
         for runner in skipped:
-            if runner in found:
-                continue
-            if measured(jobs, runner):
-                found[runner] = (finished, skipped[runner], None)
-                continue
-            skipped[runner] += 1
-            if runner and planned(jobs, runner):
-                first_planned[runner] = finished  # newest first: the last one kept is the oldest
-    return {runner: found.get(runner, (None, count, first_planned.get(runner))) for runner, count in skipped.items()}
+            if runner not in found and measured(jobs(run), runner):
+                found[runner] = RunnerNights(finished, skipped[runner])
+            elif runner not in found:
+                skipped[runner] += 1
+    unplanned = [runner for runner in runners if runner and runner not in found]
+    first_planned: dict[str, datetime] = {}
+    plan_since: datetime | None = None
+    for run in sorted((r for r in runs if r.get("event") in NIGHTS), key=_created, reverse=True) if unplanned else []:
+        if plan_since is None and planned(jobs(run), None):
+            plan_since = _created(run)
+        for runner in unplanned:
+            if planned(jobs(run), runner):
+                first_planned[runner] = _created(run)  # newest first: the last one kept is the oldest
+    return {
+        runner: found.get(runner)
+        or RunnerNights(None, count, first_planned.get(runner), None if runner in first_planned else plan_since)
+        for runner, count in skipped.items()
+    }
+
+
+def _created(run: Mapping[str, object]) -> datetime:
+    """When a run was created (its night began), UTC; the epoch when GitHub gave no readable time."""
+    try:
+        return datetime.fromisoformat(str(run.get("createdAt", "")).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
 
 
 def check_nights(
@@ -130,13 +165,20 @@ def check_nights(
     def recent(last: datetime | None) -> bool:
         return last is not None and current - last <= timedelta(hours=hours)
 
-    def not_yet_due(runner: str) -> bool:
-        """A fleet's runner that never measured, added after the nights looked at or first planned within
-        ``hours``: its first night is still to come (a Mac just added is not yet quiet)."""
-        last, _, first = lasts[runner]
-        return bool(runner) and last is None and bool(runs) and (first is None or recent(first))
+    known = known_issues(gh)
 
-    quiet = [runner for runner in runners if not recent(lasts[runner][0]) and not not_yet_due(runner)]
+    def not_yet_due(runner: str) -> bool:
+        """A fleet's runner that never measured, whose first planned night began within ``hours`` — or, planned by
+        no run, added after a run that planned the others within ``hours``: its first night is still to come (a Mac
+        just added is not yet quiet). Where no recent run planned anyone's jobs the plan is broken, and the runner
+        is due like the rest; a runner whose quiet issue is open was due before and is never new again."""
+        seen = lasts[runner]
+        issue = known.get(quiet_key(workflow, runner))
+        if not runner or seen.last is not None or (issue is not None and issue.open):
+            return False
+        return recent(seen.first_planned) or (seen.first_planned is None and recent(seen.plan_since))
+
+    quiet = [runner for runner in runners if not recent(lasts[runner].last) and not not_yet_due(runner)]
     lines: list[str] = []
     if quiet:
         try:
@@ -144,17 +186,16 @@ def check_nights(
             enabled = f"re-enabled {workflow} (GitHub disables scheduled workflows after 60 days without activity)"
         except SpecdecUsageError as error:
             enabled = f"could not re-enable {workflow}: {error}"
-    known = known_issues(gh)
     for runner in runners:
-        last, unmeasured, first = lasts[runner]
+        last, unmeasured, first = lasts[runner].last, lasts[runner].unmeasured, lasts[runner].first_planned
         on = f" on runner {runner}" if runner else ""
         key = quiet_key(workflow, runner)
         if runner not in quiet:
             if last is None:
                 line = (
                     f"runner {runner} has measured no night of {workflow} yet: "
-                    + (f"its first planned night finished {first.isoformat()}, within {hours:g} hours"
-                       if first else "no night has planned its jobs yet (added since)")
+                    + (f"its first planned night began {first.isoformat()}, within {hours:g} hours"
+                       if first else "no night has planned its jobs yet (added since the last that planned the others)")
                     + " — not yet due"
                 )  # fmt: skip
             else:
@@ -163,7 +204,7 @@ def check_nights(
                 )
             lines.append(line)
             issue = known.get(key)
-            if issue is not None and issue.open:
+            if issue is not None and issue.open and last is not None:  # only a night that measured clears it
                 lines.append(clear_alert(gh, issue, f"Cleared: {line}.\n\nWatchdog run: {run_url()}"))
             continue
         said = f"the last finished {last.isoformat()}" if last else "none in its recent runs"
@@ -178,7 +219,7 @@ def check_nights(
         )
         lines.append(raise_alert(gh, key, body, known))
     before = known.get(quiet_key(workflow)) if "" not in runners else None
-    watched = [runner for runner in runners if runner not in quiet and lasts[runner][0] is not None]
+    watched = [runner for runner in runners if runner not in quiet and lasts[runner].last is not None]
     if before is not None and before.open and watched:  # the one runner's issue, from before the gate ran a fleet
         line = (
             f"{workflow} now runs a fleet, watched runner by runner; runner {watched[0]} measured a night within "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -25,8 +25,9 @@ def run(
     event: str, updated: str, conclusion: str = "success", status: str = "completed", jobs: object = MEASURED
 ) -> dict[str, object]:
     number = int(updated[:19].replace("-", "").replace("T", "").replace(":", "")) % 10**9
-    return {"event": event, "updatedAt": updated, "conclusion": conclusion, "status": status, "databaseId": number,
-            "jobs": jobs}  # fmt: skip
+    began = (datetime.fromisoformat(updated.replace("Z", "+00:00")) - timedelta(minutes=40)).isoformat()
+    return {"event": event, "createdAt": began, "updatedAt": updated, "conclusion": conclusion, "status": status,
+            "databaseId": number, "jobs": jobs}  # fmt: skip
 
 
 def test_only_finished_nights_count() -> None:
@@ -141,13 +142,13 @@ def test_a_runner_just_added_is_not_yet_quiet_until_a_night_that_planned_it_is_o
     assert not quiet
     assert (
         "runner m5-32 has measured no night of specdec-gate.yml yet: no night has planned its jobs yet (added "
-        "since) — not yet due"
+        "since the last that planned the others) — not yet due"
     ) in lines
     tonight = run("schedule", "2026-12-01T03:40:00Z", jobs=[*fleet_jobs("m4-48"), *cancelled])
     gh_state.write_text(json.dumps({"runs": [*runs, tonight]}))
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
     assert not quiet
-    assert any("its first planned night finished 2026-12-01T03:40:00+00:00, within 48 hours" in line for line in lines)
+    assert any("its first planned night began 2026-12-01T03:00:00+00:00, within 48 hours" in line for line in lines)
     first = run("schedule", "2026-11-28T03:40:00Z", jobs=[*fleet_jobs("m4-48"), *cancelled])
     gh_state.write_text(json.dumps({"runs": [*runs, tonight, first]}))
     quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
@@ -169,3 +170,28 @@ def test_moving_to_a_fleet_closes_the_one_runners_quiet_issue(gh_state: Path) ->
     assert not quiet
     assert lines[-1] == f"closed #1 (cleared): {quiet_key('specdec-gate.yml').title}"
     assert json.loads(gh_state.read_text())["issues"][0]["state"] == "closed"
+
+
+def test_a_runner_is_never_new_again_once_due_nor_while_no_night_plans_anyone(gh_state: Path) -> None:
+    """Two ways an established runner could pass for a new one: its planned night cancelled after its issue
+    opened, and fifty nights whose plan failed before any job (its measured nights gone from the list)."""
+    cancelled = [{"name": "night (m5-32) / measure (mlx on m5-32)", "conclusion": "cancelled", "steps": []}]
+    first = run("schedule", "2026-11-28T03:40:00Z", jobs=[*fleet_jobs("m4-48"), *cancelled])
+    gh_state.write_text(
+        json.dumps({"runs": [first, run("schedule", "2026-12-01T03:40:00Z", jobs=fleet_jobs("m4-48"))]})
+    )
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
+    assert quiet
+    state = json.loads(gh_state.read_text())
+    state["runs"][0]["conclusion"] = "cancelled"  # the run that planned m5's jobs ends cancelled
+    gh_state.write_text(json.dumps(state))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48", "m5-32"))
+    assert quiet, "its issue is open: it was due, and stays so"
+    assert not [line for line in lines if line.startswith("closed")]
+    broken = [
+        run("schedule", f"2026-11-{d}T{h:02d}:40:00Z", "failure", jobs=[]) for d in (28, 29, 30) for h in range(24)
+    ]
+    old = run("schedule", "2026-10-01T03:40:00Z", jobs=fleet_jobs("m4-48"))  # beyond the 50 newest listed
+    gh_state.write_text(json.dumps({"runs": [*broken, old]}))
+    quiet, lines = check_nights(str(GH), "specdec-gate.yml", 48, NOW, runners=("m4-48",))
+    assert quiet, "no night planned anyone's jobs for two days: a broken plan, not a new runner"
