@@ -85,7 +85,9 @@ def machine(seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA) 
     accepted_at, accepted = str(history[-1]["time"]), list(runs[-1].log_ratios)  # the last night is the baseline
 
     def across(comparison: Comparison, since: list[dict[str, object]], upward: bool | None) -> bool:
-        found = Nights(tuple(history + since)).drift(comparison.speedup, "r 1", "r 1", accepted_at)
+        found = Nights(tuple(history + since)).drift(
+            comparison.speedup, "r 1", "r 1", accepted_at, log_se(comparison.log_ratios)
+        )
         assert found is not None, "five nights or more: the spread is known"
         ratio, p_value = found
         moved = p_value < alpha and abs(math.log(ratio)) >= math.log1p(MIN_EFFECT)

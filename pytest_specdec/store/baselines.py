@@ -38,7 +38,7 @@ from pytest_specdec.store.records import (
     ComparisonRecord,
     Provenance,
 )
-from pytest_specdec.store.spread import NO_NIGHTS, Nights, RunSpread, widened
+from pytest_specdec.store.spread import NO_NIGHTS, Nights, RunSpread, log_se, widened
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -171,7 +171,7 @@ def compare_with_baseline(
     if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
-        across = nights.drift(new.speedup, new.release, old.release, entry.accepted_at)
+        across = nights.drift(new.speedup, new.release, old.release, entry.accepted_at, log_se(new.log_ratios))
         if across is None:  # the spread not known, or no night of the baseline's release kept: the pairs
             between = 2 * spread.tau**2 if spread.tau else 0.0
             within = drift_test(

@@ -180,58 +180,116 @@ class Nights:
         return run_spread(self.lines)
 
     def drift(
-        self, tonight: Interval, tonight_release: str, accepted_release: str, accepted_at: str
-    ) -> tuple[float, float] | None:
-        """``(ratio, p-value)`` of tonight's level against the accepted release's nights up to its acceptance.
+        self, tonight: Interval, tonight_release: str, accepted_release: str, accepted_at: str,
+        tonight_se: float | None = None,
+    ) -> tuple[float, float] | None:  # fmt: skip
+        """``(ratio, p-value)`` of tonight's level against the accepted level, from the nights up to the acceptance.
 
         Tonight's level is the mean log speedup of tonight and the nights of its release since the acceptance,
         :data:`WINDOW` at most (a move that one night cannot show, three can; a new release starts its own
-        window); the accepted level the mean of the accepted release's nights. A night's scatter about its
-        release's level — within-run error and run-to-run spread together — is read from the other kept nights
-        (their pooled variance within releases; a window night whose own within-run variance is larger counts
-        with that), so the ratio of the two means is on a t distribution with those nights' degrees of freedom,
-        a prediction of tonight's level from the nights before it: one test a night, no windows to correct for.
-        None while the spread is not known (:data:`MIN_NIGHTS`) or no night of the accepted release is kept.
+        window). The accepted level is the mean of the accepted release's nights since the key's previous
+        acceptance — or, where the nights just before this acceptance moved (their change was drift or a flip:
+        a new normal accepted), of those nights. A night's scatter about its level, within-run error and
+        run-to-run spread together, is read from the nights up to the acceptance (their variance pooled within
+        releases and the spans between acceptances; the nights since never count, so a lasting move cannot
+        hide in it); a window night whose within-run variance ``v`` is above theirs adds the excess. The
+        difference of the two means is then on a t with those nights' degrees of freedom (more by
+        Satterthwaite's rule where a night's own excess, known, makes part of it): one test a night, a
+        prediction of tonight's level. ``tonight_se``: tonight's within-run standard error of log speedup, as its
+        history line will keep it (else read back from its interval). None while fewer than :data:`MIN_NIGHTS`
+        nights of one span (4 degrees of freedom) are kept up to the acceptance.
 
         >>> def night(day, estimate, release="r 1"):
         ...     return {"release": release, "time": f"2026-01-{day:02d}", "log_se": 0.01,
         ...             "speedup": {"estimate": estimate, "low": estimate * 0.98, "high": estimate / 0.98}}
         >>> kept = Nights(tuple(night(d, e) for d, e in enumerate([1.0, 1.03, 0.98, 1.01, 0.99, 1.02], 1)))
         >>> ratio, p_value = kept.drift(Interval(1.2, 1.15, 1.25, 0.95, 32), "r 1", "r 1", "2026-01-06")
-        >>> round(ratio, 2), p_value < 0.001  # 1.2 against nights about 1.005
+        >>> round(ratio, 2), p_value < 0.01  # 1.2 against nights about 1.005
         (1.19, True)
         >>> kept.drift(Interval(1.01, 0.97, 1.05, 0.95, 32), "r 1", "r 1", "2026-01-06")[1] > 0.5
         True
         """
         accepted = line_time({"time": accepted_at})
-        tonight_point = _log_point({"speedup": {"estimate": tonight.estimate, "low": tonight.low,
-                                                "high": tonight.high, "confidence": tonight.confidence}})  # fmt: skip
+        tonight_point = (
+            (math.log(tonight.estimate), tonight_se**2)
+            if tonight_se and tonight_se > 0 and 0 < tonight.estimate < math.inf
+            else _log_point({"speedup": {"estimate": tonight.estimate, "low": tonight.low, "high": tonight.high,
+                                         "confidence": tonight.confidence}})
+        )  # fmt: skip
         if accepted is None or tonight_point is None:
             return None
-        counted = _counted(self.lines)
+        counted = [line for line in _counted(self.lines) if _log_point(line) is not None]
         since = [line for line in counted if str(line.get("release", "")) == tonight_release
-                 and (line_time(line) or accepted) > accepted and _log_point(line) is not None][-(WINDOW - 1) :]  # fmt: skip
-        rest = [line for line in counted if not any(line is pooled for pooled in since)]
-        reference = [p[0] for line in rest if str(line.get("release", "")) == accepted_release
-                     and (line_time(line) or accepted) <= accepted and (p := _log_point(line)) is not None]  # fmt: skip
-        groups = [points for points in _by_release(rest).values() if len(points) > 1]
-        df = sum(len(points) - 1 for points in groups)
+                 and (line_time(line) or accepted) > accepted][-(WINDOW - 1) :]  # fmt: skip
+        before = [line for line in counted if (line_time(line) or accepted) <= accepted]
+        spans = _spans(before)
+        reference = _accepted_level(before, spans, accepted_release)
+        groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        for line, span in zip(before, spans, strict=True):
+            groups.setdefault(span, []).append(_log_point(line) or (0.0, 0.0))
+        kept = [points for points in groups.values() if len(points) > 1]
+        df = sum(len(points) - 1 for points in kept)
         if df < MIN_NIGHTS - 1 or not reference:
             return None
         scatter = (
             math.fsum(
-                math.fsum((y - statistics.fmean(y for y, _ in points)) ** 2 for y, _ in points) for points in groups
+                math.fsum((y - statistics.fmean(y for y, _ in points)) ** 2 for y, _ in points) for points in kept
             )
             / df
         )
+        typical = statistics.fmean(v for points in kept for _, v in points)
         window = [p for line in since if (p := _log_point(line)) is not None] + [tonight_point]
         moved = statistics.fmean(y for y, _ in window) - statistics.fmean(reference)
-        variance = math.fsum(max(scatter, v) for _, v in window) / len(window) ** 2 + scatter / len(reference)
+        estimated = scatter * (1 / len(window) + 1 / len(reference))
+        variance = estimated + math.fsum(max(0.0, v - typical) for _, v in window) / len(window) ** 2
         if variance <= 0:
             return math.exp(moved), 1.0 if moved == 0 else 0.0
         from scipy.stats import t
 
-        return math.exp(moved), float(2 * t.sf(abs(moved) / math.sqrt(variance), df))
+        # Satterthwaite: only the scatter is estimated (on ``df``); a window night's excess is its own, known
+        freedom = df * (variance / estimated) ** 2 if estimated > 0 else math.inf
+        return math.exp(moved), float(2 * t.sf(abs(moved) / math.sqrt(variance), freedom))
+
+
+MOVES = ("drift", "flip")  # a night's change that says its level moved: accepted after it, the new normal
+
+
+def _spans(lines: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Each line's span, oldest first: its release, and how many acceptances of the key came before it — a level
+    accepted anew starts a span of its own, as a release does; the run of moved nights an acceptance closes is
+    one span too (the new normal), apart from the nights before it."""
+    spans: list[tuple[str, int]] = []
+    count = 0
+    closing = _moved_before_acceptance(lines)
+    for index, line in enumerate(lines):
+        count += index in closing and (index == 0 or index - 1 not in closing)
+        spans.append((str(line.get("release", "")), count))
+        count += bool(line.get("accepted"))
+    return spans
+
+
+def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The indexes of each accepted line and the moved nights (:data:`MOVES`) right before it, where there are."""
+    found: set[int] = set()
+    for index, line in enumerate(lines):
+        if not line.get("accepted"):
+            continue
+        first = index
+        while first > 0 and lines[first - 1].get("change") in MOVES and not lines[first - 1].get("accepted"):
+            first -= 1
+        if first < index:
+            found.update(range(first, index + 1))
+    return found
+
+
+def _accepted_level(lines: Sequence[Mapping[str, Any]], spans: Sequence[tuple[str, int]], release: str) -> list[float]:
+    """The accepted level's nights: the last span's nights of the accepted release (those since its previous
+    acceptance, or the moved nights it accepted)."""
+    of_release = [(line, span) for line, span in zip(lines, spans, strict=True) if span[0] == release]
+    if not of_release:
+        return []
+    last = of_release[-1][1]
+    return [(_log_point(line) or (0.0, 0.0))[0] for line, span in of_release if span == last]
 
 
 NO_NIGHTS = Nights()

@@ -149,7 +149,8 @@ def test_drift_on_nights_where_nothing_changed_is_raised_as_often_as_its_level_s
         levels = list(np.exp(rng.normal(0.1, math.hypot(0.03, within_se), 11)))
         reference = nights(levels[:8], se=within_se or 0.01)
         accepted_at = str(reference[-1]["time"])
-        tonight = Interval(levels[10], levels[10] * 0.97, levels[10] / 0.97, 0.95, 64)
+        se = within_se or 0.01  # tonight's run as long as the others
+        tonight = Interval(levels[10], levels[10] * math.exp(-1.96 * se), levels[10] * math.exp(1.96 * se), 0.95, 64)
         for pooled, p_values in found.items():
             since = nights(levels[8 : 8 + pooled], se=within_se or 0.01, start="2026-02-01")
             read = Nights(tuple(reference + since)).drift(tonight, "r 1", "r 1", accepted_at)
@@ -264,3 +265,41 @@ def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() 
     assert best.shape == (3, COLUMNS)
     for found in (rows[:, :COLUMNS], best):
         assert (found[:, 3] >= found[:, 2]).all(), "caught on night 1 is caught within three"
+
+
+def test_a_window_night_with_more_error_than_the_others_counts_its_excess() -> None:
+    """Tonight's run was shorter than the history's (three times their within-run error): its level scatters
+    more, and a 1 % test still raises drift on about 1 % of quiet nights."""
+    rng = np.random.default_rng(5)
+    p_values = []
+    for _ in range(1500):
+        history = list(np.exp(rng.normal(0.1, math.hypot(0.02, 0.01), 15)))
+        reference = nights(history, se=0.01)
+        level = math.exp(0.1 + rng.normal(0, 0.02) + rng.normal(0, 0.03))
+        tonight = Interval(level, level * math.exp(-1.96 * 0.03), level * math.exp(1.96 * 0.03), 0.95, 16)
+        read = Nights(tuple(reference)).drift(tonight, "r 1", "r 1", str(reference[-1]["time"]), tonight_se=0.03)
+        assert read is not None
+        p_values.append(read[1])
+    assert 0.004 < np.mean(np.array(p_values) < 0.01) < 0.018
+    assert 0.038 < np.mean(np.array(p_values) < 0.05) < 0.064
+
+
+def test_a_lasting_move_stays_drift_and_an_accepted_new_normal_is_the_level() -> None:
+    """Nights after the acceptance never join the scatter, so a move that lasts keeps reading as drift night
+    after night; accepting the moved nights (their change was drift) makes their level the accepted one."""
+    wander = [math.exp(x) for x in (0.0, 0.02, -0.015, 0.01, -0.02, 0.015, -0.01, 0.005, -0.005, 0.0)]
+    reference = nights(wander)
+    accepted_at = str(reference[-1]["time"])
+    moved = nights([1.1 * w for w in wander[:8]], start="2026-02-01")
+    tonight = Interval(1.1, 1.1 * 0.96, 1.1 / 0.96, 0.95, 64)
+    for count in (0, 2, 8):
+        read = Nights(tuple(reference + moved[:count])).drift(tonight, "r 1", "r 1", accepted_at)
+        assert read is not None
+        assert read[1] < 0.001, f"+10 % on nights that wander 1.5 %, {count} nights on: still drift"
+    drifted = [dict(line, change="drift") for line in moved[:3]]
+    drifted[-1]["accepted"] = True  # the user accepts the new normal on the third drifted night
+    history = [dict(reference[0], accepted=True), *reference[1:], *drifted]
+    read = Nights(tuple(history)).drift(tonight, "r 1", "r 1", str(drifted[-1]["time"]))
+    assert read is not None
+    assert read[1] > 0.2, "1.1x against the 1.1x level just accepted: no drift"
+    assert read[0] == pytest.approx(1.1 / math.exp(np.mean(np.log([1.1 * w for w in wander[:3]]))), rel=1e-9)
