@@ -10,6 +10,7 @@ evidence family.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -191,8 +192,9 @@ def test_a_server_it_starts_through_the_plugins_helper_is_never_left_behind(
         time.sleep(0.05)
     assert not _alive(server)
     for stop in (signal.SIGTERM, signal.SIGINT):  # a CI cancel or `kill`, and Ctrl-C: the same teardown
-        ended = subprocess.Popen([*command, "--specdec-min-trials=400", "--specdec-max-trials=400"], env=installed,
-                                 cwd=tmp_path, stdout=subprocess.DEVNULL)  # fmt: skip
+        with _interruptible():
+            ended = subprocess.Popen([*command, "--specdec-min-trials=400", "--specdec-max-trials=400"],
+                                     env=installed, cwd=tmp_path, stdout=subprocess.DEVNULL)  # fmt: skip
         deadline = time.monotonic() + 300
         while not _served_by_the_helper() and ended.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)  # polling for the server's pid file, as above
@@ -200,6 +202,21 @@ def test_a_server_it_starts_through_the_plugins_helper_is_never_left_behind(
         ended.send_signal(stop)
         assert ended.wait(timeout=120) == 2, f"{stop.name} interrupts the run (pytest's exit status 2), not kills it"
         assert not _alive(server), f"{stop.name} stops the server it started, without the reaper"
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Start a child as a terminal would, with Ctrl-C reaching it: a suite run in the background (``make test &``)
+    ignores SIGINT, and a child inherits an ignored signal (POSIX's rule for background jobs), so its Python would
+    never raise KeyboardInterrupt. A handler, unlike an ignored signal, is reset to the default at exec."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _served_by_the_helper() -> list[int]:
