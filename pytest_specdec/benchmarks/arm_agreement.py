@@ -5,11 +5,14 @@ Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile embedded
 (``--summarize rounds.json`` prints a saved run's table again; backends ``mlx`` and
 ``llama-cpp``; profiles ``embedded``, ``embedded-1b`` and ``gemma``). Not collected by pytest.
 
-Each round runs, on the same prompt and token budget, six harnesses interleaved: the
+Each round runs, on the same prompt and token budget, its harnesses interleaved: the
 plugin's plain and SD arms, a bare plain and SD loop, and a second pair of bare loops on
 instances of their own (the **control**: what a second instance alone moves, so an
-instance effect is not read as the plugin's). The order is a cyclic Latin square of the
-six, reversed every other cycle, so every harness takes every position equally often
+instance effect is not read as the plugin's); for llama-cpp also the bare loops on the
+plugin's own instances (the **cross** loops, which split plugin ÷ bare into the plugin's
+path on the same instances, ``path:``, and where its instances lie, ``instances:``). The
+order is a cyclic Latin square of them, reversed every other cycle, so every harness
+takes every position equally often
 (with a plain alternation the plugin's plain arm always ran first or last, which on this
 CPU alone moved the speedup ratio by about 2 %). Rounds go on, past ``--rounds``, until
 every median's 95 % interval is narrower than ``--width`` (2 %), checked after whole
@@ -118,37 +121,44 @@ def bare_draft_model(draft: Any, num_draft: int) -> Any:
     return BareDraft()
 
 
-def llama_cpp_loops(
-    tokens_of: Callable[[str], list[int]], pair: ModelPair, max_tokens: int, threads: int, instance: str
-) -> dict[str, Callable[[Prompt], float]]:
-    """Bare plain and SD loops on the same GGUFs with the plugin's load options: prompt lookup (the library's own
-    speculative API) when the pair has no draft, else a bare second-model drafter prefilled with the prompt."""
-    import numpy as np
+def load_llama_instances(pair: ModelPair, threads: int) -> tuple[Any, Any, Any]:
+    """The bare loops' own plain and SD targets and draft, with the plugin's load options."""
     from llama_cpp import Llama
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     from pytest_specdec.backends.files import resolve_gguf
 
     load = {"verbose": False, "n_ctx": 1024, "n_gpu_layers": -1, "n_threads": threads, "n_threads_batch": threads}
     path = str(resolve_gguf(pair.target))
     plain = Llama(model_path=path, **load)
-    draft_llm = Llama(model_path=str(resolve_gguf(pair.draft)), **load) if pair.draft else None
+    draft = Llama(model_path=str(resolve_gguf(pair.draft)), **load) if pair.draft else None
+    return plain, Llama(model_path=path, **load, logits_all=True), draft
+
+
+def llama_cpp_loops(
+    tokens_of: Callable[[str], list[int]], instances: tuple[Any, Any, Any], max_tokens: int, instance: str
+) -> dict[str, Callable[[Prompt], float]]:
+    """Bare plain and SD loops on the given (plain, SD target, draft) instances: prompt lookup (the library's own
+    speculative API) when there is no draft, else a bare second-model drafter prefilled with the prompt."""
+    import numpy as np
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    plain, sd, draft_llm = instances
     drafter = (
         bare_draft_model(draft_llm, SD.num_draft)
         if draft_llm is not None
         else LlamaPromptLookupDecoding(max_ngram_size=NGRAM, num_pred_tokens=SD.num_draft)
     )
-    sd = Llama(model_path=path, **load, draft_model=drafter, logits_all=True)
-    print(f"  {instance} loops: {'second-model draft' if draft_llm is not None else 'prompt lookup'}, "
-          f"{threads} threads", flush=True)  # fmt: skip
+    print(f"  {instance} loops: {'second-model draft' if draft_llm is not None else 'prompt lookup'}", flush=True)
 
     def loop(llm: Any, speculative: bool) -> Callable[[Prompt], float]:
         def run(prompt: Prompt) -> float:
             tokens = tokens_of(prompt.text)  # the very tokens the plugin feeds
-            if speculative and draft_llm is not None:
-                draft_llm.reset()
-                drafter.context, drafter.stable = [], 0
-                drafter.sync(np.asarray(tokens, dtype=np.intc))  # the draft's prefill, before decode
+            if speculative:
+                llm.draft_model = drafter  # read by generate(); the plugin's instance gets its own back each call
+                if draft_llm is not None:
+                    draft_llm.reset()
+                    drafter.context, drafter.stable = [], 0
+                    drafter.sync(np.asarray(tokens, dtype=np.intc))  # the draft's prefill, before decode
             stream = llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
             try:
                 return timed(stream, max_tokens)[0]
@@ -238,11 +248,13 @@ def _arguments() -> argparse.Namespace:
 
 
 Loops = dict[str, Callable[[Prompt], float]]
-HARNESSES = ("plugin plain", "bare plain", "control plain", "plugin sd", "bare sd", "control sd")
+HARNESSES = ("plugin plain", "bare plain", "control plain", "cross plain", "plugin sd", "bare sd", "control sd",
+             "cross sd")  # fmt: skip
 
 
-def _harnesses(args: argparse.Namespace) -> tuple[Backend, ModelPair, Loops, Loops, list[float]]:
-    """The plugin's backend and the bare and control loops the arguments ask for."""
+def _harnesses(args: argparse.Namespace) -> tuple[Backend, ModelPair, dict[str, Loops], list[float]]:
+    """The plugin's backend and the loops the arguments ask for: ``bare``, ``control`` (a second bare instance)
+    and, for llama-cpp, ``cross`` (the bare loops on the plugin's own instances)."""
     from pytest_specdec.backends import load_backend
 
     pair = profile_pairs(args.profile)[args.backend]
@@ -262,21 +274,22 @@ def _harnesses(args: argparse.Namespace) -> tuple[Backend, ModelPair, Loops, Loo
     def tokens_of(text: str) -> list[int]:  # the plugin backend's tokens, whichever was loaded first
         return list(loaded[0].prompt_tokens(text))  # type: ignore[attr-defined]
 
+    threads = args.threads or usable_cores().count
+    own: dict[str, tuple[Any, Any, Any]] = {}
     if args.backend == "llama-cpp" and args.bare_first:
-        threads = args.threads or usable_cores().count
-        loops = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "bare")
-        controls = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "control")
+        own = {name: load_llama_instances(pair, threads) for name in ("bare", "control")}
     backend: Backend = load_backend(args.backend, pair, options)
     loaded.append(backend)
     generation_tps: list[float] = []  # mlx-lm's own figure for each bare plain run
-    if args.backend == "llama-cpp" and not args.bare_first:
-        threads = args.threads or usable_cores().count
-        loops = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "bare")
-        controls = llama_cpp_loops(tokens_of, pair, args.max_tokens, threads, "control")  # a second bare instance
-    elif args.backend == "mlx":
-        loops = mlx_loops(backend, args.max_tokens, generation_tps)
-        controls = mlx_loops(backend, args.max_tokens, [], own_weights=True)
-    return backend, pair, loops, controls, generation_tps
+    if args.backend == "mlx":
+        loops = {"bare": mlx_loops(backend, args.max_tokens, generation_tps),
+                 "control": mlx_loops(backend, args.max_tokens, [], own_weights=True)}  # fmt: skip
+        return backend, pair, loops, generation_tps
+    own = own or {name: load_llama_instances(pair, threads) for name in ("bare", "control")}
+    own["cross"] = (backend._plain_llm, backend._llm, backend._draft_llm)  # type: ignore[attr-defined]
+    print(f"  llama-cpp loops at {threads} threads", flush=True)
+    return backend, pair, {name: llama_cpp_loops(tokens_of, instances, args.max_tokens, name)
+                           for name, instances in own.items()}, generation_tps  # fmt: skip
 
 
 def main() -> None:
@@ -285,31 +298,31 @@ def main() -> None:
         saved = json.loads(Path(args.summarize).read_text())
         print_table(f"{args.summarize}: {len(saved)} rounds", ratio_rows(saved))
         return
-    backend, pair, loops, controls, generation_tps = _harnesses(args)
+    backend, pair, loops, generation_tps = _harnesses(args)
     plugin_style = "continuation" if getattr(backend, "is_base_model", lambda: False)() else "instruction"
     prompts = prompts_for(args.category, plugin_style)
     plan = ComparisonPlan(args.category, prompts, PLAIN, SD, args.max_tokens, 2, 2, 0.95)
     harness: dict[str, Callable[[Prompt], float]] = {
         "plugin plain": lambda p: run_trial(backend, p, PLAIN, plan, time.perf_counter).decode_tps,
         "plugin sd": lambda p: run_trial(backend, p, SD, plan, time.perf_counter).decode_tps,
-        "bare plain": loops["plain"], "bare sd": loops["sd"],
-        "control plain": controls["plain"], "control sd": controls["sd"],
-    }  # fmt: skip
+        **{f"{name} {arm}": run for name, arms in loops.items() for arm, run in arms.items()},
+    }
+    names = tuple(name for name in HARNESSES if name in harness)
     for prompt in prompts:  # warm-up of every harness on every prompt (the plugin warms each arm on each)
         for run in harness.values():
             run(prompt)
     raw: list[dict[str, Any]] = []
     started = time.monotonic()
-    period = 2 * len(HARNESSES)  # a Latin square and its reverse
+    period = 2 * len(names)  # a Latin square and its reverse
     done = ""
     for index in range(args.max_rounds):
         prompt = prompts[index % len(prompts)]
         # Each harness takes every position in the round equally often (a cyclic Latin square,
         # reversed every other cycle): the first run after a round's bookkeeping, or after
         # another instance, costs something, and must not always fall on the same harness.
-        shift = index % len(HARNESSES)
-        order = HARNESSES[shift:] + HARNESSES[:shift]
-        sequence = order if (index // len(HARNESSES)) % 2 == 0 else order[::-1]
+        shift = index % len(names)
+        order = names[shift:] + names[:shift]
+        sequence = order if (index // len(names)) % 2 == 0 else order[::-1]
         tps = {name: harness[name](prompt) for name in sequence}
         round_: dict[str, Any] = {"prompt": prompt.id, "order": list(sequence), "tps": tps}
         if generation_tps:
@@ -335,10 +348,12 @@ def main() -> None:
 
 
 def ratio_rows(raw: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Per round plugin ÷ bare (plain tok/s, SD tok/s, the speedup, mlx's P2) and control ÷ bare (two bare
-    instances: what a second instance alone moves)."""
+    """Per round plugin ÷ bare (plain tok/s, SD tok/s, the speedup, mlx's P2), control ÷ bare (two bare
+    instances: what a second instance alone moves) and, split by the cross loops, plugin ÷ cross (the plugin's
+    path on the same instances) and cross ÷ bare (the plugin's instances under the bare path)."""
     rows: dict[str, list[float]] = {name: [] for name in (
-        "plain tok/s", "SD tok/s", "speedup", "P2", "control: plain tok/s", "control: speedup")}  # fmt: skip
+        "plain tok/s", "SD tok/s", "speedup", "P2", "control: plain tok/s", "control: speedup",
+        "path: plain tok/s", "path: SD tok/s", "instances: plain tok/s", "instances: SD tok/s")}  # fmt: skip
     for round_ in raw:
         tps = round_["tps"]
         rows["plain tok/s"].append(tps["plugin plain"] / tps["bare plain"])
@@ -349,6 +364,10 @@ def ratio_rows(raw: list[dict[str, Any]]) -> dict[str, list[float]]:
             rows["control: speedup"].append(
                 (tps["control sd"] / tps["control plain"]) / (tps["bare sd"] / tps["bare plain"])
             )
+        if "cross plain" in tps:
+            for arm, row in (("plain", "plain tok/s"), ("sd", "SD tok/s")):
+                rows[f"path: {row}"].append(tps[f"plugin {arm}"] / tps[f"cross {arm}"])
+                rows[f"instances: {row}"].append(tps[f"cross {arm}"] / tps[f"bare {arm}"])
         if "generation_tps" in round_:
             rows["P2"].append(tps["plugin plain"] / round_["generation_tps"])
     return rows
