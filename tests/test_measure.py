@@ -53,6 +53,7 @@ class ScriptedBackend:
     diverge_at: int | None = None  # the SD arm emits another token here
     margin: float | None = None  # what logit_margin answers (None: the backend cannot say)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    every_token: list[bool] = field(default_factory=list)  # what each request asked
     name: ClassVar[str] = "scripted"
 
     @property
@@ -70,14 +71,19 @@ class ScriptedBackend:
 
     def generate(self, request: GenerationRequest) -> GenerationStream:
         self.calls.append((request.arm.label, request.prompt))
+        self.every_token.append(request.every_token)
         step = self.sd_step_s if request.arm.speculative else self.plain_step_s
         self.clock.now += self.prefill_s
+        held: list[int] = []  # as the in-process backends do: the first token, then the rest at the last one
         for position in range(request.max_tokens):
             self.clock.now += step
             token = 100 + position
             if request.arm.speculative and position == self.diverge_at:
                 token = 7
-            yield TokenBurst((token,))
+            held.append(token)
+            if request.every_token or position in (0, request.max_tokens - 1):
+                yield TokenBurst(tuple(held))
+                held.clear()
         drafts = self.sd_drafts if request.arm.speculative else self.plain_drafts
         return GenerationStats(
             prompt_tokens=5,
@@ -106,6 +112,7 @@ def test_a_trial_times_decoding_from_the_first_token_to_the_last_and_keeps_prefi
     clock = FakeClock()
     backend = ScriptedBackend(clock)
     trial = run_trial(backend, PROMPTS[0], PLAIN, plan(), clock)
+    assert backend.every_token == [False], "a measurement asks for the first token, then the rest at once"
     assert trial.ttft_s == pytest.approx(0.100 + 0.020)
     assert trial.decode_tokens == 7  # the first token belongs to the time to first token
     assert trial.decode_s == pytest.approx(7 * 0.020)

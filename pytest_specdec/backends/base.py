@@ -34,20 +34,28 @@ class Arm:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One generation of a fixed token budget; sampled ones draw with ``seed``."""
+    """One generation of a fixed token budget; sampled ones draw with ``seed``.
+
+    ``every_token``: an in-process backend yields each token as its own burst as it is decoded (a
+    stand-in server streams them on); ``False``, as a measurement asks, the first token alone and
+    the rest in one burst the moment the last is decoded, so nothing runs per token in the decode
+    window but the library's own loop (issue #52: each layer of per-token Python cost up to 2-3 µs a token
+    on quiet cores, ``scripts/cuda/path_profile.py``). Servers stream what they stream.
+    """
 
     prompt: str
     arm: Arm
     max_tokens: int
     seed: int = 0
     sampling: Sampling = GREEDY
+    every_token: bool = True
 
 
 class TokenBurst(NamedTuple):
     """Tokens that arrived together; ``from_draft`` flags accepted draft tokens.
 
-    A named tuple: one is made per token inside the decode window (a frozen dataclass cost
-    about 1.6x as much to build).
+    A named tuple: where a request asks for every token, one is made per token inside the
+    decode window (a frozen dataclass cost about 1.6x as much to build).
     """
 
     token_ids: tuple[int, ...]

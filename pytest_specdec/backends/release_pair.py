@@ -104,7 +104,8 @@ class WorkerProcess:
         """Send one request; yield its bursts as they arrive."""
         assert self._process.stdin is not None
         asked = {"prompt": request.prompt, "arm": asdict(request.arm), "max_tokens": request.max_tokens,
-                 "seed": request.seed, "sampling": asdict(request.sampling)}  # fmt: skip
+                 "seed": request.seed, "sampling": asdict(request.sampling),
+                 "every_token": request.every_token}  # fmt: skip
         self._process.stdin.write(json.dumps(asked) + "\n")
         self._process.stdin.flush()
         while True:

@@ -57,7 +57,7 @@ def serve(spec: dict[str, object], requests: TextIO, out: TextIO) -> int:
             arm = Arm(**asked["arm"])
             sampling = Sampling(**asked["sampling"]) if asked.get("sampling") else Sampling()
             request = GenerationRequest(str(asked["prompt"]), arm, int(asked["max_tokens"]), int(asked["seed"]),
-                                        sampling)  # fmt: skip
+                                        sampling, bool(asked.get("every_token", True)))  # fmt: skip
             try:
                 stream = backend.generate(request)
                 while True:

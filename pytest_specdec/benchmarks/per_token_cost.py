@@ -55,7 +55,7 @@ def harnesses(tokens: int) -> dict[str, Callable[[], float]]:
         _llm=InstantLlama(), _plain_llm=InstantLlama(), prompt_tokens=lambda _: [1, 2, 3], _drafter=None
     )
     backend = types.SimpleNamespace(generate=lambda request: LlamaCppBackend.generate(engine, request))  # type: ignore[arg-type]
-    request = GenerationRequest("prompt", Arm("plain"), tokens)
+    request = GenerationRequest("prompt", Arm("plain"), tokens, every_token=False)  # as run_trial asks
 
     def plugin() -> float:
         start = time.perf_counter()

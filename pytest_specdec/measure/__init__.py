@@ -214,8 +214,11 @@ class Comparison:
 def run_trial(
     backend: Backend, prompt: Prompt, arm: Arm, plan: ComparisonPlan, clock: Clock, *, seed: int | None = None
 ) -> Trial:
-    """Run one generation and time it by the burst (under concurrency, that many streams of it at once)."""
-    request = GenerationRequest(prompt.text, arm, plan.max_tokens, plan.seed if seed is None else seed, plan.sampling)
+    """Run one generation and time it by the burst (under concurrency, that many streams of it at once); an
+    in-process backend sends the first token and then the rest at once (``every_token=False``)."""
+    request = GenerationRequest(
+        prompt.text, arm, plan.max_tokens, plan.seed if seed is None else seed, plan.sampling, every_token=False
+    )
     streams = plan.conditions.get(CONCURRENCY)
     if streams > 1:
         return run_streams(backend, request, prompt.id, streams, clock)

@@ -379,3 +379,24 @@ def test_the_drafts_prefill_is_done_before_the_first_token_as_llama_server_does(
     assert drafter.calls > 0
     assert len(rest) == 7
     assert drafter.evaluated_tokens < len(aligned.prompt_tokens(prompt)) + 8 + 3 * drafter.calls, "read once"
+
+
+@pytest.mark.parametrize("arm", [Arm("plain"), Arm("sd", True, 3)], ids=["plain", "sd"])
+def test_a_measured_stream_is_the_first_token_then_the_rest_sent_before_the_library_stream_closes(
+    aligned: LlamaCppBackend, arm: Arm
+) -> None:
+    """No burst per token inside the decode window; the same tokens; the last burst leaves before clean-up."""
+    prompt = prompts_for("code")[1].text
+    every = [burst.token_ids for burst in aligned.generate(GenerationRequest(prompt, arm, 12))]
+    assert [len(b) for b in every] == [1] * 12
+    llm = aligned._llm if arm.speculative else aligned._plain_llm
+    bursts, installed = [], []
+    for burst in aligned.generate(GenerationRequest(prompt, arm, 12, every_token=False)):
+        bursts.append(burst.token_ids)
+        installed.append(llm.draft_model is not None)  # the adapter's clean-up takes the drafter off
+    assert [len(b) for b in bursts] == [1, 11]
+    assert [t for b in bursts for t in b] == [t for b in every for t in b]
+    assert installed == [arm.speculative] * 2, "the rest was sent while the library's stream was still open"
+    assert llm.draft_model is None
+    single = list(aligned.generate(GenerationRequest(prompt, arm, 1, every_token=False)))
+    assert [b.token_ids for b in single] == [every[0]]

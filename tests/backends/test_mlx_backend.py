@@ -182,10 +182,12 @@ class Lossy(MlxBackend):
                 burst = next(stream)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
-            if request.arm.speculative and position == 3:
+            if request.arm.speculative and position <= 3 < position + len(burst.token_ids):  # bursts of any size
                 prefix = self._prompt_ids(request.prompt)  # the prompt; the tokens so far are not needed for argmin
                 worst = int(mx.argmin(self._target.model(mx.array([prefix]))[0, -1]).item())
-                burst = TokenBurst((worst,), burst.from_draft)
+                tokens = list(burst.token_ids)
+                tokens[3 - position] = worst
+                burst = TokenBurst(tuple(tokens), burst.from_draft)
             position += len(burst.token_ids)
             yield burst
 
@@ -252,3 +254,31 @@ def test_the_tokens_a_chat_template_adds_are_counted_for_the_context(tmp_path: P
     wrapped = templated._target.tokenizer.encode("<bos>user: x<eos>assistant:", add_special_tokens=False)
     assert templated.template_tokens() == len(wrapped) - templated.count_tokens("x") > 2
     assert MlxBackend(ModelPair(str(folder)), {"chat_template": "false"}).template_tokens() == 0
+
+
+@pytest.mark.parametrize("arm", [Arm("plain"), Arm("sd", True, 3)], ids=["plain", "sd"])
+def test_a_measured_stream_is_the_first_token_then_the_rest_with_their_draft_flags(
+    aligned: MlxBackend, arm: Arm
+) -> None:
+    """No burst per token inside the decode window; the same tokens, flags and counts as a burst a token."""
+    prompt = prompts_for("code")[1].text
+
+    def run(every_token: bool) -> tuple[list[tuple[int, ...]], list[tuple[bool, ...] | None], object]:
+        stream = aligned.generate(GenerationRequest(prompt, arm, 12, every_token=every_token))
+        tokens, flags = [], []
+        while True:
+            try:
+                burst = next(stream)
+            except StopIteration as stop:
+                return tokens, flags, stop.value
+            tokens.append(burst.token_ids)
+            flags.append(burst.from_draft)
+
+    tokens, flags, stats = run(True)
+    held_tokens, held_flags, held_stats = run(False)
+    assert [len(b) for b in tokens] == [1] * 12
+    assert [len(b) for b in held_tokens] == [1, 11]
+    assert [t for b in held_tokens for t in b] == [t for b in tokens for t in b]
+    assert [f for b in held_flags for f in b or ()] == [f for b in flags for f in b or ()]
+    assert (held_stats.accepted, held_stats.drafted) == (stats.accepted, stats.drafted)  # type: ignore[attr-defined]
+    assert any(f for b in flags for f in b or ()) is arm.speculative

@@ -380,12 +380,17 @@ class LlamaCppBackend:
         stream = llm.generate(prompt, **knobs, min_p=0.0, repeat_penalty=1.0, reset=True)
         if drafter is not None and hasattr(drafter.inner, "prefill"):  # a second model: its prefill first
             drafter.inner.prefill(prompt)
+        every, budget, sent = request.every_token, request.max_tokens, 0
         try:
-            for token in stream:  # per token inside the decode window: one int(), one burst, nothing more
-                emitted.append(token := int(token))
-                yield TokenBurst((token,))
-                if len(emitted) >= request.max_tokens:
+            for token in stream:  # per token inside the decode window: one int(), one append, nothing more
+                emitted.append(int(token))
+                if len(emitted) >= budget:
                     break
+                if every or not sent:
+                    yield TokenBurst(tuple(emitted[sent:]))
+                    sent = len(emitted)
+            if len(emitted) > sent:  # before the stream closes: the last token's arrival ends the decode window
+                yield TokenBurst(tuple(emitted[sent:]))
         finally:
             stream.close()
             llm.draft_model = None

@@ -69,9 +69,6 @@ def _load(reference: str) -> _LoadedModel:
     return _LoadedModel(reference, Path(path), model, tokenizer)
 
 
-_FLAGS = ((False,), (True,))  # a burst's from_draft flags, built once
-
-
 class MlxBackend:
     """A target (and optional draft) loaded once with mlx-lm."""
 
@@ -228,22 +225,34 @@ class MlxBackend:
 
             kwargs["sampler"] = make_sampler(temp=request.sampling.temperature, top_p=request.sampling.top_p)
         speculative = request.arm.speculative and self._draft is not None
-        # Inside the decode window per token: one burst and, for SD, one count (profiled in place, issue #52).
+        # Inside the decode window per token: two appends (a burst only where every_token asks; issue #52).
         # The plain arm's target runs unwrapped: only the SD arm reads a count (the draft's, from the target's).
         target = CountedModel(self._target.model) if speculative else self._target.model
         draft = CountedModel(self._draft.model, after=target) if speculative and self._draft is not None else None
         if draft is not None:
             kwargs.update(draft_model=draft, num_draft_tokens=request.arm.num_draft)
-        accepted = 0
-        for response in stream_generate(target, self._target.tokenizer, prompt, **kwargs):
-            if speculative:  # mlx-lm's GenerationResponse: token an int (y.item()), from_draft a bool
-                accepted += response.from_draft
-            yield TokenBurst((response.token,), _FLAGS[response.from_draft])
+        tokens: list[int] = []
+        flags: list[bool] = []
+        every, budget, sent = request.every_token, request.max_tokens, 0
+        stream = stream_generate(target, self._target.tokenizer, prompt, **kwargs)
+        try:
+            for response in stream:  # mlx-lm's GenerationResponse: token an int (y.item()), from_draft a bool
+                tokens.append(response.token)
+                flags.append(response.from_draft)
+                if len(tokens) >= budget:
+                    break
+                if every or not sent:
+                    yield TokenBurst(tuple(tokens[sent:]), tuple(flags[sent:]))
+                    sent = len(tokens)
+            if len(tokens) > sent:  # before the stream closes: the last token's arrival ends the decode window
+                yield TokenBurst(tuple(tokens[sent:]), tuple(flags[sent:]))
+        finally:
+            stream.close()
         speculative = request.arm.speculative
         return GenerationStats(
             prompt_tokens=len(prompt),
             drafted=draft.counted if speculative and draft is not None else None,
-            accepted=accepted if speculative else None,
+            accepted=sum(flags) if speculative else None,
             peak_memory_bytes=int(mx.get_peak_memory()),
         )
 
