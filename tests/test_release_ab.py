@@ -124,6 +124,26 @@ def test_a_worker_that_stops_answering_is_stopped_at_its_deadline(
     worker.close()
 
 
+@pytest.mark.parametrize(("every_token", "waited"), [(True, "0.2"), (False, "0.6")])
+def test_the_rest_of_a_measured_generation_gets_the_time_a_burst_a_token_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every_token: bool, waited: str
+) -> None:
+    """A measured generation's rest comes in one message after the first token: its deadline is the per-burst
+    one times the tokens still to come (0.2 s x 3 here), so a slow decode is not cut off as a hung worker."""
+    slow = tmp_path / "python"
+    slow.write_text(
+        '#!/bin/sh\necho \'{"ready": "slow 1.0"}\'\nread line\necho \'{"burst": [1], "draft": null}\'\nexec sleep 3600\n'
+    )
+    slow.chmod(0o755)
+    monkeypatch.setattr(release_pair, "ANSWER_TIMEOUT_S", 0.2)
+    worker = WorkerProcess(str(slow), "simulated", ModelPair("t", "d"), {})
+    stream = worker.generate(GenerationRequest("a prompt", Arm("plain"), 4, every_token=every_token))
+    assert next(stream).token_ids == (1,)
+    with pytest.raises(BackendRuntimeError, match=rf"^the worker process answered nothing for {waited} s — "):
+        next(stream)
+    worker.close()
+
+
 class _Said:
     """A backend that only says which release it is."""
 

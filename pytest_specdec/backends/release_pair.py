@@ -108,14 +108,18 @@ class WorkerProcess:
                  "every_token": request.every_token}  # fmt: skip
         self._process.stdin.write(json.dumps(asked) + "\n")
         self._process.stdin.flush()
+        # After the first token a measured generation sends the rest at once: it gets the time a burst a token had.
+        rest = None if request.every_token else ANSWER_TIMEOUT_S * max(1, request.max_tokens - 1)
+        waited: float | None = None
         while True:
-            message = self._read()
+            message = self._read(waited)
             if "error" in message:
                 raise BackendRuntimeError(str(message["error"]))
             if "stats" in message:
                 return GenerationStats(**message["stats"])
             flags = message.get("draft")
             yield TokenBurst(tuple(message["burst"]), tuple(flags) if isinstance(flags, list) else None)
+            waited = rest
 
     def call(self, name: str, *args: object) -> Any:
         """A long-context question (``count_tokens`` …) answered by the worker's backend."""

@@ -153,12 +153,11 @@ def llama_cpp_loops(
     def loop(llm: Any, speculative: bool) -> Callable[[Prompt], float]:
         def run(prompt: Prompt) -> float:
             tokens = tokens_of(prompt.text)  # the very tokens the plugin feeds
-            if speculative:
-                llm.draft_model = drafter  # read by generate(); the plugin's instance gets its own back each call
-                if draft_llm is not None:
-                    draft_llm.reset()
-                    drafter.context, drafter.stable = [], 0
-                    drafter.sync(np.asarray(tokens, dtype=np.intc))  # the draft's prefill, before decode
+            llm.draft_model = drafter if speculative else None  # read by generate(); the plugin sets its own
+            if speculative and draft_llm is not None:
+                draft_llm.reset()
+                drafter.context, drafter.stable = [], 0
+                drafter.sync(np.asarray(tokens, dtype=np.intc))  # the draft's prefill, before decode
             stream = llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
             try:
                 return timed(stream, max_tokens)[0]

@@ -282,3 +282,28 @@ def test_a_measured_stream_is_the_first_token_then_the_rest_with_their_draft_fla
     assert [f for b in held_flags for f in b or ()] == [f for b in flags for f in b or ()]
     assert (held_stats.accepted, held_stats.drafted) == (stats.accepted, stats.drafted)  # type: ignore[attr-defined]
     assert any(f for b in flags for f in b or ()) is arm.speculative
+
+
+def test_a_measured_stream_that_stops_on_eos_sends_its_rest_before_mlx_lm_cleans_up(
+    aligned: MlxBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mlx-lm sends its end-of-sequence token as its last response, then leaves ``wired_limit`` (a synchronize on
+    Metal; mlx_lm/generate.py: stream_generate): the decode window ends at that response, not after the clean-up."""
+    import types
+
+    import mlx_lm
+
+    events: list[object] = []
+
+    def stream_generate(*_: object, **__: object) -> object:
+        try:
+            for token in (10, 11, 12):
+                yield types.SimpleNamespace(token=token, from_draft=False, finish_reason=None)
+            yield types.SimpleNamespace(token=2, from_draft=False, finish_reason="stop")  # before the budget of 64
+        finally:
+            events.append("clean-up")
+
+    monkeypatch.setattr(mlx_lm, "stream_generate", stream_generate)
+    for burst in aligned.generate(GenerationRequest("prompt", Arm("plain"), 64, every_token=False)):
+        events.append(burst.token_ids)
+    assert events == [(10,), (11, 12, 2), "clean-up"]

@@ -239,7 +239,7 @@ class MlxBackend:
             for response in stream:  # mlx-lm's GenerationResponse: token an int (y.item()), from_draft a bool
                 tokens.append(response.token)
                 flags.append(response.from_draft)
-                if len(tokens) >= budget:
+                if len(tokens) >= budget or response.finish_reason is not None:  # the last: before mlx-lm's clean-up
                     break
                 if every or not sent:
                     yield TokenBurst(tuple(tokens[sent:]), tuple(flags[sent:]))
