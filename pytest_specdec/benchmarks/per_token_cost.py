@@ -10,7 +10,7 @@ timed`). Medians over ``--generations`` generations of ``--tokens`` tokens, each
 turn; the difference, divided into a token's time at a real rate (``--rate`` tok/s), is the share
 of the plain arm's gap to a bare loop that the per-token path can explain.
 
-The same for the SD arm's drafter: the plugin's counting wrapper around its second-model drafter
+The same for the SD arm's drafter: the plugin's second-model drafter (it records its proposals)
 against the bare drafter of ``benchmarks/arm_agreement.py``, on a fake draft ``Llama`` whose
 ``eval`` costs nothing and whose logits are one row of ``--vocabulary`` floats (the argmax both
 do stays in); each call a context three tokens longer, as llama-cpp-python's speculative loop
@@ -28,7 +28,7 @@ from typing import Any
 
 from pytest_specdec.backends.base import Arm, GenerationRequest
 from pytest_specdec.backends.llama_cpp.adapter import LlamaCppBackend
-from pytest_specdec.backends.llama_cpp.drafters import make_counting_drafter, make_second_model_drafter
+from pytest_specdec.backends.llama_cpp.drafters import make_second_model_drafter
 from pytest_specdec.benchmarks.arm_agreement import bare_draft_model, timed
 from pytest_specdec.measure.trial import timed_generation
 
@@ -99,12 +99,12 @@ class FreeDraftLlama:
 
 
 def drafter_calls(vocabulary: int, calls: int = 20) -> dict[str, Callable[[], float]]:
-    """Seconds a call for the plugin's counted second-model drafter and for the bare one, ``calls`` calls a run."""
+    """Seconds a call for the plugin's recording second-model drafter and for the bare one, ``calls`` calls a run."""
     import numpy as np
 
     draft = FreeDraftLlama(vocabulary)
     makers: dict[str, Callable[[], Any]] = {
-        "plugin drafter": lambda: make_counting_drafter(make_second_model_drafter(draft, 3)),
+        "plugin drafter": lambda: make_second_model_drafter(draft, 3),  # it records its own proposals
         "bare drafter": lambda: bare_draft_model(draft, 3),
     }
 
@@ -112,7 +112,7 @@ def drafter_calls(vocabulary: int, calls: int = 20) -> dict[str, Callable[[], fl
         def once() -> float:
             drafter = make()
             prompt = np.arange(40, dtype=np.intc)
-            (drafter.inner.prefill if hasattr(drafter, "inner") else drafter.sync)(prompt)
+            (drafter.prefill if hasattr(drafter, "prefill") else drafter.sync)(prompt)
             contexts = [np.arange(40 + 3 * n, dtype=np.intc) for n in range(1, calls + 1)]
             start = time.perf_counter()
             for context in contexts:

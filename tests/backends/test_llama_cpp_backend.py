@@ -92,7 +92,7 @@ def test_draft_model_keeps_its_cache_in_step(aligned: LlamaCppBackend) -> None:
     max_tokens = 24
     stream = aligned.generate(GenerationRequest(prompt, Arm("sd", True, 3), max_tokens))
     emitted = sum(len(burst.token_ids) for burst in stream)
-    drafter = aligned.last_drafter.inner
+    drafter = aligned.last_drafter
     assert emitted == max_tokens
     assert drafter.calls >= 4
     # Each call evaluates only what is new since the last one: the prompt once, each
@@ -373,7 +373,7 @@ def test_the_drafts_prefill_is_done_before_the_first_token_as_llama_server_does(
     prompt = prompts_for("code")[0].text
     stream = aligned.generate(GenerationRequest(prompt, Arm("sd", True, 3), 8))
     next(stream)
-    drafter = aligned.last_drafter.inner
+    drafter = aligned.last_drafter
     assert (drafter.calls, drafter.evaluated_tokens) == (0, len(aligned.prompt_tokens(prompt)))
     rest = [t for burst in stream for t in burst.token_ids]
     assert drafter.calls > 0

@@ -339,14 +339,14 @@ class LlamaCppBackend:
         return SpeculationKind.DRAFT_MODEL if drafting else SpeculationKind.NGRAM_LOOKUP
 
     def _drafter(self, num_draft: int) -> Any:
+        """A drafter that records its proposals: the second model itself, or prompt lookup counted."""
         if self.spec_mode == "draft" and self._draft_llm is not None:
-            inner = make_second_model_drafter(self._draft_llm, num_draft)
-            inner.reset()
-        else:
-            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+            drafter = make_second_model_drafter(self._draft_llm, num_draft)
+            drafter.reset()
+            return drafter
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-            inner = LlamaPromptLookupDecoding(max_ngram_size=self._ngram, num_pred_tokens=num_draft)
-        return make_counting_drafter(inner)
+        return make_counting_drafter(LlamaPromptLookupDecoding(max_ngram_size=self._ngram, num_pred_tokens=num_draft))
 
     def sampled_draws_per_seed(self) -> str:
         """``same``: llama-cpp-python draws once per emitted token from one seeded sampler chain, and its
@@ -378,8 +378,8 @@ class LlamaCppBackend:
             llm.set_seed(request.seed)  # read when generate() builds its sampler chain (add_dist(seed))
             knobs = {"temp": sampling.temperature, "top_k": 0, "top_p": sampling.top_p}
         stream = llm.generate(prompt, **knobs, min_p=0.0, repeat_penalty=1.0, reset=True)
-        if drafter is not None and hasattr(drafter.inner, "prefill"):  # a second model: its prefill first
-            drafter.inner.prefill(prompt)
+        if drafter is not None and hasattr(drafter, "prefill"):  # a second model: its prefill first
+            drafter.prefill(prompt)
         every, budget, sent = request.every_token, request.max_tokens, 0
         try:
             for token in stream:  # per token inside the decode window: one int(), one append, nothing more

@@ -8,9 +8,11 @@ verify step and appends what it returns as draft tokens; it exposes no counts. H
   context: each call keeps the common prefix, evaluates only the new tokens, then
   drafts γ tokens greedily one at a time. ``evaluated_tokens`` counts every token
   it ever evaluated, so a test can show it never re-reads the whole prefix.
-* :class:`CountingDrafter` — wraps any drafter and records every proposal with the
-  context length it was made at; :func:`count_acceptance` then compares proposals
-  with the tokens the target actually emitted.
+  It records its own proposals.
+* :class:`CountingDrafter` — wraps any other drafter (prompt lookup) and records its
+  proposals. Both keep, per call, the context length and the tokens proposed;
+  :attr:`proposals` turns them into :class:`Proposal` records after the generation and
+  :func:`count_acceptance` compares those with the tokens the target actually emitted.
 """
 
 from __future__ import annotations
@@ -60,13 +62,15 @@ def count_acceptance(proposals: Sequence[Proposal], sequence: Sequence[int]) -> 
     return drafted, accepted
 
 
-def make_counting_drafter(inner: Any) -> Any:
-    """A drafter that records each of ``inner``'s proposals (see :class:`Proposal`).
+def proposals_of(raw: Sequence[tuple[int, Any]]) -> list[Proposal]:
+    """The :class:`Proposal` records of a drafter's ``(context length, tokens proposed)`` per call, built after
+    the generation (building them per call cost 12.5 µs a call in place, 2 % of a second-model SD arm's Python)."""
+    return [Proposal(position, tuple(int(t) for t in drafted)) for position, drafted in raw]
 
-    Inside the decode window it keeps only the context length and the array ``inner`` returned;
-    :attr:`proposals` builds the :class:`Proposal` records when read, after the generation (building
-    them per call cost 12.5 µs a call in place, 2 % of a second-model SD arm's Python).
-    """
+
+def make_counting_drafter(inner: Any) -> Any:
+    """A drafter that records each of ``inner``'s proposals (see :class:`Proposal`): inside the decode window
+    only the context length and a copy of the array ``inner`` returned."""
 
     class CountingDrafter(_drafter_base()):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -81,18 +85,20 @@ def make_counting_drafter(inner: Any) -> Any:
 
         @property
         def proposals(self) -> list[Proposal]:
-            return [Proposal(position, tuple(int(t) for t in drafted)) for position, drafted in self.raw]
+            return proposals_of(self.raw)
 
     return CountingDrafter()
 
 
 def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
-    """A drafter running a second GGUF model greedily, its KV cache kept in step.
+    """A drafter running a second GGUF model greedily, its KV cache kept in step, recording its proposals.
 
     Its Python runs inside every SD step, so it is kept to the few tokens that changed
     (profiled in place, issue #52: converting the whole context and scanning it from the
     start, looking up ``n_ctx``/``n_vocab`` and wrapping the logits in a new array per
-    step cost 2.7 ms of a 64-token generation; a user's bare drafter about 1.8).
+    step cost 2.7 ms of a 64-token generation; a user's bare drafter about 1.8), and to one
+    Python frame a call: it records its own proposals rather than sit in a
+    :func:`make_counting_drafter`, and reads each greedy token in place.
     """
     import ctypes
 
@@ -110,6 +116,7 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
             self.stable = 0  # the last call's input length: the target never rewrites tokens before it
             self.evaluated_tokens = 0
             self.calls = 0
+            self.raw: list[tuple[int, Any]] = []  # (context length, tokens proposed) per call
 
         def _sync(self, input_ids: Sequence[int] | npt.NDArray[np.intc]) -> None:
             limit = min(len(self.context), len(input_ids))
@@ -127,12 +134,6 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
             self.stable = len(input_ids)
             self.evaluated_tokens += len(new)
 
-        def _greedy_next(self) -> int:
-            address = ctypes.cast(self.draft._ctx.get_logits_ith(-1), ctypes.c_void_p).value
-            if not address:  # llama.cpp keeps no logits for that position: one line, never a read of address 0
-                raise BackendRuntimeError("the draft model returned no logits for its last token")
-            return int(np.frombuffer(row_type.from_address(address), dtype=np.float32).argmax())
-
         def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
             self.calls += 1
             wanted = min(self.num_draft, capacity - len(input_ids) - 1)
@@ -140,14 +141,22 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
                 return np.array([], dtype=np.intc)
             self._sync(input_ids)
             proposed = np.empty(wanted, dtype=np.intc)
+            draft, context = self.draft, self.context
             for step in range(wanted):
-                token = self._greedy_next()
-                proposed[step] = token
+                address = ctypes.cast(draft._ctx.get_logits_ith(-1), ctypes.c_void_p).value
+                if not address:  # llama.cpp keeps no logits for that position: one line, never a read of address 0
+                    raise BackendRuntimeError("the draft model returned no logits for its last token")
+                proposed[step] = token = int(np.frombuffer(row_type.from_address(address), np.float32).argmax())
                 if step + 1 < wanted:
-                    self.draft.eval([token])
-                    self.context.append(token)
-                    self.evaluated_tokens += 1
+                    draft.eval([token])
+                    context.append(token)
+            self.evaluated_tokens += wanted - 1
+            self.raw.append((len(input_ids), proposed))  # a fresh array: no copy needed
             return proposed
+
+        @property
+        def proposals(self) -> list[Proposal]:
+            return proposals_of(self.raw)
 
         def prefill(self, prompt: Sequence[int]) -> None:
             """Evaluate the prompt on the draft before the target's first token, as llama.cpp's server does
@@ -158,9 +167,10 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
             self._sync(prompt)
 
         def reset(self) -> None:
-            """Forget the cache (a new generation starts)."""
+            """Forget the cache and the proposals (a new generation starts)."""
             self.context = []
             self.stable = 0
+            self.raw = []
             self.draft.reset()
 
     return SecondModelDrafter()
