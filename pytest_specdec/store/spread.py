@@ -218,15 +218,15 @@ class Nights:
         )  # fmt: skip
         if accepted is None or tonight_point is None:
             return None
-        counted = [line for line in _counted(self.lines) if _log_point(line) is not None]
-        since = [line for line in counted if str(line.get("release", "")) == tonight_release
+        counted = [(line, point) for line in _counted(self.lines) if (point := _log_point(line)) is not None]
+        since = [point for line, point in counted if str(line.get("release", "")) == tonight_release
                  and (line_time(line) or accepted) > accepted][-(WINDOW - 1) :]  # fmt: skip
-        before = [line for line in counted if (line_time(line) or accepted) <= accepted]
-        spans = _spans(before)
-        reference = _accepted_level(before, spans, accepted_release)
+        before = [(line, point) for line, point in counted if (line_time(line) or accepted) <= accepted]
+        nights = list(zip(_spans([line for line, _ in before]), (point for _, point in before), strict=True))
+        reference = _accepted_level(nights, accepted_release)
         groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for line, span in zip(before, spans, strict=True):
-            groups.setdefault(span, []).append(_log_point(line) or (0.0, 0.0))
+        for span, point in nights:
+            groups.setdefault(span, []).append(point)
         kept = [points for points in groups.values() if len(points) > 1]
         df = sum(len(points) - 1 for points in kept)
         if df < MIN_NIGHTS - 1 or not reference:
@@ -238,7 +238,7 @@ class Nights:
             / df
         )
         typical = statistics.fmean(v for points in kept for _, v in points)
-        window = [p for line in since if (p := _log_point(line)) is not None] + [tonight_point]
+        window = [*since, tonight_point]
         moved = statistics.fmean(y for y, _ in window) - statistics.fmean(reference)
         estimated = scatter * (1 / len(window) + 1 / len(reference))
         variance = estimated + math.fsum(max(0.0, v - typical) for _, v in window) / len(window) ** 2
@@ -282,14 +282,11 @@ def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
     return found
 
 
-def _accepted_level(lines: Sequence[Mapping[str, Any]], spans: Sequence[tuple[str, int]], release: str) -> list[float]:
-    """The accepted level's nights: the last span's nights of the accepted release (those since its previous
-    acceptance, or the moved nights it accepted)."""
-    of_release = [(line, span) for line, span in zip(lines, spans, strict=True) if span[0] == release]
-    if not of_release:
-        return []
-    last = of_release[-1][1]
-    return [(_log_point(line) or (0.0, 0.0))[0] for line, span in of_release if span == last]
+def _accepted_level(nights: Sequence[tuple[tuple[str, int], tuple[float, float]]], release: str) -> list[float]:
+    """The accepted level's nights (log speedups), from ``(span, point)`` per night up to the acceptance: the last
+    span's nights of the accepted release (those since its previous acceptance, or the moved nights it accepted)."""
+    of_release = [(span, point[0]) for span, point in nights if span[0] == release]
+    return [y for span, y in of_release if span == of_release[-1][0]]
 
 
 NO_NIGHTS = Nights()
