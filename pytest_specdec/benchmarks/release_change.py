@@ -86,7 +86,7 @@ def night(
     pair = InProcessReleases(release(old_speedup * level, 0), release(new_speedup * level, 1))
     plan = ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3),
-        max_tokens=32, min_trials=min(AB_PAIRS, cap), max_trials=cap, confidence=0.98,
+        max_tokens=32, min_trials=min(AB_PAIRS, cap), max_trials=cap, confidence=0.98, order=str(seed),
     )  # fmt: skip
     # The simulated releases time themselves; a clock that stands still leaves this process's clock out
     # of the study (no metric cross-check: it is tested where a server's counters really change).

@@ -71,7 +71,7 @@ def one_run(seed: int, mode: str, cold: float) -> tuple[Verdict, bool, float, in
     expect = Expectations(speedup=SpeedupBounds(max=1.0))
     plan = ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("plain-b"), 16, 16, 72, 0.98,
-        stop_when=stop_rule(expect), bounds=(1.0,),
+        stop_when=stop_rule(expect), bounds=(1.0,), order=str(seed),
     )  # fmt: skip
     comparison = run_comparison(backend, plan)
     (bound,) = judge(expect, comparison.speedup, None)

@@ -30,6 +30,7 @@ import argparse
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -65,7 +66,8 @@ def one_night(rng: np.random.Generator, speedup: float, tau: float) -> Compariso
         "speedup": f"{speedup * math.exp(rng.normal(0.0, tau)):.6f}",
         "seed": str(int(rng.integers(1 << 30))),
     }
-    return run_comparison(SimulatedBackend(ModelPair("t", "d"), options), PLAN, clock=lambda: 0.0)
+    plan = replace(PLAN, order=options["seed"])  # its coin-flipped arm order from the seed too: repeatable
+    return run_comparison(SimulatedBackend(ModelPair("t", "d"), options), plan, clock=lambda: 0.0)
 
 
 def history_line(night: int, comparison: Comparison) -> dict[str, object]:
