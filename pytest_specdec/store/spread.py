@@ -10,7 +10,9 @@ verdict compare results of different runs, so their error has a between-run part
 :func:`run_spread` estimates that part from the machine's own history of the same key, as a
 random-effects meta-analysis does (DerSimonian–Laird's moment estimator on log speedup):
 each night's estimate ``y`` with its within-run variance ``v`` (the ``log_se`` its history line
-keeps, or read back from its stored interval for lines written before), grouped by release (a release change is no run-to-run spread), ``Q = Σ w (y − ȳ_w)²``
+keeps, or read back from its stored interval for lines written before), grouped by release and
+by the spans between acceptances (a release change, or a level accepted anew, is no run-to-run
+spread), ``Q = Σ w (y − ȳ_w)²``
 with ``w = 1/v`` in each group, and
 
     τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))
@@ -126,14 +128,10 @@ def _counted(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(kept, key=lambda line: line_time(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
 
 
-def _by_release(lines: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """The counted lines' ``(log estimate, within-run variance)`` points, grouped by release."""
-    groups: dict[str, list[tuple[float, float]]] = {}
-    for line in _counted(lines):
-        point = _log_point(line)
-        if point is not None:
-            groups.setdefault(str(line.get("release", "")), []).append(point)
-    return groups
+def _span_points(lines: Sequence[Mapping[str, Any]]) -> list[tuple[tuple[str, int], tuple[float, float]]]:
+    """Each readable line's span (:func:`_spans`) and ``(log estimate, within-run variance)``, in the lines' order."""
+    readable = [(line, point) for line in lines if (point := _log_point(line)) is not None]
+    return list(zip(_spans([line for line, _ in readable]), (point for _, point in readable), strict=True))
 
 
 def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
@@ -147,7 +145,9 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     >>> run_spread(nights[:4]).tau is None
     True
     """
-    groups = _by_release(lines)
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for span, point in _span_points(_counted(lines)):
+        groups.setdefault(span, []).append(point)
     q = df = c = 0.0
     nights = 0
     for points in groups.values():
@@ -221,8 +221,7 @@ class Nights:
         counted = [(line, point) for line in _counted(self.lines) if (point := _log_point(line)) is not None]
         since = [point for line, point in counted if str(line.get("release", "")) == tonight_release
                  and (line_time(line) or accepted) > accepted][-(WINDOW - 1) :]  # fmt: skip
-        before = [(line, point) for line, point in counted if (line_time(line) or accepted) <= accepted]
-        nights = list(zip(_spans([line for line, _ in before]), (point for _, point in before), strict=True))
+        nights = _span_points([line for line, _ in counted if (line_time(line) or accepted) <= accepted])
         reference = _accepted_level(nights, accepted_release)
         groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
         for span, point in nights:
@@ -269,7 +268,8 @@ def _spans(lines: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
 
 
 def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
-    """The indexes of each accepted line and the moved nights (:data:`MOVES`) right before it, where there are."""
+    """The indexes of each accepted line and the moved nights (:data:`MOVES`) right before it, where it or they
+    moved: an accepted moved night alone is a new normal too."""
     found: set[int] = set()
     for index, line in enumerate(lines):
         if not line.get("accepted"):
@@ -277,7 +277,7 @@ def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
         first = index
         while first > 0 and lines[first - 1].get("change") in MOVES and not lines[first - 1].get("accepted"):
             first -= 1
-        if first < index:
+        if first < index or line.get("change") in MOVES:
             found.update(range(first, index + 1))
     return found
 

@@ -303,3 +303,29 @@ def test_a_lasting_move_stays_drift_and_an_accepted_new_normal_is_the_level() ->
     assert read is not None
     assert read[1] > 0.2, "1.1x against the 1.1x level just accepted: no drift"
     assert read[0] == pytest.approx(1.1 / math.exp(np.mean(np.log([1.1 * w for w in wander[:3]]))), rel=1e-9)
+
+
+def test_a_level_accepted_anew_within_a_release_is_no_spread() -> None:
+    """τ groups nights by release and by the spans between acceptances, as drift's scatter does: accepting a new
+    normal (the moved nights, their change drift) starts a span of its own, so its step is not run-to-run spread."""
+    steady = [1.0, 1.01, 0.99, 1.0, 1.01, 0.99]
+    before = nights(steady, se=0.01)
+    after = [dict(line, change="drift") for line in nights([1.2 * x for x in steady], se=0.01, start="2026-02-01")]
+    unmarked = run_spread(before + after)
+    assert unmarked.tau is not None
+    assert unmarked.tau > 0.05, "the same nights with nothing accepted: the step is τ"
+    after[2]["accepted"] = True  # the third moved night accepted: the three are the new normal
+    accepted = run_spread(before + after)
+    assert accepted.tau is not None
+    assert accepted.tau < 0.01
+    assert accepted.df == 5 + 2 + 2, "a degree of freedom less per span: before, the three accepted, after"
+    after[2]["accepted"], after[0]["accepted"] = False, True  # the first moved night alone accepted
+    alone = run_spread(before + after)
+    assert alone.tau is not None
+    assert alone.tau < 0.01
+    assert alone.df == 5 + 0 + 4
+    level = Nights(tuple(before + after[:1])).drift(
+        Interval(1.2, 1.17, 1.23, 0.95, 64), "r 1", "r 1", str(after[0]["time"])
+    )
+    assert level is not None
+    assert level[0] == pytest.approx(1.0), "the accepted moved night is the level"
