@@ -11,14 +11,14 @@ verdict compare results of different runs, so their error has a between-run part
 random-effects meta-analysis does (DerSimonian–Laird's moment estimator on log speedup):
 each night's estimate ``y`` with its within-run variance ``v`` (the ``log_se`` its history line
 keeps, or read back from its stored interval for lines written before), grouped by release and
-by the spans between acceptances (a release change, or a level accepted anew, is no run-to-run
-spread), ``Q = Σ w (y − ȳ_w)²``
+by the spans between accepted moves (a release change, or a moved level accepted anew, is no
+run-to-run spread; an acceptance where nothing moved splits nothing), ``Q = Σ w (y − ȳ_w)²``
 with ``w = 1/v`` in each group, and
 
     τ² = max(0, (ΣQ − Σ(k − 1)) / Σ(Σw − Σw²/Σw))
 
 pooled over the groups. It needs 4 degrees of freedom — :data:`MIN_NIGHTS` nights of one
-release, or more over several (a night less per release): the moment estimator's own relative
+release and level, or more over several (a night less per span): the moment estimator's own relative
 standard error is about ``√(2/df)``, 100 % at 3 nights and 71 % at 5. Before that it is "not
 yet known" and every comparison keeps its within-run interval. The newest :data:`MAX_NIGHTS`
 nights of the newest measurement protocol count, so a machine's old regime fades; times are
@@ -38,7 +38,7 @@ from typing import Any
 
 from pytest_specdec.stats import Interval
 
-MIN_NIGHTS = 5  # of one release: 4 degrees of freedom (or more nights over several releases)
+MIN_NIGHTS = 5  # of one release and level: 4 degrees of freedom (or more nights over several)
 MAX_NIGHTS = 30  # the newest nights of a key that count
 
 
@@ -187,11 +187,11 @@ class Nights:
 
         Tonight's level is the mean log speedup of tonight and the nights of its release since the acceptance,
         :data:`WINDOW` at most (a move that one night cannot show, three can; a new release starts its own
-        window). The accepted level is the mean of the accepted release's nights since the key's previous
-        acceptance — or, where the nights just before this acceptance moved (their change was drift or a flip:
+        window). The accepted level is the mean of the accepted release's nights since the key's last
+        accepted move — or, where the nights just before this acceptance moved (their change was drift or a flip:
         a new normal accepted), of those nights. A night's scatter about its level, within-run error and
         run-to-run spread together, is read from the nights up to the acceptance (their variance pooled within
-        releases and the spans between acceptances; the nights since never count, so a lasting move cannot
+        releases and the spans between accepted moves; the nights since never count, so a lasting move cannot
         hide in it); a window night whose within-run variance ``v`` is above theirs adds the excess. The
         difference of the two means is then on a t with those nights' degrees of freedom (more by
         Satterthwaite's rule where a night's own excess, known, makes part of it): one test a night, a
@@ -254,16 +254,17 @@ MOVES = ("drift", "flip")  # a night's change that says its level moved: accepte
 
 
 def _spans(lines: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
-    """Each line's span, oldest first: its release, and how many acceptances of the key came before it — a level
-    accepted anew starts a span of its own, as a release does; the run of moved nights an acceptance closes is
-    one span too (the new normal), apart from the nights before it."""
+    """Each line's span, oldest first: its release, and how many accepted moves of the key came before it — the run
+    of moved nights an acceptance closes (the new normal) is a span of its own, apart from the nights before it,
+    and the nights after it start another, as a release does. An acceptance where nothing moved (``--specdec-
+    update-baselines`` accepts every key of the backend) splits nothing: the level is the same."""
     spans: list[tuple[str, int]] = []
     count = 0
     closing = _moved_before_acceptance(lines)
     for index, line in enumerate(lines):
         count += index in closing and (index == 0 or index - 1 not in closing)
         spans.append((str(line.get("release", "")), count))
-        count += bool(line.get("accepted"))
+        count += bool(line.get("accepted")) and index in closing
     return spans
 
 
@@ -284,7 +285,7 @@ def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
 
 def _accepted_level(nights: Sequence[tuple[tuple[str, int], tuple[float, float]]], release: str) -> list[float]:
     """The accepted level's nights (log speedups), from ``(span, point)`` per night up to the acceptance: the last
-    span's nights of the accepted release (those since its previous acceptance, or the moved nights it accepted)."""
+    span's nights of the accepted release (those since its last accepted move, or the moved nights it accepted)."""
     of_release = [(span, point[0]) for span, point in nights if span[0] == release]
     return [y for span, y in of_release if span == of_release[-1][0]]
 

@@ -329,3 +329,17 @@ def test_a_level_accepted_anew_within_a_release_is_no_spread() -> None:
     )
     assert level is not None
     assert level[0] == pytest.approx(1.0), "the accepted moved night is the level"
+
+
+def test_an_acceptance_where_nothing_moved_splits_no_span() -> None:
+    """``--specdec-update-baselines`` accepts every key of the backend, moved or not: a key accepted night after
+    night keeps one span, so τ and drift stay known and keep every night's degree of freedom."""
+    rng = np.random.default_rng(3)
+    levels = list(np.exp(rng.normal(0.0, 0.04, 30)))
+    plain = run_spread(nights(levels))
+    accepted = run_spread(nights(levels, accepted=True))
+    assert plain.df == 29
+    assert (accepted.tau, accepted.df) == (plain.tau, plain.df)
+    every = nights(levels, accepted=True)
+    read = Nights(tuple(every[:-1])).drift(Interval(1.0, 0.97, 1.03, 0.95, 64), "r 1", "r 1", str(every[-2]["time"]))
+    assert read is not None, "drift is known on a key accepted every night"
