@@ -128,10 +128,14 @@ def _counted(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(kept, key=lambda line: line_time(line) or datetime.min.replace(tzinfo=UTC))[-MAX_NIGHTS:]
 
 
-def _span_points(lines: Sequence[Mapping[str, Any]]) -> list[tuple[tuple[str, int], tuple[float, float]]]:
-    """Each readable line's span (:func:`_spans`) and ``(log estimate, within-run variance)``, in the lines' order."""
+def _by_span(lines: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """The readable lines' ``(log estimate, within-run variance)`` points grouped by span (:func:`_spans`), spans
+    in the order they began, points in the lines' order."""
     readable = [(line, point) for line in lines if (point := _log_point(line)) is not None]
-    return list(zip(_spans([line for line, _ in readable]), (point for _, point in readable), strict=True))
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for span, (_, point) in zip(_spans([line for line, _ in readable]), readable, strict=True):
+        groups.setdefault(span, []).append(point)
+    return groups
 
 
 def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
@@ -145,9 +149,7 @@ def run_spread(lines: Sequence[Mapping[str, Any]]) -> RunSpread:
     >>> run_spread(nights[:4]).tau is None
     True
     """
-    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for span, point in _span_points(_counted(lines)):
-        groups.setdefault(span, []).append(point)
+    groups = _by_span(_counted(lines))
     q = df = c = 0.0
     nights = 0
     for points in groups.values():
@@ -221,11 +223,8 @@ class Nights:
         counted = [(line, point) for line in _counted(self.lines) if (point := _log_point(line)) is not None]
         since = [point for line, point in counted if str(line.get("release", "")) == tonight_release
                  and (line_time(line) or accepted) > accepted][-(WINDOW - 1) :]  # fmt: skip
-        nights = _span_points([line for line, _ in counted if (line_time(line) or accepted) <= accepted])
-        reference = _accepted_level(nights, accepted_release)
-        groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for span, point in nights:
-            groups.setdefault(span, []).append(point)
+        groups = _by_span([line for line, _ in counted if (line_time(line) or accepted) <= accepted])
+        reference = _accepted_level(groups, accepted_release)
         kept = [points for points in groups.values() if len(points) > 1]
         df = sum(len(points) - 1 for points in kept)
         if df < MIN_NIGHTS - 1 or not reference:
@@ -283,11 +282,11 @@ def _moved_before_acceptance(lines: Sequence[Mapping[str, Any]]) -> set[int]:
     return found
 
 
-def _accepted_level(nights: Sequence[tuple[tuple[str, int], tuple[float, float]]], release: str) -> list[float]:
-    """The accepted level's nights (log speedups), from ``(span, point)`` per night up to the acceptance: the last
+def _accepted_level(groups: Mapping[tuple[str, int], Sequence[tuple[float, float]]], release: str) -> list[float]:
+    """The accepted level's nights (log speedups), from the nights up to the acceptance grouped by span: the last
     span's nights of the accepted release (those since its last accepted move, or the moved nights it accepted)."""
-    of_release = [(span, point[0]) for span, point in nights if span[0] == release]
-    return [y for span, y in of_release if span == of_release[-1][0]]
+    spans = [span for span in groups if span[0] == release]
+    return [y for y, _ in groups[spans[-1]]] if spans else []
 
 
 NO_NIGHTS = Nights()
