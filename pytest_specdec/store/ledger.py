@@ -138,10 +138,13 @@ class BaselineLedger:
         return within_run_only(record, flipped_bounds(record, entry.result), self.nights(record).spread)
 
     def control_drift(self) -> list[ComparisonRecord]:
-        """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run.
+        """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run and moved at
+        least ``min_effect``.
 
         Each comparison's drift test runs at measure time; deciding it only here keeps the
-        run's false-drift rate at ``drift_alpha`` however many comparisons it makes.
+        run's false-drift rate at ``drift_alpha`` however many comparisons it makes. Every tested comparison
+        counts in the correction; the least move is asked of the discoveries after it (asked before, it would
+        leave out the tests least likely to be discoveries and so loosen the correction for the rest).
         """
         tested = [
             (index, record)
@@ -151,17 +154,16 @@ class BaselineLedger:
             and record.check.drift_p_value is not None
             and math.isfinite(record.check.drift_p_value)
             and record.check.drift_ratio is not None
-            and abs(math.log(record.check.drift_ratio)) >= math.log1p(self.policy.min_effect)
         ]
         found = benjamini_hochberg([r.check.drift_p_value for _, r in tested], self.policy.drift_alpha)  # type: ignore[union-attr,misc]
         drifted = []
         for (index, record), discovered in zip(tested, found, strict=True):
-            if not discovered:
-                continue
             check = record.check
             assert check is not None
             assert check.drift_ratio is not None
             assert check.drift_p_value is not None
+            if not discovered or abs(math.log(check.drift_ratio)) < math.log1p(self.policy.min_effect):
+                continue
             message = drift_message(record, check.drift_ratio, check.drift_p_value)
             self.records[index] = replace(record, check=replace(check, change=Change.DRIFT, message=message))
             drifted.append(self.records[index])

@@ -197,3 +197,22 @@ def test_drift_is_raised_at_its_own_level_not_the_runs_confidence(tmp_path: Path
     assert drifted(alpha=0.02) == ["copy"], "the default level, 1 %: p=0.015 is no drift"
     assert drifted(alpha=0.02, drift_alpha=0.04) == ["code", "copy"]
     assert drifted(drift_alpha=0.04, min_effect=0.2) == [], "a 10 % move under a 20 % minimum is never drift"
+
+
+def test_every_tested_comparison_counts_in_the_correction_before_the_least_move_is_asked(
+    tmp_path: Path, make_record: Factory
+) -> None:
+    """Benjamini–Hochberg over every comparison whose drift was tested: one under the least move still counts, so
+    a p of 0.009 among two tests at 1 % is no drift (0.009 > 1 % x 1/2), where read alone it would be."""
+    from pytest_specdec.store.records import CheckRecord
+
+    def drifted(*tests: tuple[str, float, float]) -> list[str]:
+        book = ledger(tmp_path, write=False)
+        for category, ratio, p_value in tests:
+            check = CheckRecord(Change.UNCHANGED, "agrees", drift_ratio=ratio, drift_p_value=p_value)
+            book.records.append(replace(make_record(category, 1.2, "holds", None), check=check))
+        return [record.category for record in book.control_drift()]
+
+    assert drifted(("code", 1.1, 0.009)) == ["code"]
+    assert drifted(("code", 1.1, 0.009), ("copy", 1.01, 0.6)) == [], "the small move is a test too"
+    assert drifted(("code", 1.1, 0.004), ("copy", 1.01, 0.001)) == ["code"], "discovered, but under 5 %: no drift"
