@@ -162,6 +162,23 @@ def test_drift_on_nights_where_nothing_changed_is_raised_as_often_as_its_level_s
         assert 0.038 < share[1] < 0.064, (pooled, share)
 
 
+def test_with_every_run_as_long_drift_is_students_two_sample_t_of_the_window_against_the_accepted_nights() -> None:
+    """The window's nights about their own mean join the scatter, as the two-sample t pools both samples: with
+    every night's within-run error alike (no excess), the p-value is scipy's, for a window of one, two and three."""
+    from scipy.stats import ttest_ind
+
+    accepted = [1.0, 1.03, 0.98, 1.01, 0.99, 1.02]
+    reference = nights(accepted, se=0.01)
+    since = nights([1.07, 1.04], se=0.01, start="2026-02-01")
+    tonight = Interval(1.06, 1.06 * math.exp(-1.96 * 0.01), 1.06 * math.exp(1.96 * 0.01), 0.95, 64)
+    for count in (0, 1, 2):
+        read = Nights(tuple(reference + since[:count])).drift(tonight, "r 1", "r 1", str(reference[-1]["time"]), 0.01)
+        assert read is not None
+        window = np.log([*[1.07, 1.04][:count], 1.06])
+        expected = ttest_ind(window, np.log(accepted)).pvalue
+        assert read[1] == pytest.approx(expected, rel=1e-6), count
+
+
 def test_a_night_whose_own_run_was_short_counts_with_its_own_larger_error() -> None:
     reference = nights([1.0, 1.01, 0.99, 1.005, 0.995, 1.0], se=0.005)
     accepted_at = str(reference[-1]["time"])
@@ -256,15 +273,33 @@ def test_a_run_with_a_rate_that_is_infinite_or_zero_keeps_no_within_run_error() 
 
 def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() -> None:
     """``benchmarks/run_spread.py`` as docs/measurements.md runs it, on three machines of five nights."""
-    from pytest_specdec.benchmarks.run_spread import COLUMNS, best_possible, machine
+    from pytest_specdec.benchmarks.run_spread import COLUMNS, best_from_own_nights, best_possible, machine
 
     rows = np.array([machine(seed, 0.03, 5) for seed in range(3)])
     assert rows.shape == (3, 2 * COLUMNS + 5 + 6), "readings both ways, then each night's log speedup"
     assert set(np.unique(rows[:, : 2 * COLUMNS])) <= {0.0, 1.0}
     best = best_possible(rows[:, 2 * COLUMNS :], 5, 0.01)
-    assert best.shape == (3, COLUMNS)
-    for found in (rows[:, :COLUMNS], best):
+    own = best_from_own_nights(rows[:, 2 * COLUMNS :], 5, 0.01)
+    assert best.shape == own.shape == (3, COLUMNS)
+    for found in (rows[:, :COLUMNS], best, own):
         assert (found[:, 3] >= found[:, 2]).all(), "caught on night 1 is caught within three"
+
+
+def test_the_benchmarks_references_hold_their_level_and_see_a_move_on_normal_nights() -> None:
+    """The two references of ``benchmarks/run_spread.py`` on nights that scatter normally (sd 20 %, so the 5 %
+    least move never binds): at 5 %, each raises on about 5 % of quiet nights — the t test though it reads level
+    and scatter from eight nights of each machine — and a move of two sds shows within three nights more often to
+    the one that knows the machine."""
+    from pytest_specdec.benchmarks.run_spread import best_from_own_nights, best_possible
+
+    rng = np.random.default_rng(11)
+    logs = rng.normal(0.1, 0.2, (4000, 8 + 6))
+    logs[:, -3:] += 0.4
+    own, best = best_from_own_nights(logs, 8, 0.05), best_possible(logs, 8, 0.05)
+    for found in (own, best):
+        for quiet in (found[:, 0], found[:, 1]):
+            assert 0.04 < quiet.mean() < 0.06, "quiet nights: the test's own 5 %"
+    assert 0.5 < own[:, 3].mean() < best[:, 3].mean() - 0.05, "estimating level and scatter costs power"
 
 
 def test_a_window_night_with_more_error_than_the_others_counts_its_excess() -> None:
