@@ -127,7 +127,7 @@ def one_run(scenario: Scenario, seed: int, settings: Settings) -> tuple[Verdict,
     options["prompt_seed"] = str(seed)
     prompts = prompts_for(scenario.category)
     probe = SimulatedBackend(ModelPair("t", "d"), options)
-    inverse = statistics.fmean(1.0 / probe._prompt_effect(p.text) for p in prompts)
+    inverse = statistics.fmean(1.0 / probe.prompt_effect(p.text) for p in prompts)
     bound = scenario.bounds.min if scenario.bounds.min is not None else scenario.bounds.max
     assert bound is not None
     truth = bound if scenario.truth is None else scenario.truth

@@ -32,6 +32,8 @@ Printed with 95 % Wilson intervals, and the pairs a night took (mean / median).
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -53,8 +55,10 @@ BOUND = 1.2
 
 def night(
     old_speedup: float, new_speedup: float, rng: np.random.Generator, cap: int, cv: float, *, shift: float = 0.0
-) -> tuple[Call, int]:
-    """One night on a machine that misbehaves the way real ones do; the call on max=1.2.
+) -> tuple[Call, int, float]:
+    """One night on a machine that misbehaves the way real ones do: the call on max=1.2, the pairs it took, and
+    the night's level — what both releases' speedups were multiplied by, its shift and its prompts' effects
+    (these prompts' total-time reading, as ``benchmarks/error_rates.py`` reads them).
 
     ``shift``: the night's own level, SD's speedup for both releases ``× exp(N(0, shift))`` (a level shift
     between nights, as real machines show; ``benchmarks/run_spread.py``), read by the gate with that spread
@@ -83,7 +87,8 @@ def night(
         options = {**machine, "speedup": str(speedup), "seed": str(seed + offset), "prompt_seed": str(seed)}
         return SimulatedBackend(ModelPair("t", "d"), options)
 
-    pair = InProcessReleases(release(old_speedup * level, 0), release(new_speedup * level, 1))
+    new = release(new_speedup * level, 1)
+    pair = InProcessReleases(release(old_speedup * level, 0), new)
     plan = ComparisonPlan(
         "code", prompts_for("code"), Arm("plain"), Arm("sd", speculative=True, num_draft=3),
         max_tokens=32, min_trials=min(AB_PAIRS, cap), max_trials=cap, confidence=0.98, order=str(seed),
@@ -94,7 +99,8 @@ def night(
     ab = run_release_ab(
         pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", BOUND, Verdict.HOLDS, spread)
     )
-    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs
+    prompts = statistics.fmean(1.0 / new.prompt_effect(prompt.text) for prompt in plan.prompts)
+    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs, level / prompts
 
 
 def share(hits: int, runs: int) -> str:
@@ -122,7 +128,7 @@ def row(index: int, runs: int, seed: int, shift: float = 0.0) -> str:
     first, _ = ab_pairs(0, 0.0, None)
     second, _ = ab_pairs(1, 0.0, None)  # a flip not confirmed is re-measured the next night with a doubled cap
     nights = [night(old, new, rng, first, cv, shift=shift) for _ in range(runs)]
-    calls = [call for call, _ in nights]
+    calls = [call for call, _, _ in nights]
     red = [c is Call.RELEASE_CHANGED for c in calls]
     doubles, triples = len(red) // 2, len(red) // 3
     two = sum(
@@ -132,12 +138,40 @@ def row(index: int, runs: int, seed: int, shift: float = 0.0) -> str:
     )
     within = sum(any(red[3 * i : 3 * i + 3]) for i in range(triples))
     counts = [sum(c is call for c in calls) for call in (Call.MACHINE_MOVED, Call.NOT_CONFIRMED, Call.METRIC_CHANGED)]
-    pairs = sorted(p for _, p in nights)
+    pairs = sorted(p for _, p, _ in nights)
     return (
         f"| {cv:.0%} | {label} | {share(sum(red), len(red))} | {share(two, doubles)} | {share(within, triples)} | "
         + " | ".join(share(n, len(calls)) for n in counts)
         + f" | {np.mean(pairs):.0f} / {pairs[len(pairs) // 2]} |"
     )
+
+
+BANDS = (  # where the night's level put the new release: its speedup over the bound, less one
+    (-math.inf, 0.0, "under the bound"),
+    (0.0, 0.02, "0–2 % over it"),
+    (0.02, 0.04, "2–4 % over it"),
+    (0.04, 0.06, "4–6 % over it"),
+    (0.06, math.inf, "6 % or more over it"),
+)
+
+
+def by_level(index: int, runs: int, seed: int, shift: float) -> list[str]:
+    """Rows of the first-night table by how far the night's own level (its shift and its prompts) put the new
+    release over the bound: where nights wander, a small flip is not there on every night."""
+    cv, label, old, new = ROWS[index]
+    rng = np.random.default_rng([seed, index])
+    first, _ = ab_pairs(0, 0.0, None)
+    nights = [night(old, new, rng, first, cv, shift=shift) for _ in range(runs)]
+    over = np.array([new * level / BOUND - 1 for _, _, level in nights])
+    red = np.array([call is Call.RELEASE_CHANGED for call, _, _ in nights])
+    pairs = np.array([taken for _, taken, _ in nights])
+    lines = []
+    for low, high, band in BANDS:
+        inside = (over >= low) & (over < high)
+        count = int(inside.sum())
+        cells = f"{share(int(red[inside].sum()), count)} | {pairs[inside].mean():.0f}" if count else "- | -"
+        lines.append(f"| {cv:.0%} | {label} | {band} | {count / runs:.1%} | {cells} |")
+    return lines
 
 
 def main() -> None:
@@ -146,8 +180,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, default=1, help="rows measured in parallel processes")
     parser.add_argument("--night-shift", type=float, default=0.0, help="sd of each night's level (log speedup)")
+    parser.add_argument(
+        "--by-level", action="store_true", help="the +8 %% rows' first nights by where the night put the new release"
+    )
     args = parser.parse_args()
     started = time.monotonic()
+    if args.by_level:
+        print(f"{args.runs} first nights per row, nights' levels ±{args.night_shift:.0%}, max={BOUND:g}")
+        print("| CV | row | the night's new release | nights | release changed | pairs, mean |")
+        print("|---|---|---|---|---|---|")
+        small = [index for index, (_, label, _, _) in enumerate(ROWS) if label.startswith("release +8 %")]
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for lines in pool.map(by_level, small, [args.runs] * len(small), [args.seed] * len(small),
+                                  [args.night_shift] * len(small)):  # fmt: skip
+                print("\n".join(lines), flush=True)
+        print(f"({time.monotonic() - started:.0f} s)")
+        return
     first, _ = ab_pairs(0, 0.0, None)
     print(f"{args.runs} nights per row, looks at {AB_PAIRS} pairs up to {first}, max={BOUND:g} (accepted: holds), "
           f"nights' levels ±{args.night_shift:.0%}")  # fmt: skip

@@ -125,3 +125,19 @@ def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights(
     assert (kind, bound, verdict) == ("max", 1.3, Verdict.HOLDS)
     assert spread.nights == 7
     assert spread.tau == pytest.approx(0.152, abs=0.005)
+
+
+def test_the_flip_benchmark_reads_each_first_night_by_where_its_level_put_the_new_release() -> None:
+    """``benchmarks/release_change.py --by-level``: every night falls in one band, and a night's level is its shift
+    and its prompts' effects (without a shift, the prompts alone move it)."""
+    import numpy as np
+
+    from pytest_specdec.benchmarks.release_change import BANDS, ROWS, by_level, night
+
+    index = next(i for i, (_, label, _, _) in enumerate(ROWS) if label.startswith("release +8 %"))
+    lines = by_level(index, 6, 3, 0.03)
+    assert len(lines) == len(BANDS)
+    shares = [float(line.split(" | ")[3].rstrip("%")) for line in lines]
+    assert sum(shares) == pytest.approx(100.0, abs=0.2)
+    _, _, level = night(1.15, 1.242, np.random.default_rng(1), 96, 0.10)
+    assert level != pytest.approx(1.0, abs=1e-4), "no night shift, but the night's prompts move its level"

@@ -127,7 +127,7 @@ class SimulatedBackend:
         """A digest of the model names (there are no files)."""
         return names_digest(self._pair)
 
-    def _prompt_effect(self, prompt: str) -> float:
+    def prompt_effect(self, prompt: str) -> float:
         """This prompt's own speedup factor: drawn once per prompt and seed, log-sd ``prompt_spread``.
 
         ``skewed``: the log-effect is a centred exponential (most prompts a little below
@@ -190,7 +190,7 @@ class SimulatedBackend:
         words = len(request.prompt.split())
         if speculative:  # verification at long context costs more: the speedup decays with the prompt's length
             rate *= (
-                self.true_speedup * self._prompt_effect(request.prompt) * math.exp(-self.context_decay * words / 1000)
+                self.true_speedup * self.prompt_effect(request.prompt) * math.exp(-self.context_decay * words / 1000)
             )
         rate *= math.exp(self.noise * self._noise())
         hit = speculative or self.outlier_arm == "both"
