@@ -193,13 +193,11 @@ class Nights:
         accepted move — or, where the nights just before this acceptance moved (their change was drift or a flip:
         a new normal accepted), of those nights. A night's scatter about its level, within-run error and
         run-to-run spread together, is read from the nights up to the acceptance (their variance pooled within
-        releases and the spans between accepted moves) and from the window's nights about their own mean, as
-        Student's two-sample t pools them (a move that lasts shifts the window's nights alike and cannot hide in
-        it; the other nights since the acceptance never count); a window night whose within-run variance ``v`` is
-        above the earlier nights' adds the excess. The difference of the two means is then on a t with those
-        degrees of freedom (more by Satterthwaite's rule where a night's own excess, known, makes part of it): one
-        test a night, a prediction of tonight's level. ``tonight_se``: tonight's within-run standard error of log
-        speedup, as its
+        releases and the spans between accepted moves; the nights since never count, so a lasting move cannot
+        hide in it); a window night whose within-run variance ``v`` is above theirs adds the excess. The
+        difference of the two means is then on a t with those nights' degrees of freedom (more by
+        Satterthwaite's rule where a night's own excess, known, makes part of it): one test a night, a
+        prediction of tonight's level. ``tonight_se``: tonight's within-run standard error of log speedup, as its
         history line will keep it (else read back from its interval). None while fewer than :data:`MIN_NIGHTS`
         nights of one span (4 degrees of freedom) are kept up to the acceptance.
 
@@ -228,14 +226,17 @@ class Nights:
         groups = _by_span([line for line, _ in counted if (line_time(line) or accepted) <= accepted])
         reference = _accepted_level(groups, accepted_release)
         kept = [points for points in groups.values() if len(points) > 1]
-        if sum(len(points) - 1 for points in kept) < MIN_NIGHTS - 1 or not reference:
+        df = sum(len(points) - 1 for points in kept)
+        if df < MIN_NIGHTS - 1 or not reference:
             return None
-        window = [*since, tonight_point]
-        # Student's two-sample t: the window's nights about their own mean join the scatter (a move that lasts
-        # moves all of them alike and adds nothing to it), three nights giving two degrees of freedom more
-        df = sum(len(points) - 1 for points in [*kept, window])
-        scatter = math.fsum(_squares([y for y, _ in points]) for points in [*kept, window]) / df
+        scatter = (
+            math.fsum(
+                math.fsum((y - statistics.fmean(y for y, _ in points)) ** 2 for y, _ in points) for points in kept
+            )
+            / df
+        )
         typical = statistics.fmean(v for points in kept for _, v in points)
+        window = [*since, tonight_point]
         moved = statistics.fmean(y for y, _ in window) - statistics.fmean(reference)
         estimated = scatter * (1 / len(window) + 1 / len(reference))
         variance = estimated + math.fsum(max(0.0, v - typical) for _, v in window) / len(window) ** 2
@@ -246,12 +247,6 @@ class Nights:
         # Satterthwaite: only the scatter is estimated (on ``df``); a window night's excess is its own, known
         freedom = df * (variance / estimated) ** 2 if estimated > 0 else math.inf
         return math.exp(moved), float(2 * t.sf(abs(moved) / math.sqrt(variance), freedom))
-
-
-def _squares(values: Sequence[float]) -> float:
-    """The sum of squared deviations of ``values`` about their mean."""
-    mean = statistics.fmean(values)
-    return math.fsum((value - mean) ** 2 for value in values)
 
 
 MOVES = ("drift", "flip")  # a night's change that says its level moved: accepted after it, the new normal
