@@ -27,6 +27,9 @@ look on, for both releases alike). Each night draws its own per-prompt effects. 
 
 "Flip not confirmed" opens no issue on its own night (one after ``undecided-nights``).
 Printed with 95 % Wilson intervals, and the pairs a night took (mean / median).
+
+``--by-level`` prints instead the "+8 %" rows' first nights by where the night's own level (its
+shift and its prompts' effects) put the new release: under the bound, or by how much over it.
 """
 
 from __future__ import annotations
@@ -99,8 +102,14 @@ def night(
     ab = run_release_ab(
         pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", BOUND, Verdict.HOLDS, spread)
     )
-    prompts = statistics.fmean(1.0 / new.prompt_effect(prompt.text) for prompt in plan.prompts)
-    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs, level / prompts
+    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs, level * prompts_factor(new, plan)
+
+
+def prompts_factor(backend: SimulatedBackend, plan: ComparisonPlan) -> float:
+    """What a night's prompts multiply its measured speedup by: the comparison reads total time, each prompt's
+    mean generation once, so the factor is the inverse of the mean of the prompts' inverse effects (as
+    ``benchmarks/error_rates.py`` reads "these prompts")."""
+    return 1.0 / statistics.fmean(1.0 / backend.prompt_effect(prompt.text) for prompt in plan.prompts)
 
 
 def share(hits: int, runs: int) -> str:

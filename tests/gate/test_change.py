@@ -127,17 +127,21 @@ def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights(
     assert spread.tau == pytest.approx(0.152, abs=0.005)
 
 
-def test_the_flip_benchmark_reads_each_first_night_by_where_its_level_put_the_new_release() -> None:
-    """``benchmarks/release_change.py --by-level``: every night falls in one band, and a night's level is its shift
-    and its prompts' effects (without a shift, the prompts alone move it)."""
-    import numpy as np
+def test_the_flip_benchmark_reads_a_nights_truth_as_its_comparison_reads_the_prompts() -> None:
+    """``benchmarks/release_change.py --by-level`` bands each night by its truth: the release's speedup times the
+    night's shift and its prompts' factor. On a machine without noise the comparison measures exactly that."""
+    from dataclasses import replace
 
-    from pytest_specdec.benchmarks.release_change import BANDS, ROWS, by_level, night
+    from pytest_specdec.backends.base import ModelPair
+    from pytest_specdec.backends.simulated.adapter import SimulatedBackend
+    from pytest_specdec.benchmarks.release_change import prompts_factor
+    from pytest_specdec.benchmarks.run_spread import PLAN
+    from pytest_specdec.measure import run_comparison
 
-    index = next(i for i, (_, label, _, _) in enumerate(ROWS) if label.startswith("release +8 %"))
-    lines = by_level(index, 6, 3, 0.03)
-    assert len(lines) == len(BANDS)
-    shares = [float(line.split(" | ")[3].rstrip("%")) for line in lines]
-    assert sum(shares) == pytest.approx(100.0, abs=0.2)
-    _, _, level = night(1.15, 1.242, np.random.default_rng(1), 96, 0.10)
-    assert level != pytest.approx(1.0, abs=1e-4), "no night shift, but the night's prompts move its level"
+    backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.242", "noise": "0", "prompt_spread": "0.05",
+                                                     "seed": "3"})  # fmt: skip
+    plan = replace(PLAN, order="3")
+    factor = prompts_factor(backend, plan)
+    assert factor != pytest.approx(1.0, abs=0.005), "four prompts 5 % apart move the night's level"
+    measured = run_comparison(backend, plan, clock=lambda: 0.0).speedup.estimate
+    assert measured == pytest.approx(1.242 * factor, rel=1e-6)
