@@ -22,7 +22,9 @@ window's own scatter; :func:`pooled_t`):
 
 * **nothing changed**: the share of machines that read drift on the first night after the
   baseline, and on the third (tonight pooled with the two before it) (target ≤ 1 %);
-* **SD 10 % faster**: the share caught (drift upward) on night 1, and within 3 nights (target ≥ 90 %).
+* **SD 10 % faster**: the share caught (drift upward) on night 1, and within 3 nights (target ≥ 90 %);
+  after the three quiet nights also on the move's first night, when the window holds two quiet
+  nights and the moved one (where a scatter pooled with the window's nights would hide it).
 
 Printed with 95 % Wilson intervals.
 """
@@ -112,14 +114,16 @@ def machine(seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA) 
     later = [across(m, quiet_lines + later_lines[:n], True) for n, m in enumerate(moved)]
     readings = [
         across(quiet[0], [], None), across(quiet[2], quiet_lines[:2], None), caught[0], any(caught), any(later),
+        later[0],
         within(quiet[0], None), within(quiet[2], None), within(moved[0], True),
-        any(within(m, True) for m in moved), any(within(m, True) for m in moved),
+        any(within(m, True) for m in moved), any(within(m, True) for m in moved), within(moved[0], True),
     ]  # fmt: skip
     logs = [math.log(c.speedup.estimate) for c in (*runs, *quiet, *moved)]
     return [float(r) for r in readings] + logs
 
 
-COLUMNS = 5  # quiet night 1, quiet night 3, moved night 1, moved within 3, moved after quiet nights within 3
+COLUMNS = 6  # quiet night 1, quiet night 3, moved night 1, moved within 3, moved after quiet nights within 3,
+# and on its first night (the window: two quiet nights and the moved one)
 
 
 def best_possible(logs: np.ndarray, nights: int, alpha: float) -> np.ndarray:
@@ -163,9 +167,10 @@ def _raised_by(
     mixed = np.concatenate([quiet, moved], axis=1)
     later = [raised(mixed[:, k : k + 3], True) for k in (1, 2, 3)]
     return np.stack(
-        [raised(quiet[:, :1], None), raised(quiet, None), after[0], np.any(after, axis=0), np.any(later, axis=0)],
+        [raised(quiet[:, :1], None), raised(quiet, None), after[0], np.any(after, axis=0), np.any(later, axis=0),
+         later[0]],
         axis=1,
-    )
+    )  # fmt: skip
 
 
 def share(hits: int, runs: int) -> str:
@@ -188,8 +193,9 @@ def main() -> None:
         f"move ≥ {MIN_EFFECT:.0%}"
     )
     print("| τ between nights | drift read | nothing changed: night 1 | nothing changed: night 3 | "
-          "+10 % after the acceptance: night 1 | within 3 nights | +10 % after 3 quiet nights: within 3 nights |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "+10 % after the acceptance: night 1 | within 3 nights | +10 % after 3 quiet nights: within 3 nights | "
+          "its first night |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for tau in (float(t) for t in args.taus.split(",")):
             seeds = [args.seed * 1_000_003 + i + int(tau * 1e6) for i in range(args.machines)]

@@ -281,6 +281,7 @@ def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() 
     assert best.shape == own.shape == (3, COLUMNS)
     for found in (rows[:, :COLUMNS], best, own):
         assert (found[:, 3] >= found[:, 2]).all(), "caught on night 1 is caught within three"
+        assert (found[:, 4] >= found[:, 5]).all(), "…after quiet nights too"
 
 
 def test_the_benchmarks_references_hold_their_level_and_see_a_move_on_normal_nights() -> None:
