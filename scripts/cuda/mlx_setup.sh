@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# mlx on the CUDA machine, step 1, in two calls within the machine's warm window (each
-# carries one folder of .mlxw/, made by mlx_prepare.sh): `mlx_setup.sh callA`, then
-# `mlx_setup.sh callB`, which joins the mlx-cuda-13 wheel, checks its sha256 and installs
+# mlx on the CUDA machine, step 1, in three calls within the machine's warm window (each
+# carries one folder of .mlxw/, made by mlx_prepare.sh): `mlx_setup.sh callA`, `callB`, then
+# `mlx_setup.sh callC`, which joins the mlx-cuda-13 wheel, checks its sha256 and installs
 # it with the mlx-lm stack into /tmp/site. Wheels in if-missing/ go in only where the image
 # has no such distribution (a carried numpy or pydantic must not shadow the image's own).
 set -euo pipefail
@@ -23,7 +23,7 @@ if wanted:
                     "--target", "/tmp/site", *map(str, wanted)], check=True)
 print("installed:", " ".join(w.name.split("-")[0] for w in wanted))
 PY
-cp "$call"/mlx.part* /tmp/mlx/
+cp "$call"/mlx.part* /tmp/mlx/ 2>/dev/null || true  # callB carries no part of the big wheel
 cp "$call"/mlx-*.whl /tmp/mlx/ 2>/dev/null || true  # mlx's Python bindings (mlx[cuda13] = mlx + mlx-cuda-13)
 if [ -f "$call/mlx.sha256" ]; then
   wheel=/tmp/mlx/$(cat "$call/mlx.name")
