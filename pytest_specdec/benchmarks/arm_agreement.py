@@ -243,7 +243,10 @@ def _arguments() -> argparse.Namespace:
         "--bare-first", action="store_true",
         help="llama-cpp: load the bare and control instances before the plugin's (does the load order move a ratio?)",
     )  # fmt: skip
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.rounds > args.max_rounds:  # else the run stops at --max-rounds, short of what was asked
+        parser.error(f"--rounds {args.rounds} is more than --max-rounds {args.max_rounds}: raise --max-rounds")
+    return args
 
 
 Loops = dict[str, Callable[[Prompt], float]]

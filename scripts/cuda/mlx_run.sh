@@ -18,7 +18,8 @@ t = Path('$target'); convert(Path('/tmp/gemma/gemma-3-270m-q4_k_m.gguf'), t); ea
   [ "${AGREE_ONLY:-0}" = 1 ] || python3 -m pytest -p pytest_specdec.plugin -p no:cacheprovider -q benchmarks/test_claim_d_mlx_draft.py --backend=mlx \
     --specdec-profile="$profile" "${extra[@]}" --specdec-update-baselines \
     --specdec-json="$OUT/mlx-$profile.json" 2>&1 | tail -n 40 | tee "$OUT/mlx-$profile.log"
-  agree=(--backend mlx --profile "$profile" --category copy --rounds "$rounds" --max-tokens 64)
+  agree=(--backend mlx --profile "$profile" --category copy --rounds "$rounds" --max-rounds $((rounds > 240 ? rounds : 240))
+         --max-tokens 64)
   [ "$profile" = gemma ] && agree+=(--model "$target" --draft "$draft")
   python3 benchmarks/arm_agreement.py "${agree[@]}" --raw "$OUT/agree-mlx-$profile-rounds.json" 2>&1 | tail -n 8 | tee "$OUT/agree-mlx-$profile.log"
 done

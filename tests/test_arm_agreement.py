@@ -1,0 +1,38 @@
+"""benchmarks/arm_agreement.py: its arguments checked before any model loads, its saved rounds re-read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_specdec.benchmarks.arm_agreement import median_interval, ratio_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "arm_agreement.py"
+SAVED = ROOT / "docs" / "h200" / "agree-mlx-embedded-bursts-1-rounds.json"
+
+
+def run(*arguments: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(SCRIPT), *arguments]
+    return subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_more_rounds_than_the_limit_is_refused_in_one_line_before_measuring() -> None:
+    # mlx_run.sh once asked for 256 rounds and got 240 without a word: the limit capped the run.
+    result = run("--rounds", "256", "--max-rounds", "240")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith("--rounds 256 is more than --max-rounds 240: raise --max-rounds")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_saved_run_is_summarised_from_its_own_rounds() -> None:
+    saved = json.loads(SAVED.read_text())
+    median, low, high = median_interval(ratio_rows(saved)["speedup"])
+    result = run("--summarize", str(SAVED))
+    assert result.returncode == 0, result.stderr
+    assert f"{len(saved)} rounds" in result.stdout.splitlines()[0]
+    row = next(line for line in result.stdout.splitlines() if line.startswith("| speedup |"))
+    assert f"{median:.3f} [{low:.3f}, {high:.3f}]" in row
