@@ -224,7 +224,7 @@ class MlxBackend:
             from mlx_lm.sample_utils import make_sampler
 
             kwargs["sampler"] = make_sampler(temp=request.sampling.temperature, top_p=request.sampling.top_p)
-        speculative = request.arm.speculative and self._draft is not None
+        speculative = request.arm.speculative  # with a draft: checked above
         # Inside the decode window per token: two appends (a burst only where every_token asks; issue #52).
         # The plain arm's target runs unwrapped: only the SD arm reads a count (the draft's, from the target's).
         target = CountedModel(self._target.model) if speculative else self._target.model
@@ -248,10 +248,9 @@ class MlxBackend:
                 yield TokenBurst(tuple(tokens[sent:]), tuple(flags[sent:]))
         finally:
             stream.close()
-        speculative = request.arm.speculative
         return GenerationStats(
             prompt_tokens=len(prompt),
-            drafted=draft.counted if speculative and draft is not None else None,
+            drafted=draft.counted if draft is not None else None,
             accepted=sum(flags) if speculative else None,
             peak_memory_bytes=int(mx.get_peak_memory()),
         )
