@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_specdec.benchmarks.arm_agreement import median_interval, ratio_rows
+from pytest_specdec.benchmarks.arm_agreement import interleaved, latin_order, median_interval, ratio_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "arm_agreement.py"
@@ -36,3 +38,23 @@ def test_a_saved_run_is_summarised_from_its_own_rounds() -> None:
     assert f"{len(saved)} rounds" in result.stdout.splitlines()[0]
     row = next(line for line in result.stdout.splitlines() if line.startswith("| speedup |"))
     assert f"{median:.3f} [{low:.3f}, {high:.3f}]" in row
+
+
+def test_each_harness_takes_every_place_equally_often() -> None:
+    names = ["plugin plain", "bare plain", "control plain", "plugin sd", "bare sd"]
+    orders = [latin_order(index, names) for index in range(2 * len(names))]  # a square and its reverse
+    assert all(sorted(order) == sorted(names) for order in orders)
+    for name in names:  # twice in each place over a square and its reverse
+        assert Counter(order.index(name) for order in orders) == dict.fromkeys(range(len(names)), 2)
+
+
+def test_interleaved_warms_every_harness_on_every_text_then_runs_the_rounds_in_order() -> None:
+    calls: list[tuple[str, str]] = []
+
+    def harness(name: str) -> Callable[[str], str]:
+        return lambda text: calls.append((name, text)) or f"{name}:{text}"
+
+    results = interleaved({"a": harness("a"), "b": harness("b")}, ["x", "y"], 3)
+    assert calls[:4] == [("a", "x"), ("b", "x"), ("a", "y"), ("b", "y")]
+    assert calls[4:] == [("a", "x"), ("b", "x"), ("b", "y"), ("a", "y"), ("b", "x"), ("a", "x")]
+    assert results == {"a": ["a:x", "a:y", "a:x"], "b": ["b:x", "b:y", "b:x"]}

@@ -45,9 +45,9 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scipy import stats
 
@@ -59,6 +59,7 @@ from pytest_specdec.hardware import usable_cores
 from pytest_specdec.measure import ComparisonPlan, run_trial
 
 PLAIN, SD = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
+R = TypeVar("R")  # what a harness returns (tok/s, or every token's arrival)
 NGRAM = 2
 
 
@@ -195,6 +196,33 @@ def mlx_loops(
     return {"plain": run, "sd": lambda p: run(p, draft_model=draft, num_draft_tokens=SD.num_draft)}
 
 
+def latin_order(index: int, names: Sequence[str]) -> list[str]:
+    """Round ``index``'s order of the harnesses: a cyclic Latin square, reversed every other cycle, so each harness
+    takes every position equally often (the first run after a round's bookkeeping, or after another instance,
+    costs something, and must not always fall on the same harness).
+
+    >>> [latin_order(i, "abc") for i in range(4)]
+    [['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['c', 'b', 'a']]
+    """
+    shift = index % len(names)
+    order = [*names[shift:], *names[:shift]]
+    return order if (index // len(names)) % 2 == 0 else order[::-1]
+
+
+def interleaved(harnesses: Mapping[str, Callable[[str], R]], texts: Sequence[str], rounds: int) -> dict[str, list[R]]:
+    """Every harness once on every text (the warm-up), then ``rounds`` rounds in :func:`latin_order`, round ``i``
+    on text ``i`` modulo their number: each harness's results in round order."""
+    for text in texts:
+        for run in harnesses.values():
+            run(text)
+    names = list(harnesses)
+    results: dict[str, list[R]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in latin_order(index, names):
+            results[name].append(harnesses[name](texts[index % len(texts)]))
+    return results
+
+
 def median_interval(ratios: list[float]) -> tuple[float, float, float]:
     """Median ratio and its distribution-free 95 % interval (the binomial order statistics)."""
     ordered, n = sorted(ratios), len(ratios)
@@ -319,12 +347,7 @@ def main() -> None:
     done = ""
     for index in range(args.max_rounds):
         prompt = prompts[index % len(prompts)]
-        # Each harness takes every position in the round equally often (a cyclic Latin square,
-        # reversed every other cycle): the first run after a round's bookkeeping, or after
-        # another instance, costs something, and must not always fall on the same harness.
-        shift = index % len(names)
-        order = names[shift:] + names[:shift]
-        sequence = order if (index // len(names)) % 2 == 0 else order[::-1]
+        sequence = latin_order(index, names)
         tps = {name: harness[name](prompt) for name in sequence}
         round_: dict[str, Any] = {"prompt": prompt.id, "order": list(sequence), "tps": tps}
         if generation_tps:

@@ -21,7 +21,7 @@ from typing import Any
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import GenerationRequest, ModelPair
 from pytest_specdec.backends.mlx_lm_parts import CountedModel
-from pytest_specdec.benchmarks.arm_agreement import PLAIN, SD, median_interval, timed
+from pytest_specdec.benchmarks.arm_agreement import PLAIN, SD, interleaved, median_interval, timed
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure.trial import timed_generation
 
@@ -76,16 +76,7 @@ harnesses = {
     "plugin plain": plugin(False), "bare plain": bare(speculative=False),
 }  # fmt: skip
 names = list(harnesses)
-results: dict[str, list[float]] = {name: [] for name in names}
-for prompt in prompts:  # every harness on every prompt once before any is timed
-    for run in harnesses.values():
-        run(prompt.text)
-for index in range(rounds):
-    text = prompts[index % len(prompts)].text
-    shift = index % len(names)
-    order = names[shift:] + names[:shift]
-    for name in order if (index // len(names)) % 2 == 0 else order[::-1]:
-        results[name].append(harnesses[name](text))
+results = interleaved(harnesses, [prompt.text for prompt in prompts], rounds)
 
 print(f"mlx embedded [copy], {rounds} rounds, {TOKENS} tokens, γ=3, the plugin's own weights")
 print("| harness | median tok/s |")

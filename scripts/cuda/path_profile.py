@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import GenerationRequest, ModelPair, TokenBurst
-from pytest_specdec.benchmarks.arm_agreement import PLAIN
+from pytest_specdec.benchmarks.arm_agreement import PLAIN, interleaved
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure.trial import timed_generation
 
@@ -102,16 +102,7 @@ harnesses = {
     "bare + generator": bare_loop(layer=True),
 }  # fmt: skip
 names = list(harnesses)
-results: dict[str, list[list[float]]] = {name: [] for name in names}
-for prompt in prompts:
-    for run in harnesses.values():
-        run(prompt.text)
-for index in range(rounds):
-    text = prompts[index % len(prompts)].text
-    shift = index % len(names)
-    order = names[shift:] + names[:shift]
-    for name in order if (index // len(names)) % 2 == 0 else order[::-1]:
-        results[name].append(harnesses[name](text))
+results = interleaved(harnesses, [prompt.text for prompt in prompts], rounds)
 
 
 def in_window(stamps: list[float]) -> tuple[int, float]:
