@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mlx on the CUDA machine, step 0, on this machine (it reaches PyPI): .mlxw/callA, callB and
-# callC, one per call, each under the run tool's 64 MiB with the working tree (~6 MB): the
+# callC, one per call, each under the run tool's 64 MiB with the working tree (~7 MB): the
 # mlx-cuda-13 wheel (~90 MB) in two parts (callA, callC; callC has its sha256), and the wheels the mlx backend needs
 # there without their dependencies: always/ (the mlx-lm stack, installed whatever the
 # image has) and if-missing/ (installed only where the image lacks them: a carried numpy
@@ -25,3 +25,8 @@ mv /tmp/specdec-mlxw/mlx.part00 .mlxw/callA/ && mv /tmp/specdec-mlxw/mlx.part01 
 sha256sum "$wheel" | cut -d' ' -f1 > .mlxw/callC/mlx.sha256  # the last call joins and checks
 basename "$wheel" > .mlxw/callC/mlx.name
 du -sh .mlxw/*
+tree=$(git ls-files -z | du -cb --files0-from=- | tail -n 1 | cut -f 1)
+for call in .mlxw/call*; do  # the run tool carries 64 MiB a call, the tracked tree included
+  size=$(( tree + $(du -sb "$call" | cut -f 1) ))
+  [ "$size" -le $(( 64 << 20 )) ] || { echo "$call and the tree are $size bytes, over 64 MiB: move wheels to another call"; exit 1; }
+done

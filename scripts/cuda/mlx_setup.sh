@@ -23,7 +23,7 @@ if wanted:
                     "--target", "/tmp/site", *map(str, wanted)], check=True)
 print("installed:", " ".join(w.name.split("-")[0] for w in wanted))
 PY
-cp "$call"/mlx.part* /tmp/mlx/ 2>/dev/null || true  # callB carries no part of the big wheel
+[ "$1" = callB ] || cp "$call"/mlx.part* /tmp/mlx/  # callB carries no part of the big wheel; the others must
 cp "$call"/mlx-*.whl /tmp/mlx/ 2>/dev/null || true  # mlx's Python bindings (mlx[cuda13] = mlx + mlx-cuda-13)
 if [ -f "$call/mlx.sha256" ]; then
   wheel=/tmp/mlx/$(cat "$call/mlx.name")
