@@ -1,4 +1,5 @@
-"""benchmarks/arm_agreement.py: its arguments checked before any model loads, its saved rounds re-read."""
+"""benchmarks/arm_agreement.py: its arguments checked before any model loads, its saved rounds re-read, its
+rounds' order (shared with scripts/cuda's profiles)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,10 @@ arms as ``run_trial`` runs them and bare loops that step from the bare loop of
 the prompt's token ids instead of its text, mlx-lm's default sampler instead of an explicit greedy
 one, the target and draft inside the plugin's counting wrappers, the stream closed after the last
 token. Prints per harness the median tok/s, then the plugin's tok/s over each other harness's, per
-round, with the median's distribution-free 95 % interval.
+round, with the median's distribution-free 95 % interval. With mlx-lm 0.32.2 and the embedded
+model only the wrappers change what is timed (``make_sampler(temp=0)`` is the greedy sampler
+``stream_generate`` uses when given none, the tokenizer adds no BOS token, ``close()`` comes after
+the last stamp): those steps compare a harness with itself, and their spread is the resolution.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # mlx on the CUDA machine, step 0, on this machine (it reaches PyPI): .mlxw/callA, callB and
 # callC, one per call, each under the run tool's 64 MiB with the working tree (~7 MB): the
-# mlx-cuda-13 wheel (~90 MB) in two parts (callA, callC; callC has its sha256), and the wheels the mlx backend needs
-# there without their dependencies: always/ (the mlx-lm stack, installed whatever the
-# image has) and if-missing/ (installed only where the image lacks them: a carried numpy
-# or pydantic must not shadow the image's own).
+# mlx-cuda-13 wheel (~90 MB) in two parts (callA, callC; callC has its sha256), and the
+# wheels the mlx backend needs there without their dependencies: always/ (the mlx-lm stack,
+# installed whatever the image has) and if-missing/ (installed only where the image lacks
+# them: a carried numpy or pydantic must not shadow the image's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .mlxw /tmp/specdec-mlxw && mkdir -p .mlxw/callA/if-missing .mlxw/callB/always .mlxw/callC/always /tmp/specdec-mlxw
