@@ -8,7 +8,9 @@ arms as ``run_trial`` runs them and bare loops that step from the bare loop of
 the prompt's token ids instead of its text, mlx-lm's default sampler instead of an explicit greedy
 one, the target and draft inside the plugin's counting wrappers, the stream closed after the last
 token. Prints per harness the median tok/s, then the plugin's tok/s over each other harness's, per
-round, with the median's distribution-free 95 % interval. With mlx-lm 0.32.2 and the embedded
+round, with the median's distribution-free 95 % interval (against the bare loop with everything
+added, what is left is the adapter's own loop over mlx-lm's responses and ``timed_generation``);
+then each bare step against the one before it. With mlx-lm 0.32.2 and the embedded
 model only the wrappers change what is timed (``make_sampler(temp=0)`` is the greedy sampler
 ``stream_generate`` uses when given none, the tokenizer adds no BOS token, ``close()`` comes after
 the last stamp): those steps compare a harness with itself, and their spread is the resolution.
@@ -86,10 +88,10 @@ print("| harness | median tok/s |")
 print("|---|---|")
 for name, rates in results.items():
     print(f"| {name} | {statistics.median(rates):.1f} |")
-print("| plugin ÷ harness (per round) | median [95 % interval] | mean |")
+print("| harness ÷ harness (per round) | median [95 % interval] | mean |")
 print("|---|---|---|")
-for mine, others in (("plugin SD", names[1:6]), ("plugin plain", ["bare plain"])):
-    for name in others:
-        ratios = [p / b for p, b in zip(results[mine], results[name], strict=True)]
-        median, low, high = median_interval(ratios)
-        print(f"| {mine} ÷ {name} | {median:.4f} [{low:.4f}, {high:.4f}] | {statistics.fmean(ratios):.4f} |")
+steps = [(names[k], names[k - 1]) for k in range(2, 6)]  # each step on its own (the plugin's last: above)
+for mine, name in [*(("plugin SD", name) for name in names[1:6]), ("plugin plain", "bare plain"), *steps]:
+    ratios = [p / b for p, b in zip(results[mine], results[name], strict=True)]
+    median, low, high = median_interval(ratios)
+    print(f"| {mine} ÷ {name} | {median:.4f} [{low:.4f}, {high:.4f}] | {statistics.fmean(ratios):.4f} |")
