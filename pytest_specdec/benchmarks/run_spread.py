@@ -112,11 +112,11 @@ def machine(seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA) 
     later_lines = [history_line(nights + 3 + n, c) for n, c in enumerate(moved)]
     caught = [across(m, moved_lines[:n], True) for n, m in enumerate(moved)]
     later = [across(m, quiet_lines + later_lines[:n], True) for n, m in enumerate(moved)]
+    alone = [within(m, True) for m in moved]  # the within-run test reads no history: after quiet nights alike
     readings = [
         across(quiet[0], [], None), across(quiet[2], quiet_lines[:2], None), caught[0], any(caught), any(later),
         later[0],
-        within(quiet[0], None), within(quiet[2], None), within(moved[0], True),
-        any(within(m, True) for m in moved), any(within(m, True) for m in moved), within(moved[0], True),
+        within(quiet[0], None), within(quiet[2], None), alone[0], any(alone), any(alone), alone[0],
     ]  # fmt: skip
     logs = [math.log(c.speedup.estimate) for c in (*runs, *quiet, *moved)]
     return [float(r) for r in readings] + logs
