@@ -24,11 +24,19 @@ def run(*arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
 
 
-def test_more_rounds_than_the_limit_is_refused_in_one_line_before_measuring() -> None:
-    # mlx_run.sh once asked for 256 rounds and got 240 without a word: the limit capped the run.
-    result = run("--rounds", "256", "--max-rounds", "240")
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [  # mlx_run.sh once asked for 256 rounds and got 240 without a word: the limit capped the run
+        (("--rounds", "256", "--max-rounds", "240"), "--rounds 256 is more than --max-rounds 240: raise --max-rounds"),
+        (("--max-rounds", "0"), "--max-rounds 0 measures nothing: give 1 or more"),
+    ],
+)
+def test_round_counts_that_cannot_be_run_are_refused_in_one_line_before_measuring(
+    arguments: tuple[str, ...], message: str
+) -> None:
+    result = run(*arguments)
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1].endswith("--rounds 256 is more than --max-rounds 240: raise --max-rounds")
+    assert result.stderr.splitlines()[-1].endswith(message)
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
 
@@ -36,7 +44,7 @@ def test_more_rounds_than_the_limit_is_refused_in_one_line_before_measuring() ->
 def test_a_saved_run_is_summarised_as_it_was_measured() -> None:
     # The H200 printed "| speedup | 0.993 [0.978, 1.003] |" for this run (docs/measurements.md, mlx run 1).
     saved = json.loads(SAVED.read_text())
-    result = run("--summarize", str(SAVED))
+    result = run("--summarize", str(SAVED), "--rounds", "300")  # a re-reading measures nothing: counts unchecked
     assert result.returncode == 0, result.stderr
     assert f"{len(saved)} rounds" in result.stdout.splitlines()[0]
     row = next(line for line in result.stdout.splitlines() if line.startswith("| speedup |"))

@@ -272,6 +272,10 @@ def _arguments() -> argparse.Namespace:
         help="llama-cpp: load the bare and control instances before the plugin's (does the load order move a ratio?)",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.summarize:  # no measurement: the round counts do not matter
+        return args
+    if args.max_rounds < 1:
+        parser.error(f"--max-rounds {args.max_rounds} measures nothing: give 1 or more")
     if args.rounds > args.max_rounds:  # else the run stops at --max-rounds, short of what was asked
         parser.error(f"--rounds {args.rounds} is more than --max-rounds {args.max_rounds}: raise --max-rounds")
     return args
