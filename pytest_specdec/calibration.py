@@ -12,7 +12,7 @@ bound is decided against, in 90 % of replays, within the budget ("with this nois
 with its Wilson interval over the replays; the pairs measured bound how well it can
 be known: across 40 simulated machines with the same noise (Student-t, CV 10 %), 32
 A/A pairs read 0.35–1.95 % and the default 64 read 0.40–1.00 %
-(``python benchmarks/calibration_spread.py --machines 40``, docs/measurements.md).
+(``python -m studies.calibration_spread --machines 40``, docs/measurements.md).
 """
 
 from __future__ import annotations

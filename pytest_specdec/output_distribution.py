@@ -20,7 +20,7 @@ p-value ``(1 + k) / (B + 1)`` of ``B`` permutations, divided by its share of the
 the smaller against ``alpha``, refuses a lossless arm at most ``alpha`` of the time. A first version summed chi-square
 statistics over every cell: rare tokens drowned the signal and it caught a T = 0.8 arm
 against T = 0.7 in 4 % of runs (a 200-token Markov model, 96 continuations of 16 tokens
-on 4 prompts), where the spread score caught 95 %. Rates: ``benchmarks/sampling_check_rates.py``.
+on 4 prompts), where the spread score caught 95 %. Rates: ``studies/sampling_check_rates.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A comparison is a series of paired trials, each running both arms back to back on
 one prompt. The design (simulated under realistic noise in
-``benchmarks/error_rates.py``; figures in docs/measurements.md):
+``studies/error_rates.py``; figures in docs/measurements.md):
 
 * **The speedup it reports** is what a user who runs these prompts feels: total
   plain decode time ÷ total SD decode time, one generation of each prompt
@@ -275,7 +275,7 @@ class _RatioParts:
             return Estimate(self.value, math.inf, 1.0, self.totals, self.left_out)
         variance = float(influence @ influence) * n / (n - self.prompts)  # each prompt's mean used one df
         # Half the residual df where prompts are strata (the screening and the per-prompt means cost some,
-        # benchmarks/error_rates.py); a pooled handful of pairs keeps its n - 1.
+        # studies/error_rates.py); a pooled handful of pairs keeps its n - 1.
         df = DF_SHARE * (n - self.prompts) if self.prompts > 1 else float(n - 1)
         return Estimate(self.value, math.sqrt(variance), df, self.totals, self.left_out)
 

@@ -59,3 +59,20 @@ def test_importing_the_package_loads_no_runtime_or_plot_library() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == ""
+
+
+def test_the_shipped_benchmarks_folder_holds_only_what_users_run_with_pyargs() -> None:
+    """The lab (studies, profiles) lives in the repository's ``studies/``, outside the wheel."""
+    shipped = {path.name for path in (REPO / "pytest_specdec" / "benchmarks").glob("*.py")}
+    assert shipped - {"__init__.py", "kit.py"}, "the claims are shipped"
+    assert {name for name in shipped if not name.startswith("test_")} == {"__init__.py", "kit.py"}
+
+
+def test_the_independence_contract_names_every_backend_folder() -> None:
+    document = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (modules,) = [c["modules"] for c in document["tool"]["importlinter"]["contracts"] if c["type"] == "independence"]
+    folders = {
+        f"pytest_specdec.backends.{path.parent.name}"
+        for path in (REPO / "pytest_specdec" / "backends").glob("*/adapter.py")
+    }
+    assert set(modules) == folders

@@ -1,4 +1,4 @@
-"""benchmarks/arm_agreement.py: its arguments checked before any model loads, its saved rounds re-read, its
+"""studies/arm_agreement.py: its arguments checked before any model loads, its saved rounds re-read, its
 rounds' order (shared with scripts/cuda's profiles)."""
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.benchmarks.arm_agreement import interleaved, latin_order, median_interval, ratio_rows
+from studies.arm_agreement import interleaved, latin_order, median_interval, ratio_rows
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "arm_agreement.py"
 SAVED = ROOT / "docs" / "h200" / "agree-mlx-embedded-bursts-1-rounds.json"
 
 
 def run(*arguments: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(SCRIPT), *arguments]
+    command = [sys.executable, "-m", "studies.arm_agreement", *arguments]
     return subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
 
 

@@ -1,7 +1,7 @@
 """The distribution check for sampled SD, on continuations of the simulated backend's Markov chain.
 
 Every sample here comes from fixed seeds, so each test has one answer; the error rates
-over many runs are measured by ``benchmarks/sampling_check_rates.py``.
+over many runs are measured by ``studies/sampling_check_rates.py``.
 """
 
 from __future__ import annotations

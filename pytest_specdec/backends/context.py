@@ -108,7 +108,7 @@ def llama_cpp_buffer_bytes(
     ``n_ctx × n_ubatch × (4·heads + 4)`` bytes, with it the float16 mask. A context that keeps the
     last position's logits only computes one row of them, so of that reservation it touches the
     attention scratch; a ``logits_all`` context fills the logits scratch and an output buffer of
-    ``n_vocab × n_batch`` float32 besides. Measured (``python benchmarks/llama_cpp_memory.py``,
+    ``n_vocab × n_batch`` float32 besides. Measured (``python -m studies.llama_cpp_memory``,
     docs/measurements.md): the synthetic target's reserved buffer 8.5 → 83.5 MiB from n_ctx 512 to
     8192 without flash attention; Gemma 3 270M's 514.5 MiB at any n_ctx, of which a plain context
     evaluating 512 tokens touched 24 MiB of memory and a ``logits_all`` one 1,542 MiB (scores

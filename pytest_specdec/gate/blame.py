@@ -55,7 +55,7 @@ def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) 
     is settled (:func:`~pytest_specdec.gate.change.settles`). The first night's cap is ``2**NIGHT_DOUBLINGS``
     times one look; each later night in a row doubles it, up to ``2**CARRY_DOUBLINGS`` more; never more than
     the leg's allowance holds (``quadruple_s``: four generations, read from tonight's rates), and never fewer
-    than one look's. ``benchmarks/release_change.py`` measured the rule at these caps.
+    than one look's. ``studies/release_change.py`` measured the rule at these caps.
 
     >>> ab_pairs(0, 0.0, None)
     (768, 'up to 768 pairs')

@@ -109,7 +109,7 @@ class ComparisonPlan:
     # Every axis it runs under (γ, sampling, decode or end to end, context …): carried unchanged into its record.
     conditions: Conditions = DEFAULT_CONDITIONS
     # The distribution check (sampled SD on a backend whose draws differ per seed): continuations per arm and
-    # prompt, and tokens each (benchmarks/sampling_check_rates.py measured its error rates at these).
+    # prompt, and tokens each (studies/sampling_check_rates.py measured its error rates at these).
     distribution_generations: int = 128
     distribution_tokens: int = 16
 

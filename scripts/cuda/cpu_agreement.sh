@@ -16,5 +16,5 @@ for n in ${threads[@]}; do
 sys.argv = ['arm_agreement.py', '--backend', 'llama-cpp', '--profile', 'embedded', '--category', 'code',
             '--spec', 'draft', '--threads', '$n', '--rounds', '48', '--max-rounds', '${MAX_ROUNDS:-240}',
             '--max-tokens', '64', '--label', 'quiet 16-core x86-64, $label', '--raw', '${OUT:-/tmp}/rounds-$label-$n.json'] + '${EXTRA:-}'.split()
-runpy.run_path('benchmarks/arm_agreement.py', run_name='__main__')" 2>&1 | grep -v "^  round" | tee "${OUT:-/tmp}/agreement-$label-$n.log"
+runpy.run_path('studies/arm_agreement.py', run_name='__main__')" 2>&1 | grep -v "^  round" | tee "${OUT:-/tmp}/agreement-$label-$n.log"
 done

@@ -4,7 +4,7 @@ Run: ``python scripts/cuda/mlx_path_profile.py ROUNDS`` (with mlx-lm importable;
 ``scripts/cuda/mlx_setup.sh``). The embedded pair, ``copy`` prompts, 64 tokens, γ = 3, on the
 plugin's own loaded weights. Each round runs, in a cyclic Latin square, the plugin's SD and plain
 arms as ``run_trial`` runs them and bare loops that step from the bare loop of
-``benchmarks/arm_agreement.py`` towards the plugin's path, each adding one thing the plugin does:
+``studies/arm_agreement.py`` towards the plugin's path, each adding one thing the plugin does:
 the prompt's token ids instead of its text, mlx-lm's default sampler instead of an explicit greedy
 one, the target and draft inside the plugin's counting wrappers, the stream closed after the last
 token. Prints per harness the median tok/s, then the plugin's tok/s over each other harness's, per
@@ -26,9 +26,9 @@ from typing import Any
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import GenerationRequest, ModelPair
 from pytest_specdec.backends.mlx_lm_parts import CountedModel
-from pytest_specdec.benchmarks.arm_agreement import PLAIN, SD, interleaved, median_interval, timed
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure.trial import timed_generation
+from studies.arm_agreement import PLAIN, SD, interleaved, median_interval, timed
 
 TOKENS = 64
 rounds = int(sys.argv[1])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mlx on the CUDA machine, step 2: the mlx claim on each profile named (embedded,
 # embedded-1b; gemma needs /tmp/gemma/gemma-3-270m-q4_k_m.gguf joined as run.sh joins it), accepted as NVIDIA-H200
-# baselines, then the plugin's arms against bare mlx-lm loops (benchmarks/arm_agreement.py).
+# baselines, then the plugin's arms against bare mlx-lm loops (studies/arm_agreement.py).
 # ROUNDS (default 128) sets the agreement's rounds before its first look at the intervals (it then runs on until
 # they are narrower than 2 %, or 240 rounds, or ROUNDS where that is more); AGREE_ONLY=1 skips the claim and its
 # baselines.
@@ -23,7 +23,7 @@ t = Path('$target'); convert(Path('/tmp/gemma/gemma-3-270m-q4_k_m.gguf'), t); ea
   agree=(--backend mlx --profile "$profile" --category copy --rounds "$rounds" --max-rounds $((rounds > 240 ? rounds : 240))
          --max-tokens 64)
   [ "$profile" = gemma ] && agree+=(--model "$target" --draft "$draft")
-  python3 benchmarks/arm_agreement.py "${agree[@]}" --raw "$OUT/agree-mlx-$profile-rounds.json" 2>&1 | grep -v "^  round" | tee "$OUT/agree-mlx-$profile.log"
+  python3 -m studies.arm_agreement "${agree[@]}" --raw "$OUT/agree-mlx-$profile-rounds.json" 2>&1 | grep -v "^  round" | tee "$OUT/agree-mlx-$profile.log"
 done
 cp baselines/NVIDIA-H200/mlx.json "$OUT/" 2>/dev/null || true
 cp baselines/history/NVIDIA-H200.jsonl "$OUT/history-NVIDIA-H200.jsonl" 2>/dev/null || true

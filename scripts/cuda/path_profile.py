@@ -3,7 +3,7 @@
 Run: ``python scripts/cuda/path_profile.py THREADS ROUNDS`` (with llama-cpp-python importable).
 Each round runs, in a cyclic Latin square, the plugin's plain arm as ``run_trial`` runs it (the
 first token, then the rest in one burst) and as it ran before (a burst a token), and the bare
-loop of ``benchmarks/arm_agreement.py`` on the plugin's own plain ``Llama``: after ``reset()`` as
+loop of ``studies/arm_agreement.py`` on the plugin's own plain ``Llama``: after ``reset()`` as
 the plugin starts, without it (llama-cpp-python then reuses the prompt's prefix), and with each
 piece of the old per-token path added (the bursts; one more generator). Every token's arrival
 is stamped where the harness sees every token. Prints per harness the median tok/s, the first
@@ -22,9 +22,9 @@ from typing import Any
 
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import GenerationRequest, ModelPair, TokenBurst
-from pytest_specdec.benchmarks.arm_agreement import PLAIN, interleaved
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure.trial import timed_generation
+from studies.arm_agreement import PLAIN, interleaved
 
 threads, rounds = int(sys.argv[1]), int(sys.argv[2])
 pair = profile_pairs("embedded")["llama-cpp"]

@@ -30,8 +30,8 @@ gemma=(--specdec-profile=gemma --specdec-model=/tmp/gemma/gemma-3-270m-q4_k_m.gg
 cp baselines/NVIDIA-H200/llama-cpp.json "$OUT/" || true
 cp baselines/history/NVIDIA-H200.jsonl "$OUT/" || true
 # Fair arms on the GPU: the plugin's plain and SD arms against bare llama-cpp-python loops
-# (benchmarks/arm_agreement.py; llama_cpp imported first, as above).
+# (studies/arm_agreement.py; llama_cpp imported first, as above).
 python3 -c "import llama_cpp, runpy, sys
 sys.argv = ['arm_agreement.py', '--backend', 'llama-cpp', '--profile', 'gemma', '--category', 'copy',
             '--rounds', '24', '--max-tokens', '64', '--model', '/tmp/gemma/gemma-3-270m-q4_k_m.gguf']
-runpy.run_path('benchmarks/arm_agreement.py', run_name='__main__')" 2>&1 | tee "$OUT/agreement.log"
+runpy.run_path('studies/arm_agreement.py', run_name='__main__')" 2>&1 | tee "$OUT/agreement.log"

@@ -340,7 +340,7 @@ def test_the_memory_estimate_holds_what_a_context_filled_by_a_prompt_takes(
 
     if model.startswith("pypi:") and not HAS_GEMMA:
         pytest.skip("Gemma 3 270M comes from its PyPI package (extra [gemma])")
-    command = [sys.executable, "-m", "pytest_specdec.benchmarks.llama_cpp_memory", "--probe", model, str(n_ctx)]
+    command = [sys.executable, "-m", "studies.llama_cpp_memory", "--probe", model, str(n_ctx)]
     untraced = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}  # a probe, not ours
     done = subprocess.run(
         [*command, "1" if all_logits else "0"], capture_output=True, text=True, check=True, env=untraced

@@ -128,15 +128,15 @@ def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights(
 
 
 def test_the_flip_benchmark_reads_a_nights_truth_as_its_comparison_reads_the_prompts() -> None:
-    """``benchmarks/release_change.py --by-level`` bands each night by its truth: the release's speedup times the
+    """``studies/release_change.py --by-level`` bands each night by its truth: the release's speedup times the
     night's shift and its prompts' factor. On a machine without noise the comparison measures exactly that."""
     from dataclasses import replace
 
     from pytest_specdec.backends.base import ModelPair
     from pytest_specdec.backends.simulated.adapter import SimulatedBackend
-    from pytest_specdec.benchmarks.release_change import prompts_factor
-    from pytest_specdec.benchmarks.run_spread import PLAN
     from pytest_specdec.measure import run_comparison
+    from studies.release_change import prompts_factor
+    from studies.run_spread import PLAN
 
     backend = SimulatedBackend(ModelPair("t", "d"), {"speedup": "1.242", "noise": "0", "prompt_spread": "0.05",
                                                      "seed": "3"})  # fmt: skip

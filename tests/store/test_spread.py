@@ -270,8 +270,8 @@ def test_a_run_with_a_rate_that_is_infinite_or_zero_keeps_no_within_run_error() 
 
 
 def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() -> None:
-    """``benchmarks/run_spread.py`` as docs/measurements.md runs it, on three machines of five nights."""
-    from pytest_specdec.benchmarks.run_spread import COLUMNS, best_possible, machine, pooled_t
+    """``studies/run_spread.py`` as docs/measurements.md runs it, on three machines of five nights."""
+    from studies.run_spread import COLUMNS, best_possible, machine, pooled_t
 
     rows = np.array([machine(seed, 0.03, 5) for seed in range(3)])
     assert rows.shape == (3, 2 * COLUMNS + 5 + 6), "readings both ways, then each night's log speedup"
@@ -285,11 +285,11 @@ def test_the_drift_benchmark_reads_its_machines_and_the_best_possible_reading() 
 
 
 def test_the_benchmarks_references_hold_their_level_and_see_a_move_on_normal_nights() -> None:
-    """The two references of ``benchmarks/run_spread.py`` on nights that scatter normally (sd 20 %, so the 5 %
+    """The two references of ``studies/run_spread.py`` on nights that scatter normally (sd 20 %, so the 5 %
     least move never binds): at 5 %, each raises on about 5 % of quiet nights — the t test though it reads level
     and scatter from eight nights of each machine — and a move of two sds shows within three nights more often to
     the one that knows the machine."""
-    from pytest_specdec.benchmarks.run_spread import best_possible, pooled_t
+    from studies.run_spread import best_possible, pooled_t
 
     rng = np.random.default_rng(11)
     logs = rng.normal(0.1, 0.2, (4000, 8 + 6))

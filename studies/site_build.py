@@ -1,6 +1,6 @@
 """How long the scoreboard takes to build from a large store, how big its pages are, and what one more night costs.
 
-Run: ``python benchmarks/site_build.py`` (the issue's scale: 10 machine classes × 6 backends × 12 claims × 365
+Run: ``python -m studies.site_build`` (the issue's scale: 10 machine classes × 6 backends × 12 claims × 365
 nights; ``--machines/--backends/--claims/--nights`` to scale it). Not collected by pytest.
 
 The store is synthetic, built from one real accepted result of this repository (``baselines/NVIDIA-H200``)

@@ -1,6 +1,6 @@
 """What a llama-cpp-python context holds at long context, beside the memory check's estimate of it.
 
-Run: ``python benchmarks/llama_cpp_memory.py`` (``--n-ctx 1024 4096``). Not collected by pytest.
+Run: ``python -m studies.llama_cpp_memory`` (``--n-ctx 1024 4096``). Not collected by pytest.
 
 For the synthetic target and Gemma 3 270M, at each ``n_ctx``, with and without ``logits_all``
 (the SD and the plain instance): llama.cpp's own "compute buffer size" and "output buffer size"

@@ -1,17 +1,17 @@
 """What the plugin's own Python adds to each token of a llama-cpp plain arm, with the engine taken away.
 
-Run: ``python benchmarks/per_token_cost.py`` (not collected by pytest; about a minute).
+Run: ``python -m studies.per_token_cost`` (not collected by pytest; about a minute).
 
 A fake ``Llama`` whose ``generate`` yields token ids at once stands in for the engine, so what is
 timed is only Python: the llama-cpp adapter's ``generate`` under :func:`pytest_specdec.measure.trial.
 timed_generation` (the plugin's plain arm, as :func:`pytest_specdec.measure.run_trial` runs it),
-against the bare loop of ``benchmarks/arm_agreement.py`` (:func:`~pytest_specdec.benchmarks.arm_agreement.
+against the bare loop of ``studies/arm_agreement.py`` (:func:`~studies.arm_agreement.
 timed`). Medians over ``--generations`` generations of ``--tokens`` tokens, each harness twice in
 turn; the difference, divided into a token's time at a real rate (``--rate`` tok/s), is the share
 of the plain arm's gap to a bare loop that the per-token path can explain.
 
 The same for the SD arm's drafter: the plugin's second-model drafter (it records its proposals)
-against the bare drafter of ``benchmarks/arm_agreement.py``, on a fake draft ``Llama`` whose
+against the bare drafter of ``studies/arm_agreement.py``, on a fake draft ``Llama`` whose
 ``eval`` costs nothing and whose logits are one row of ``--vocabulary`` floats (the argmax both
 do stays in); each call a context three tokens longer, as llama-cpp-python's speculative loop
 calls ``draft_model(input_ids)`` after each verify step.
@@ -29,8 +29,8 @@ from typing import Any
 from pytest_specdec.backends.base import Arm, GenerationRequest
 from pytest_specdec.backends.llama_cpp.adapter import LlamaCppBackend
 from pytest_specdec.backends.llama_cpp.drafters import make_second_model_drafter
-from pytest_specdec.benchmarks.arm_agreement import bare_draft_model, timed
 from pytest_specdec.measure.trial import timed_generation
+from studies.arm_agreement import bare_draft_model, timed
 
 
 class InstantLlama:

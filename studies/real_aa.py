@@ -1,6 +1,6 @@
 """A/A on real hardware: the design's false-decision rate and coverage with this machine's own noise.
 
-Run: ``python benchmarks/real_aa.py [--runs 20] [--backend mlx]`` (README: "Statistics").
+Run: ``python -m studies.real_aa [--runs 20] [--backend mlx]`` (README: "Statistics").
 Not collected by pytest.
 
 Each run is one full comparison with the default design (blocks of the ``code``

@@ -1,6 +1,6 @@
 """Error rates, power and coverage of the protocol under realistic noise (docs/measurements.md: "Statistics").
 
-Run: ``python benchmarks/error_rates.py [--runs 8000] [--jobs 2]``. Not collected by pytest.
+Run: ``python -m studies.error_rates [--runs 8000] [--jobs 2]``. Not collected by pytest.
 
 Every run is the plugin's own :func:`~pytest_specdec.measure.run_comparison` with its
 default design (blocks of the four ``code`` prompts, looks after whole blocks, the

@@ -1,6 +1,6 @@
 """How well ``specdec calibrate`` knows its own false-decision figure (docs/measurements.md: "Statistics").
 
-Run: ``python benchmarks/calibration_spread.py [--machines 20] [--pairs 32 64]``. Not collected by pytest.
+Run: ``python -m studies.calibration_spread [--machines 20] [--pairs 32 64]``. Not collected by pytest.
 
 Each simulated machine has the same noise (Student-t(5), CV 10 %, a slow wander and
 throttling: the conditions of ``error_rates.py``, whose design makes under 1 % wrong

@@ -1,6 +1,6 @@
 """The first block against the rest: does a comparison's first block carry warm-up cost?
 
-Run: ``python benchmarks/first_block.py docs/h200/mlx-*.json`` (result files written by
+Run: ``python -m studies.first_block docs/h200/mlx-*.json`` (result files written by
 ``--specdec-json``). Not collected by pytest.
 
 A backend that compiles per shape (mlx on a GPU) once made each prompt's first SD

@@ -1,6 +1,6 @@
 """How concentrated a model's next-token distribution is when sampling: the embedded target against Gemma.
 
-Run: ``python benchmarks/next_token_entropy.py`` (``--temperature 0.7 --tokens 32``). Not collected by pytest.
+Run: ``python -m studies.next_token_entropy`` (``--temperature 0.7 --tokens 32``). Not collected by pytest.
 
 For each ``code`` prompt of the suite (the instruction style the embedded pair runs, and for
 Gemma, a base model, the continuation style too), 32 tokens are sampled at the temperature

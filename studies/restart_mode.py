@@ -1,12 +1,12 @@
 """What llama-server's restart mode costs in validity (README: "llama-server"), on the simulated drift harness.
 
-Run: ``python benchmarks/restart_mode.py [--runs 400]``. Not collected by pytest.
+Run: ``python -m studies.restart_mode [--runs 400]``. Not collected by pytest.
 
 When two copies of a model do not fit in memory, the llama-server backend runs one
 server and restarts it at every arm switch; the first generation after a restart is
 a discarded warm-up. Here a simulated server pays a cold-start penalty on the first
 generation after each switch (``--cold 0.3``: 30 % slower), under the realistic drift
-and noise of ``benchmarks/error_rates.py``, and the default design judges A/A against
+and noise of ``studies/error_rates.py``, and the default design judges A/A against
 ``max=1.0`` in three modes: both arms served at once (no switches), restart mode as
 built (warm-up discarded), and restart mode without the warm-up. Reported: the wrong
 decisive verdicts, the coverage of 1.0, the bias of the estimate, and the

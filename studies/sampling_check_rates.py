@@ -1,6 +1,6 @@
 """The distribution check's two error rates: false alarms on a lossless SD arm, catches of a hotter one.
 
-Run: ``python benchmarks/sampling_check_rates.py --backend simulated --runs 400``
+Run: ``python -m studies.sampling_check_rates --backend simulated --runs 400``
 (``--backend llama-cpp`` / ``llama-server`` / ``mlx`` run the embedded pair, ``--profile gemma`` Gemma 3 270M
 on llama-cpp). Not collected by pytest.
 

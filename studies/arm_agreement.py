@@ -1,6 +1,6 @@
 """Fair arms: the plugin's plain and SD arms against bare loops of the library (README: "Fair arms").
 
-Run: ``python benchmarks/arm_agreement.py --backend llama-cpp --profile embedded --threads 4
+Run: ``python -m studies.arm_agreement --backend llama-cpp --profile embedded --threads 4
 [--spec draft|prompt-lookup] [--rounds 24] [--max-rounds 240] [--label "quiet 16-core"] [--raw rounds.json]``
 (``--summarize rounds.json`` prints a saved run's table again; backends ``mlx`` and
 ``llama-cpp``; profiles ``embedded``, ``embedded-1b`` and ``gemma``). Not collected by pytest.

@@ -1,6 +1,6 @@
 """Does the same-night old-versus-new comparison blame the release, and only the release?
 
-Run: ``python benchmarks/release_change.py --runs 2000 --jobs 9`` (not collected by pytest).
+Run: ``python -m studies.release_change --runs 2000 --jobs 9`` (not collected by pytest).
 
 Each run is one night of :func:`pytest_specdec.release_ab.run_release_ab` on two
 simulated releases interleaved in one process, as the gate runs it: looks at 96 pairs
@@ -61,10 +61,10 @@ def night(
 ) -> tuple[Call, int, float]:
     """One night on a machine that misbehaves the way real ones do: the call on max=1.2, the pairs it took, and
     the night's level — what both releases' speedups were multiplied by, its shift and its prompts' effects
-    (these prompts' total-time reading, as ``benchmarks/error_rates.py`` reads them).
+    (these prompts' total-time reading, as ``studies/error_rates.py`` reads them).
 
     ``shift``: the night's own level, SD's speedup for both releases ``× exp(N(0, shift))`` (a level shift
-    between nights, as real machines show; ``benchmarks/run_spread.py``), read by the gate with that spread
+    between nights, as real machines show; ``studies/run_spread.py``), read by the gate with that spread
     known (as from many nights): the old release's reading against the accepted verdict must stand beyond it.
 
     The old-versus-new run looks at :data:`AB_PAIRS` pairs and each doubling up to ``cap``, stopping
@@ -108,7 +108,7 @@ def night(
 def prompts_factor(backend: SimulatedBackend, plan: ComparisonPlan) -> float:
     """What a night's prompts multiply its measured speedup by: the comparison reads total time, each prompt's
     mean generation once, so the factor is the inverse of the mean of the prompts' inverse effects (as
-    ``benchmarks/error_rates.py`` reads "these prompts")."""
+    ``studies/error_rates.py`` reads "these prompts")."""
     return 1.0 / statistics.fmean(1.0 / backend.prompt_effect(prompt.text) for prompt in plan.prompts)
 
 

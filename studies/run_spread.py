@@ -1,8 +1,8 @@
 """Does drift stay quiet when only the night changed, and catch a real move, once nights differ in level?
 
-Run: ``python benchmarks/run_spread.py --machines 1000 --jobs 16`` (not collected by pytest).
+Run: ``python -m studies.run_spread --machines 1000 --jobs 16`` (not collected by pytest).
 
-Each simulated machine is the night model of ``benchmarks/release_change.py`` (CV 10 % per
+Each simulated machine is the night model of ``studies/release_change.py`` (CV 10 % per
 generation, throttling, a random walk, rare 2–3x slow generations, per-prompt effects drawn per
 night) with one more thing real machines do: each night starts at its own level, SD's speedup
 that night ``× exp(N(0, τ))`` (a level shift between nights). A machine runs ``--history``

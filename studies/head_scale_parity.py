@@ -1,6 +1,6 @@
 """Greedy decoding of the embedded target with its output head at ×4 (the default) against ×1.
 
-Run: ``python benchmarks/head_scale_parity.py`` (``--prompts 12 --tokens 32``). Not collected
+Run: ``python -m studies.head_scale_parity`` (``--prompts 12 --tokens 32``). Not collected
 by pytest.
 
 ``SyntheticSpec.head_scale`` multiplies the output head's weights by a power of two, so
