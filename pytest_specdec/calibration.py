@@ -23,13 +23,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scipy.stats import binomtest
+
 from pytest_specdec.backends.base import Arm, Backend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, Pair, run_trial
 from pytest_specdec.measure.looks import futile_at, look_at
 from pytest_specdec.sequential import hiccups, look_schedule, pair_schedule
-from pytest_specdec.stats import Verdict, wilson_interval
+from pytest_specdec.stats import Verdict
 
 POWER = 0.90
 FALSE_DECISION_REPLAYS = 2000
@@ -51,7 +53,7 @@ class Calibration:
 
     def lines(self, budget: int) -> list[str]:
         """The report."""
-        low, high = wilson_interval(round(self.false_decisions * self.replays), self.replays)
+        low, high = binomtest(round(self.false_decisions * self.replays), self.replays).proportion_ci(method="wilson")
         shown = [
             f"A/A pairs measured: {self.pairs}; noise: log-sd {self.log_sd:.3f} per pair "
             f"(CV ≈ {self.log_sd / math.sqrt(2):.1%} per generation), stalls (hiccups) {self.outlier_share:.1%} of pairs",

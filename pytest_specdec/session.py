@@ -136,7 +136,6 @@ class SpecdecSession:
         policy = LedgerPolicy(
             update=settings.update_baselines,
             fail_on_drift=settings.fail_on_drift,
-            alpha=1.0 - settings.confidence,
             min_effect=settings.drift_min_effect,
             drift_alpha=settings.drift_alpha,
         )

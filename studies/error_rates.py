@@ -36,13 +36,15 @@ import random
 import statistics
 from dataclasses import dataclass, field
 
+from scipy.stats import binomtest
+
 from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
-from pytest_specdec.stats import Verdict, wilson_interval
+from pytest_specdec.stats import Verdict
 
 SHAPES: dict[str, dict[str, str]] = {
     "t(5) noise": {},
@@ -170,7 +172,7 @@ def _row(job: tuple[Scenario, int]) -> str:
     n = len(results)
 
     def shown(hits: int) -> str:
-        low, high = wilson_interval(hits, n)
+        low, high = binomtest(hits, n).proportion_ci(method="wilson")
         return f"{hits / n:.2%} [{low:.2%}, {high:.2%}]"
 
     holds = sum(r[0] is Verdict.HOLDS for r in results)

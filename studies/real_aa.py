@@ -15,13 +15,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from scipy.stats import binomtest
+
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import Arm
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
-from pytest_specdec.stats import Verdict, wilson_interval
+from pytest_specdec.stats import Verdict
 
 
 def main() -> None:
@@ -62,10 +64,10 @@ def main() -> None:
         )
     backend.close()
     n = args.runs
-    low, high = wilson_interval(wrong, n)
+    low, high = binomtest(wrong, n).proportion_ci(method="wilson")
     print(f"{args.backend}, embedded pair, A/A against max=1.0, {n} runs, {args.max_tokens} tokens:")
     print(f"  wrong decisive verdicts: {wrong}/{n} = {wrong / n:.1%} [{low:.1%}, {high:.1%}]")
-    low, high = wilson_interval(covered, n)
+    low, high = binomtest(covered, n).proportion_ci(method="wilson")
     print(f"  coverage of 1.0: {covered}/{n} = {covered / n:.1%} [{low:.1%}, {high:.1%}]")
     print(f"  pairs per run: mean {sum(pairs) / n:.1f}")
 

@@ -41,6 +41,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from scipy.stats import binomtest
 
 from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.release_pair import InProcessReleases
@@ -50,8 +51,8 @@ from pytest_specdec.gate.blame import AB_PAIRS, ab_pairs
 from pytest_specdec.gate.change import Call, blame, settles
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import run_release_ab
-from pytest_specdec.stats import Verdict, wilson_interval
-from pytest_specdec.store.spread import UNKNOWN, RunSpread
+from pytest_specdec.stats import Verdict
+from pytest_specdec.store.night_statistics import UNKNOWN, RunSpread
 
 BOUND = 1.2
 
@@ -113,7 +114,7 @@ def prompts_factor(backend: SimulatedBackend, plan: ComparisonPlan) -> float:
 
 
 def share(hits: int, runs: int) -> str:
-    low, high = wilson_interval(hits, runs)
+    low, high = binomtest(hits, runs).proportion_ci(method="wilson")
     return f"{hits / runs:.2%} [{low:.2%}, {high:.2%}]"
 
 

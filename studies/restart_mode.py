@@ -20,12 +20,14 @@ import math
 import statistics
 from collections.abc import Mapping
 
+from scipy.stats import binomtest
+
 from pytest_specdec.backends.base import Arm, GenerationRequest, GenerationStats, GenerationStream, ModelPair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.claims import Expectations, SpeedupBounds, judge, stop_rule
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan, run_comparison
-from pytest_specdec.stats import Verdict, wilson_interval
+from pytest_specdec.stats import Verdict
 
 REALISTIC = {"noise": "0.1", "drift": "0.0011", "wander": "0.01", "outliers": "0.02"}
 
@@ -94,7 +96,7 @@ def main() -> None:
         covered = sum(r[1] for r in results)
 
         def shown(hits: int, n: int = args.runs) -> str:
-            low, high = wilson_interval(hits, n)
+            low, high = binomtest(hits, n).proportion_ci(method="wilson")
             return f"{hits / n:.1%} [{low:.1%}, {high:.1%}]"
 
         bias = statistics.fmean(r[2] for r in results)

@@ -10,9 +10,9 @@ nights of one release (the plugin's default comparison, 16–72 pairs, at 98 %),
 accepted as the baseline; then three nights where nothing changed, and three where SD got 10 %
 faster — read once as if they came right after the acceptance, once after the three quiet
 nights. Each night is read against the baseline by the shipped functions: drift across nights
-(:meth:`pytest_specdec.store.spread.Nights.drift`, at ``--specdec-drift-alpha`` and
+(:func:`pytest_specdec.store.night_statistics.drift`, at ``--specdec-drift-alpha`` and
 ``--specdec-drift-min-effect``'s defaults, 1 % and 5 %). Two more readings of the same nights:
-within-run only (:func:`pytest_specdec.stats.drift_test`, tonight's pairs against the baseline's:
+within-run only (the same function given no nights: tonight's pairs against the baseline's, Welch's t:
 drift before the spread, and still while it is not known), and the best possible — a test that
 knows the night model's level and scatter (from every machine's history nights of the row),
 which no reading of one machine's own nights can beat; and Student's two-sample t, the window
@@ -39,7 +39,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 from scipy.stats import t as student_t
 
 from pytest_specdec.backends.base import Arm, ModelPair
@@ -47,8 +47,8 @@ from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.config import Settings
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import Comparison, ComparisonPlan, run_comparison
-from pytest_specdec.stats import drift_test, wilson_interval
-from pytest_specdec.store.spread import Nights, log_se
+from pytest_specdec.store.night_statistics import drift, log_se
+from pytest_specdec.store.nights import Night
 
 START = datetime(2026, 1, 1, 3, tzinfo=UTC)
 HISTORY = 8  # nights of one release before the read ones (the spread needs 5)
@@ -76,12 +76,10 @@ def one_night(rng: np.random.Generator, speedup: float, tau: float) -> Compariso
     return run_comparison(SimulatedBackend(ModelPair("t", "d"), options), plan, clock=lambda: 0.0)
 
 
-def history_line(night: int, comparison: Comparison) -> dict[str, object]:
-    """What the history keeps of a night (``store.history.history_line``'s fields the spread reads)."""
-    s = comparison.speedup
-    return {"key": "k", "release": "r 1", "time": (START + timedelta(days=night)).isoformat(), "protocol": 1,
-            "speedup": {"estimate": s.estimate, "low": s.low, "high": s.high, "confidence": s.confidence},
-            "log_se": log_se(comparison.log_ratios)}  # fmt: skip
+def history_line(night: int, comparison: Comparison) -> Night:
+    """What the history keeps of a night (the fields the spread reads)."""
+    when = (START + timedelta(days=night)).isoformat()
+    return Night(when, "b", "r 1", "k", comparison.speedup, log_se=log_se(comparison.log_ratios))
 
 
 def machine(seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA) -> list[float]:
@@ -90,20 +88,23 @@ def machine(seed: int, tau: float, nights: int = HISTORY, alpha: float = ALPHA) 
     rng = np.random.default_rng(seed)
     runs = [one_night(rng, SPEEDUP, tau) for _ in range(nights)]
     history = [history_line(n, c) for n, c in enumerate(runs)]
-    accepted_at, accepted = str(history[-1]["time"]), list(runs[-1].log_ratios)  # the last night is the baseline
+    accepted_at, accepted = history[-1].time, list(runs[-1].log_ratios)  # the last night is the baseline
 
-    def across(comparison: Comparison, since: list[dict[str, object]], upward: bool | None) -> bool:
-        found = Nights(tuple(history + since)).drift(
-            comparison.speedup, "r 1", "r 1", accepted_at, log_se(comparison.log_ratios)
-        )
-        assert found is not None, "five nights or more: the spread is known"
+    def read(found: tuple[float, float] | None, upward: bool | None) -> bool:
+        assert found is not None, "five nights or more, or pairs on both sides: the test reads"
         ratio, p_value = found
         moved = p_value < alpha and abs(math.log(ratio)) >= math.log1p(MIN_EFFECT)
         return moved and (upward is None or (ratio > 1) == upward)
 
+    def across(comparison: Comparison, since: list[Night], upward: bool | None) -> bool:
+        pairs = comparison.log_ratios
+        return read(drift((*history, *since), comparison.speedup, "r 1", "r 1", accepted_at, tonight_pairs=pairs),
+                    upward)  # fmt: skip
+
     def within(comparison: Comparison, upward: bool | None) -> bool:
-        test = drift_test(list(comparison.log_ratios), accepted, alpha, MIN_EFFECT)
-        return test.significant and (upward is None or (test.ratio > 1) == upward)
+        found = drift((), comparison.speedup, "r 1", "r 1", accepted_at, tonight_pairs=comparison.log_ratios,
+                      accepted_pairs=accepted)  # fmt: skip
+        return read(found, upward)
 
     quiet = [one_night(rng, SPEEDUP, tau) for _ in range(3)]
     moved = [one_night(rng, SPEEDUP * 1.10, tau) for _ in range(3)]
@@ -174,7 +175,7 @@ def _raised_by(
 
 
 def share(hits: int, runs: int) -> str:
-    low, high = wilson_interval(hits, runs)
+    low, high = binomtest(hits, runs).proportion_ci(method="wilson")
     return f"{hits / runs:.1%} [{low:.1%}, {high:.1%}]"
 
 

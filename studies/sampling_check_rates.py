@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from scipy.stats import binomtest
+
 from pytest_specdec.backends import load_backend, profile_pairs
 from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, GenerationStream, ModelPair
 from pytest_specdec.backends.sampling import Sampling
@@ -40,7 +42,6 @@ from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.measure.sampled import check_distribution
 from pytest_specdec.output_distribution import DEFAULT_ALPHA
-from pytest_specdec.stats import wilson_interval
 
 PLAIN_T, HOT_T = 0.7, 0.8
 
@@ -150,7 +151,7 @@ def main() -> None:
         runs, refused = tally(recorded(args.record, settings), labels)
     rows = []
     for label, _ in arms:
-        low, high = wilson_interval(refused[label], runs[label])
+        low, high = binomtest(refused[label], runs[label]).proportion_ci(method="wilson")
         share = refused[label] / runs[label]
         rows.append(f"| {label} | {refused[label]}/{runs[label]} = {share:.1%} [{low:.1%}, {high:.1%}] |")
     print(

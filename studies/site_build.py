@@ -23,7 +23,7 @@ from pathlib import Path
 from pytest_specdec.render.site import build_site
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, load_any
-from pytest_specdec.store.history import history_line
+from pytest_specdec.store.nights import Night
 from pytest_specdec.store.records import Change, CheckRecord, ComparisonRecord, Provenance
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout (this file lies in pytest_specdec/benchmarks)
@@ -35,15 +35,13 @@ def one_real_result() -> ComparisonRecord:
     return next(iter(loaded.entries.values())).result
 
 
-def night_line(
-    record: ComparisonRecord, machine: str, night: int, start: datetime, rng: random.Random
-) -> dict[str, object]:
+def night_line(record: ComparisonRecord, machine: str, night: int, start: datetime, rng: random.Random) -> Night:
     estimate = 1.1 + 0.2 * rng.random()
     interval = Interval(estimate, estimate * 0.92, estimate * 1.08, 0.98, 96)
     flipped = rng.random() < 0.01
     tonight = replace(record, speedup=interval, release=f"mlx-lm 0.{30 + night // 60}.0",
                       check=CheckRecord(Change.FLIP if flipped else Change.UNCHANGED, ""))  # fmt: skip
-    return history_line(tonight, machine, False, (start + timedelta(days=night)).isoformat())
+    return Night.of_record(tonight, machine, False, (start + timedelta(days=night)).isoformat())
 
 
 def build_store(root: Path, machines: int, backends: int, claims: int, nights: int) -> int:

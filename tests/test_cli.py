@@ -90,10 +90,10 @@ def test_plot_history_from_a_real_history_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], make_record: Callable[..., ComparisonRecord]
 ) -> None:
     store = BaselineStore(tmp_path, "M")
-    from pytest_specdec.store.history import history_line
+    from pytest_specdec.store.nights import Night
 
     lines = [
-        history_line(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
+        Night.of_record(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
         for i, s in enumerate((0.9, 1.2), 1)
     ]
     store.append_history(lines)

@@ -20,7 +20,7 @@ from pytest_specdec.axes.sampling import Sampling
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key, read_baseline_file
 from pytest_specdec.store.files import dumps, load_run
-from pytest_specdec.store.history import read_history
+from pytest_specdec.store.nights import read_nights
 from pytest_specdec.store.records import MOVED_FROM_SCOPE, ComparisonRecord, Provenance, RunRecord, Unmeasured
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,9 +107,9 @@ def test_files_written_before_conditions_were_one_object_read_with_the_keys_they
             assert baseline_key(entry.result) == key
             assert not set(MOVED_FROM_SCOPE) & set(entry.result.scope)
             today.add(key)
-    lines = read_history(history)
+    lines = read_nights(history)
     assert lines
-    assert {line["key"] for line in lines} <= today, "every history line's key is a key of today's"
+    assert {night.key for night in lines} <= today, "every history line's key is a key of today's"
     run = load_run(golden)
     assert [baseline_key(c) for c in run.comparisons] == [
         f"benchmarks/test_claim_d.py::test_mlx_draft[{category}] [{category}, γ=3, "

@@ -20,7 +20,7 @@ from pytest_specdec.config import build_settings
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import write_atomically
-from pytest_specdec.store.history import read_history
+from pytest_specdec.store.nights import read_nights
 from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 SIM = ("--backend=simulated", "--specdec-max-trials=4", "-p", "no:cacheprovider")
@@ -61,20 +61,22 @@ def fill(disk: Path) -> list[Path]:
 def test_a_full_disk_during_the_history_append_leaves_no_torn_line(
     small_disk: Path, make_record: Callable[..., ComparisonRecord], padding: int, room: bool
 ) -> None:
-    from pytest_specdec.store.history import history_line
+    from dataclasses import replace
+
+    from pytest_specdec.store.nights import Night
 
     store = BaselineStore(small_disk / "baselines", "M")
-    line = history_line(make_record("code", 1.0, "holds", None), "M", False, "2026-11-30")
-    store.append_history([line])
+    night = Night.of_record(make_record("code", 1.0, "holds", None), "M", False, "2026-11-30")
+    store.append_history([night])
     before = store.history_path().read_bytes()
     fillers = fill(small_disk)
     if room:
         fillers[0].unlink()  # room for part of the next line, not all of it (else only the last page's slack)
     with pytest.raises(OSError, match="No space left") as caught:
-        store.append_history([{**line, "padding": "x" * padding}])
+        store.append_history([replace(night, nodeid="x" * padding)])
     assert caught.value.errno == errno.ENOSPC
     assert store.history_path().read_bytes() == before, "rolled back to the previous size"
-    assert len(read_history(store.history_path())) == 1
+    assert len(read_nights(store.history_path())) == 1
 
 
 def test_a_run_that_dies_while_writing_never_leaves_a_baseline_without_its_history(
@@ -96,13 +98,13 @@ def test_a_run_that_dies_while_writing_never_leaves_a_baseline_without_its_histo
 
 
 def test_a_torn_last_line_is_skipped_and_reported(tmp_path: Path, make_record: Callable[..., ComparisonRecord]) -> None:
-    from pytest_specdec.store.history import history_line
+    from pytest_specdec.store.nights import Night
 
     path = tmp_path / "history.jsonl"
-    whole = json.dumps(history_line(make_record("code", 1.0, "holds", None), "M", False, "t"))
+    whole = json.dumps(Night.of_record(make_record("code", 1.0, "holds", None), "M", False, "t").as_line())
     path.write_text(whole + "\n" + whole[: len(whole) // 2])
     torn: list[str] = []
-    assert len(read_history(path, torn)) == 1
+    assert len(read_nights(path, torn)) == 1
     assert torn == [f"{path}:2: a torn last line (an interrupted append) was skipped"]
 
 
@@ -397,16 +399,16 @@ def test_an_unbounded_interval_is_stored_as_standard_json_and_read_back(
 
     from pytest_specdec.stats import Interval
     from pytest_specdec.store.files import dumps, load_run
-    from pytest_specdec.store.history import history_line
+    from pytest_specdec.store.nights import Night
 
     record = make_record("code", 1.0, "inconclusive", None)
     record = replace(record, speedup=Interval(1.0, 0.0, float("inf"), 0.98, 2))
     store = BaselineStore(tmp_path, "M")
-    store.append_history([history_line(record, "M", False, "2026-12-01")])
+    store.append_history([Night.of_record(record, "M", False, "2026-12-01")])
     text = store.history_path().read_text()
     assert "Infinity" not in text
     assert json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON: {name}"))
-    assert read_history(store.history_path())[0]["speedup"]["high"] == float("inf")
+    assert read_nights(store.history_path())[0].speedup.high == float("inf")
     run = replace(sample_run, comparisons=(record,))
     (tmp_path / "run.json").write_text(dumps(run))
     assert "Infinity" not in (tmp_path / "run.json").read_text()

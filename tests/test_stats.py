@@ -12,13 +12,12 @@ from scipy import stats as scipy_stats
 from pytest_specdec.stats import (
     Interval,
     Verdict,
-    benjamini_hochberg,
     combine,
-    drift_test,
     speedup_interval,
     verdict_at_least,
     verdict_at_most,
 )
+from pytest_specdec.store.night_statistics import _pairs_drift
 
 
 def test_speedup_is_the_geometric_mean_of_pair_ratios() -> None:
@@ -46,12 +45,6 @@ def test_single_sample_interval_is_unbounded() -> None:
     assert interval.high == math.inf
 
 
-def test_benjamini_hochberg_steps_up_from_the_smallest_p() -> None:
-    assert benjamini_hochberg([0.001, 0.02, 0.04, 0.9], 0.05) == [True, True, False, False]
-    assert benjamini_hochberg([0.03, 0.04], 0.05) == [True, True]  # 0.04 <= 0.05 * 2/2
-    assert benjamini_hochberg([], 0.05) == []
-
-
 @pytest.mark.parametrize(
     ("low", "high", "at_most", "at_least"),
     [
@@ -74,15 +67,15 @@ def test_combine_refuted_wins_then_all_holds() -> None:
     assert combine([]) is Verdict.INCONCLUSIVE
 
 
-def test_drift_needs_both_significance_and_minimum_effect() -> None:
+def test_drift_on_the_pairs_is_welchs_t_on_log_ratios() -> None:
     rng = np.random.default_rng(3)
     old = list(rng.normal(0.0, 0.01, 20))
-    small = list(rng.normal(0.02, 0.01, 20))  # ~2 %: significant but below 5 %
+    small = list(rng.normal(0.02, 0.01, 20))  # ~2 %: significant, though below the least move drift reports
     large = list(rng.normal(0.2, 0.01, 20))
-    assert drift_test(small, old, 0.05, 0.05).p_value < 0.05
-    assert not drift_test(small, old, 0.05, 0.05).significant
-    assert drift_test(large, old, 0.05, 0.05).significant
-    assert drift_test(large, old, 0.05, 0.05).ratio == pytest.approx(math.exp(0.2), rel=0.02)
+    assert _pairs_drift(small, old, 0.0, math.inf)[1] == pytest.approx(
+        scipy_stats.ttest_ind(small, old, equal_var=False).pvalue
+    )
+    assert _pairs_drift(large, old, 0.0, math.inf)[0] == pytest.approx(math.exp(0.2), rel=0.02)
 
 
 def test_a_run_to_run_spread_read_from_few_nights_widens_the_drift_test() -> None:
@@ -90,12 +83,12 @@ def test_a_run_to_run_spread_read_from_few_nights_widens_the_drift_test() -> Non
     test's degrees of freedom combine it with Welch's (Satterthwaite), so the same spread read from 4 nights
     gives a larger p-value than one read from 40, and a spread known exactly gives the normal-limit answer."""
     new, old = [0.12, 0.18, 0.15, 0.2, 0.1], [0.0, 0.05, 0.02, 0.04, 0.01]
-    few, many = (drift_test(new, old, 0.05, 0.0, between_variance=0.004, between_df=df).p_value for df in (4, 40))
+    few, many = (_pairs_drift(new, old, 0.004, df)[1] for df in (4, 40))
     assert few > many
     within = statistics.variance(new) / 5 + statistics.variance(old) / 5
     welch = float(scipy_stats.ttest_ind(new, old, equal_var=False).df)
     df = (within + 0.004) ** 2 / (within**2 / welch + 0.004**2 / 4)
-    z = math.log(drift_test(new, old, 0.05, 0.0).ratio) / math.sqrt(within + 0.004)
+    z = math.log(_pairs_drift(new, old, 0.0, math.inf)[0]) / math.sqrt(within + 0.004)
     assert math.isclose(few, 2 * scipy_stats.t.sf(abs(z), df), rel_tol=1e-9)
 
 
@@ -105,7 +98,7 @@ def test_pooled_submissions_cover_the_true_speedup_at_their_level(machines: int,
     interval covers the class's true speedup at least 95 % of the time — with three machines too (more where they
     agree: it is never narrower than the inverse-variance interval), where that normal interval covers far less
     once they differ."""
-    from pytest_specdec.stats import Interval, pool_intervals
+    from pytest_specdec.store.night_statistics import pool_intervals
 
     rng = np.random.default_rng(machines)
     truth, covered, normal_covered, runs = math.log(1.25), 0, 0, 3000

@@ -9,7 +9,7 @@ from pathlib import Path
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.files import load_run
-from pytest_specdec.store.history import read_history
+from pytest_specdec.store.nights import read_nights
 from pytest_specdec.store.records import RunRecord
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
@@ -69,11 +69,10 @@ def plot_history(args: argparse.Namespace) -> int:
         histories = [p for p in histories if p.stem == args.machine]
     if not histories:
         raise SpecdecUsageError(f"no history under {args.dir / 'history'} — run the benchmarks first")
-    lines = [line for path in histories for line in read_history(path, TORN)]
-    if args.backend:
-        lines = [line for line in lines if line.get("backend") == args.backend]
-    if args.match:
-        lines = [line for line in lines if args.match in str(line.get("key", ""))]
+    lines = tuple(
+        night for path in histories for night in read_nights(path, TORN)
+        if (not args.backend or night.backend == args.backend) and (not args.match or args.match in night.key)
+    )  # fmt: skip
     if not lines:
         raise SpecdecUsageError("no history line matches the filters — loosen --backend / --match")
     history_plot(lines, args.out, "speedup by backend release")

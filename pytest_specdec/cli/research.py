@@ -9,7 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.history import read_history
+from pytest_specdec.store.nights import Night, read_nights
 
 TORN: list[str] = []  # torn last lines met while reading histories, reported by the command
 
@@ -18,17 +18,17 @@ def claims(args: argparse.Namespace) -> int:
     """Every claim of the document, its bounds, what research found, and its latest verdict here."""
     from pytest_specdec.seed.document import CLAIMS
 
-    latest: dict[str, dict[str, object]] = {}
+    latest: dict[str, Night] = {}
     for path in sorted((args.dir / "history").glob("*.jsonl")):
-        for line in read_history(path, TORN):
-            claim = line.get("claim_id")
-            if isinstance(claim, str) and str(line.get("time", "")) >= str(latest.get(claim, {}).get("time", "")):
-                latest[claim] = line
+        for night in read_nights(path, TORN):
+            said = night.claim_id
+            if said is not None and (said not in latest or night.time >= latest[said].time):
+                latest[said] = night
     rows = []
     for claim in CLAIMS.values():
         seen = latest.get(claim.id)
         verdict = (
-            f"{seen['verdict']} ({seen.get('profile', '?')}, {seen['machine_class']}, {str(seen['time'])[:10]})"
+            f"{seen.verdict} ({seen.profile or '?'}, {seen.machine_class}, {seen.time[:10]})"
             if seen
             else "not measured yet"
         )
@@ -64,18 +64,13 @@ def evidence(args: argparse.Namespace) -> int:
     own = []
     # This machine's results (or --machine's): the ones the title promises in black.
     for path in sorted((args.dir / "history").glob(f"{machine}.jsonl")):
-        latest: dict[str, dict[str, object]] = {}
-        for line in read_history(path, TORN):
-            latest[str(line["key"])] = line  # history is in time order: the last line per key wins
-        for line in latest.values():
-            chip = chip_of(str(line["machine_class"]))
-            speedup = line["speedup"]
-            if chip is None or not isinstance(speedup, dict):
+        latest = {night.key: night for night in read_nights(path, TORN)}  # in time order: the last per key wins
+        for night in latest.values():
+            chip = chip_of(night.machine_class)
+            if chip is None:
                 continue
-            family = backend_family(str(line["backend"]))
-            own.append(
-                OwnPoint(chip[0], family, speedup["estimate"], speedup["low"], speedup["high"], str(line["key"]))
-            )
+            s = night.speedup
+            own.append(OwnPoint(chip[0], backend_family(night.backend), s.estimate, s.low, s.high, night.key))
     yours = f"{machine}'s in black" if own else f"no result of {machine}'s on a chip the evidence names"
     evidence_plot(points, own, args.plot, f"Published SD speedups by chip and runtime ({yours})")
     print(f"wrote {args.plot} ({len(own)} result(s) of {machine}'s drawn in black)")

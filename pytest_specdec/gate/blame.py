@@ -38,8 +38,8 @@ from pytest_specdec.measure.realise import Room, realise
 from pytest_specdec.release_ab import ReleaseAB, run_release_ab
 from pytest_specdec.stats import Verdict
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
+from pytest_specdec.store.night_statistics import RunSpread, run_spread
 from pytest_specdec.store.records import ComparisonRecord
-from pytest_specdec.store.spread import Nights, RunSpread
 
 OLD_VENV = Path(".gate-venv-old")
 AB_PAIRS = 96  # the first look of a flipped comparison's old-versus-new run, in quadruples
@@ -145,8 +145,8 @@ def _judged_bound(record: ComparisonRecord, baselines: Path, machine_class: str)
     flipped = [(b, v) for b, v in accepted if {b.verdict, v} == {Verdict.HOLDS, Verdict.REFUTED}]
     for bound, verdict in flipped or accepted:
         key = baseline_key(record)
-        lines = [line for line in leg_history(record.backend, baselines, machine_class) if line.get("key") == key]
-        return bound.kind, bound.bound, verdict, Nights(tuple(lines)).spread
+        nights = tuple(n for n in leg_history(record.backend, baselines, machine_class) if n.key == key)
+        return bound.kind, bound.bound, verdict, run_spread(nights)
     return None
 
 

@@ -6,7 +6,7 @@ both measured tonight, paired) excludes 1. The machine moved only when that is s
 change interval contains 1 **and the old release's own interval contradicts the accepted
 verdict too** (both releases, tonight, on the other side of the bound; the old release's interval
 widened by the machine's run-to-run spread once that is known, since the accepted verdict was read on
-another night: :mod:`pytest_specdec.store.spread`) — then the baseline
+another night: :mod:`pytest_specdec.store.night_statistics`) — then the baseline
 no longer describes this machine: "re-baseline needed". Where neither is shown (the old
 release undecided, or on the accepted side, and the change interval containing 1) the flip
 is *not confirmed*: said in its own word, never as agreement. When the servers' own decode
@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from pytest_specdec.release_ab import ReleaseAB
 from pytest_specdec.stats import Interval, Verdict, verdict_on
-from pytest_specdec.store.spread import UNKNOWN, RunSpread, widened
+from pytest_specdec.store.night_statistics import UNKNOWN, RunSpread, widened
 
 METRIC_TOLERANCE = 0.05  # a server-vs-client rate ratio that moves less than 5 % is noise in the timers
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from pytest_specdec.gate.change import Call
 from pytest_specdec.store.baselines import baseline_key
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Role, RunRecord
 
 NIGHT_SCHEMA_VERSION = 1
@@ -157,32 +157,26 @@ def _about(state: State, record: ComparisonRecord, message: str, history: str = 
     )
 
 
-def history_table(lines: Sequence[Mapping[str, Any]]) -> str:
+def history_table(nights: Nights) -> str:
     """The history of one key as a Markdown table (issues cannot carry the plot)."""
     rows = ["| night | release | speedup [CI] | verdict | change |", "|---|---|---|---|---|"]
-    for line in lines:
-        s = line.get("speedup") or {}
-        shown = f"{s.get('estimate', 0):.2f}x [{s.get('low', 0):.2f}, {s.get('high', 0):.2f}]"
+    for night in nights:
+        s = night.speedup
         rows.append(
-            f"| {str(line.get('time', ''))[:16]} | {line.get('release', '')} | {shown} | {line.get('verdict', '')} "
-            f"| {line.get('change') or '-'} |"
+            f"| {night.time[:16]} | {night.release} | {s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}] | {night.verdict} "
+            f"| {night.change or '-'} |"
         )
     return "\n".join(rows)
 
 
-def _nights(lines: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
-    """History lines grouped by night (one time stamp per measured run), oldest first."""
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
-        grouped.setdefault(str(line.get("time", "")), []).append(line)
-    return list(grouped.values())
-
-
-def trailing(lines: Sequence[Mapping[str, Any]], changes: set[str]) -> int:
-    """How many of the last nights, in a row, had a line whose change is in ``changes``."""
+def trailing(nights: Nights, changes: set[str]) -> int:
+    """How many of the last runs (one time stamp each), in a row, had a night whose change is in ``changes``."""
+    runs: dict[str, list[Night]] = {}
+    for night in sorted(nights, key=lambda n: n.time):
+        runs.setdefault(night.time, []).append(night)
     count = 0
-    for night in reversed(_nights(lines)):
-        if not any(str(line.get("change")) in changes for line in night):
+    for run in reversed(runs.values()):
+        if not any(night.change in changes for night in run):
             break
         count += 1
     return count
@@ -214,7 +208,7 @@ def comparison_findings(
     run: RunRecord,
     flips: Mapping[str, FlipCall],
     baseline_measurable: Mapping[str, bool],
-    history: Sequence[Mapping[str, Any]],
+    history: Nights,
     thresholds: Thresholds,
     *,
     moved: Mapping[str, str] | None = None,
@@ -257,7 +251,7 @@ def comparison_findings(
                     line += (
                         f"; {(moved or {}).get(key) or 'no accepted baseline was read to compare fingerprints with'}"
                     )
-                lines = [item for item in history if item.get("key") == key]
+                lines = tuple(night for night in history if night.key == key)
                 nights = trailing(lines, {Change.FLIP.value})
                 if state is State.NOT_CONFIRMED and nights >= thresholds.undecided_nights:
                     message = f"flip not confirmed on {nights} nights in a row: {line}"
@@ -265,8 +259,7 @@ def comparison_findings(
                 else:
                     findings.append(_about(state, record, line))
         elif check is not None and check.change is Change.UNDECIDED:
-            lines = [line for line in history if line.get("nodeid") == record.nodeid
-                     and line.get("category") == record.category]  # fmt: skip
+            lines = tuple(n for n in history if n.nodeid == record.nodeid and n.category == record.category)
             nights = trailing(lines, {Change.UNDECIDED.value})
             if nights >= thresholds.undecided_nights:
                 message = f"undecided on {nights} nights in a row: {check.message}"
@@ -307,7 +300,7 @@ def awaiting_acceptance(run: RunRecord) -> int:
     return sum(1 for r in run.comparisons if r.check is not None and r.check.change in waiting)
 
 
-def ungated_finding(awaiting: int, history: Sequence[Mapping[str, Any]], thresholds: Thresholds) -> Finding | None:
+def ungated_finding(awaiting: int, history: Nights, thresholds: Thresholds) -> Finding | None:
     """ "Not yet gated" tonight; red once results have waited ``ungated_nights`` nights in a row."""
     if not awaiting:
         return None

@@ -119,7 +119,7 @@ def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], t
 
 def leg_arguments(config: GateConfig, leg: LegConfig, extra: Sequence[str]) -> list[str]:
     """The leg's profile and pytest arguments, then the job's own (``SPECDEC_GATE_PYTEST_ARGS``), then the runner's
-    history where it has one (its nights give the run-to-run spread, :mod:`pytest_specdec.store.spread`)."""
+    history where it has one (its nights give the run-to-run spread, :mod:`pytest_specdec.store.night_statistics`)."""
     check_profile(config, leg, shlex.join(extra))
     profile = [f"--specdec-profile={leg.profile}"] if leg.profile else []
     runner = state_root() / "history" / f"{machine_class()}.jsonl"  # the runner's nights: the run-to-run spread
@@ -303,13 +303,13 @@ def flip_pairs(config: GateConfig, flips: Sequence[ComparisonRecord], machine_cl
     allowance is :data:`~pytest_specdec.gate.blame.AB_SHARE` of the leg's share of ``window-minutes``,
     shared by tonight's flips; a quadruple's seconds are read from each result's own rates.
     """
-    lines = nights(flips[0].backend, machine_class) if flips else []
+    kept = nights(flips[0].backend, machine_class) if flips else ()
     share = config.window_minutes * 60.0 / max(1, len(config.legs)) if config.window_minutes else None
     allowance = share * AB_SHARE / max(1, len(flips)) if share is not None else None
     found: dict[str, tuple[int, str]] = {}
     for record in flips:
         key = baseline_key(record)
-        before = max(0, trailing([line for line in lines if line.get("key") == key], {Change.FLIP.value}) - 1)
+        before = max(0, trailing(tuple(n for n in kept if n.key == key), {Change.FLIP.value}) - 1)
         tokens = int(record.scope.get("max_tokens", "32"))
         rates = [r for r in (record.baseline_tps, record.treatment_tps) if r]
         quadruple = sum(2.0 * tokens / rate for rate in rates) if len(rates) == 2 else 0.0

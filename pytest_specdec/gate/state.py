@@ -14,13 +14,14 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.files import read_json
-from pytest_specdec.store.history import history_line, history_mark, read_history
+from pytest_specdec.store.nights import Night, Nights, read_nights
 from pytest_specdec.store.records import RunRecord
 
 
@@ -35,33 +36,32 @@ def state_root() -> Path:
 
 def keep_history(run: RunRecord) -> Path:
     """Append a measured night's results to the runner's history."""
-    lines = [history_line(record, run.machine_class, False, run.finished, interrupted=run.interrupted)
-             for record in run.comparisons]  # fmt: skip
-    return BaselineStore(state_root(), run.machine_class).append_history(lines)
+    nights = [Night.of_record(record, run.machine_class, False, run.finished, interrupted=run.interrupted)
+              for record in run.comparisons]  # fmt: skip
+    return BaselineStore(state_root(), run.machine_class).append_history(nights)
 
 
-def leg_history(backend: str, baselines: Path, machine_class: str) -> list[dict[str, Any]]:
-    """This backend's history lines from the repository and the runner, each once."""
+def leg_history(backend: str, baselines: Path, machine_class: str) -> Nights:
+    """This backend's nights from the repository's history and the runner's, each once."""
     seen: set[tuple[str, str, str, str]] = set()
-    lines: list[dict[str, Any]] = []
+    found: list[Night] = []
     for root in (baselines, state_root()):
         path = root / "history" / f"{machine_class}.jsonl"
-        for line in _history(path, trusted=root == baselines):
-            mark = history_mark(line)
-            if line.get("backend") == backend and mark not in seen:
-                seen.add(mark)
-                lines.append(line)
-    return lines
+        for night in _history(path, trusted=root == baselines):
+            if night.backend == backend and night.mark not in seen:
+                seen.add(night.mark)
+                found.append(night)
+    return tuple(found)
 
 
-def nights(backend: str, machine_class: str) -> list[dict[str, Any]]:
+def nights(backend: str, machine_class: str) -> Nights:
     """This backend's lines of the runner's own history: one line per comparison per measured night.
 
     Counting nights (undecided, not yet gated) reads this alone: the repository's history
     holds accepting runs and hand-made ones too, with other time stamps.
     """
     path = state_root() / "history" / f"{machine_class}.jsonl"
-    return [line for line in _history(path, trusted=False) if line.get("backend") == backend]
+    return tuple(night for night in _history(path, trusted=False) if night.backend == backend)
 
 
 def _told_path(machine_class: str) -> Path:
@@ -78,15 +78,15 @@ def keep_told(machine_class: str, backend: str, when: str, words: Mapping[str, s
         dump_state_json(path, told)
 
 
-def told_nights(backend: str, machine_class: str) -> list[dict[str, Any]]:
+def told_nights(backend: str, machine_class: str) -> Nights:
     """This backend's nights on the runner (:func:`nights`), each with the gate's word on it as ``gate`` where
     the gate said one: the history line says what the plugin saw, the word what the night made of it."""
     told = read_state_json(_told_path(machine_class))
     found = []
-    for line in nights(backend, machine_class):
-        word = told.get(f"{backend}\t{line.get('key')}\t{line.get('time')}")
-        found.append(line | {"gate": word} if isinstance(word, str) else line)
-    return found
+    for night in nights(backend, machine_class):
+        word = told.get(f"{backend}\t{night.key}\t{night.time}")
+        found.append(replace(night, gate=word) if isinstance(word, str) else night)
+    return tuple(found)
 
 
 def set_aside(path: Path, why: str) -> str:
@@ -98,16 +98,16 @@ def set_aside(path: Path, why: str) -> str:
     return line
 
 
-def _history(path: Path, *, trusted: bool) -> list[dict[str, Any]]:
+def _history(path: Path, *, trusted: bool) -> Nights:
     if not path.is_file():
-        return []
+        return ()
     try:
-        return read_history(path, [])
+        return read_nights(path, [])
     except SpecdecUsageError as error:
         if trusted:  # the repository's own history: its owner must mend it
             raise
         set_aside(path, str(error))
-        return []
+        return ()
 
 
 def read_state_json(path: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytest_specdec.gate.runs import Leg
 from pytest_specdec.gate.state import leg_history
-from pytest_specdec.store.trends import erosions
+from pytest_specdec.store.night_statistics import erosions
 
 
 def leg_summary(
@@ -39,7 +39,7 @@ def leg_summary(
     trends = erosions(history)
     if trends:
         lines += ["", "Eroding (no verdict flipped yet):", *[f"- {trend.text}" for trend in trends]]
-    if len({line.get("release") for line in history}) > 1:
+    if len({night.release for night in history}) > 1:
         from pytest_specdec.render.plots import history_plot
 
         history_plot(history, out / "history.png", f"{backend} on {machine_class}: speedup by release")

@@ -36,8 +36,8 @@ from pytest_specdec.gate.runs import Leg, read_leg
 from pytest_specdec.gate.state import keep_told, leg_history, nights, told_nights
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import finite_json, load_run, read_json, validate, write_atomically
+from pytest_specdec.store.night_statistics import erosions
 from pytest_specdec.store.records import RunRecord
-from pytest_specdec.store.trends import erosions
 
 NIGHTS_FILE = "nights.jsonl"  # the leg's nights on its runner, each with the gate's word: for the scoreboard
 
@@ -133,7 +133,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         waiting = ungated_finding(awaiting, counted, thresholds)
         findings += [waiting] if waiting else []
         for trend in erosions(history) if config.alert_on_erosion else ():
-            lines = [line for line in history if line.get("key") == trend.key]
+            lines = tuple(n for n in history if n.key == trend.key)
             subject = f"claim {trend.claim_id}" if trend.claim_id else trend.nodeid.split("::")[-1]
             findings.append(
                 Finding(State.ERODING, subject, trend.text, trend.nodeid, trend.category, history_table(lines[-12:]))
@@ -175,13 +175,13 @@ def write_nights(night: LegNight, out: Path) -> Path:
     results = out / "results.json"
     if night.measured and results.is_file():
         finished = load_run(results).finished
-        kept = {line.get("key") for line in nights(night.backend, night.machine_class) if line.get("time") == finished}
+        kept = {n.key for n in nights(night.backend, night.machine_class) if n.time == finished}
         # Only a night the history kept (a night with the job's own options keeps none) has a word to carry.
         words = {f.key: f.state.value for f in night.findings if f.key in kept}
         keep_told(night.machine_class, night.backend, finished, words)
-    lines = told_nights(night.backend, night.machine_class)
+    told = told_nights(night.backend, night.machine_class)
     path = out / NIGHTS_FILE
-    write_atomically(path, "".join(json.dumps(finite_json(line), sort_keys=True) + "\n" for line in lines))
+    write_atomically(path, "".join(json.dumps(finite_json(n.as_line()), sort_keys=True) + "\n" for n in told))
     return path
 
 

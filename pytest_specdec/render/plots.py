@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.axes.num_draft import draft_label
+from pytest_specdec.stats import Interval
 from pytest_specdec.store.files import write_atomically
+from pytest_specdec.store.night_statistics import erosions
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion
-from pytest_specdec.store.trends import erosions
 
 OTHER = "#757575"
 FLIPPED = "#c62828"
@@ -227,16 +229,11 @@ def _change_suffix(record: ComparisonRecord) -> str:
     return {"flip": "  (FLIPPED)", "drift": "  (drifted)"}.get(change or "", "")
 
 
-def protocol_of(line: Mapping[str, Any]) -> int:
-    """The measurement protocol of a history line (lines written before the field: 1)."""
-    return int(line.get("protocol", 1))
-
-
-def baselines_drawn(lines: Sequence[Mapping[str, Any]]) -> str:
+def baselines_drawn(lines: Nights) -> str:
     """``accepted baselines, measurement protocol 2``: which results a history plot draws."""
     if not lines:
         return "no results"
-    accepted = {bool(line.get("accepted", False)) for line in lines}
+    accepted = {night.accepted for night in lines}
     what = (
         "accepted baselines"
         if accepted == {True}
@@ -244,35 +241,35 @@ def baselines_drawn(lines: Sequence[Mapping[str, Any]]) -> str:
         if accepted == {False}
         else "accepted baselines (filled) and results not accepted (hollow)"
     )
-    protocols = sorted({protocol_of(line) for line in lines}, reverse=True)
+    protocols = sorted({night.protocol or 1 for night in lines}, reverse=True)
     if len(protocols) > 1:
         return f"{what}\n{_protocols_text(protocols)}, told apart by marker (not comparable across protocols)"
     return f"{what}, {_protocols_text(protocols)}"
 
 
-def panel_title(key: str, line: Mapping[str, Any]) -> str:
+def panel_title(key: str, night: Night) -> str:
     """``claim c · test_x[code] [code, γ=3, target-1b + draft-1b] · profile embedded-1b``: one key, readable."""
-    nodeid = str(line.get("nodeid") or key.split(" [", 1)[0])
+    nodeid = night.nodeid or key.split(" [", 1)[0]
     inside = key.removeprefix(nodeid).strip().removeprefix("[").removesuffix("]")
     scope = inside.rpartition(" @")[0] or inside  # the model digest is left out
     parts = scope.split(", ", 2)
     if len(parts) == 3:  # category, γ, models
         parts[2] = " + ".join(short_name(model) for model in parts[2].split(" + "))
-    who = f"claim {line['claim_id']} · " if line.get("claim_id") else ""
-    profile = f" · profile {line['profile']}" if line.get("profile") else ""
+    who = f"claim {night.claim_id} · " if night.claim_id else ""
+    profile = f" · profile {night.profile}" if night.profile else ""
     return f"{who}{nodeid.rsplit('::', 1)[-1]} [{', '.join(parts)}]{profile}"
 
 
-def _titles(series: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, str]:
+def _titles(series: Mapping[str, Sequence[Night]]) -> dict[str, str]:
     """Each key's panel title; the model digest is added where two keys would read alike."""
     titles = {key: panel_title(key, points[-1]) for key, points in series.items()}
     counts = [*titles.values()]
     return {k: t + (f" @{k.rpartition(' @')[2].rstrip(']')}" if counts.count(t) > 1 else "") for k, t in titles.items()}
 
 
-def _bar(estimate: float, interval: Mapping[str, Any]) -> tuple[float, float]:
+def _bar(estimate: float, interval: Interval) -> tuple[float, float]:
     """Error-bar lengths below and above; an end at 0 or infinity (a failed comparison) is not drawn."""
-    low, high = float(interval["low"]), float(interval["high"])
+    low, high = interval.low, interval.high
     return (estimate - low if low > 0 else 0.0, max(0.0, high - estimate) if high < float("inf") else 0.0)
 
 
@@ -291,7 +288,7 @@ def _spread(xs: Sequence[float], width: float = 0.3) -> list[float]:
 
 def _draw_key(
     axes: Any,
-    points: Sequence[Mapping[str, Any]],
+    points: Sequence[Night],
     releases: Sequence[str],
     styles: Mapping[int, tuple[str, str, float]],
 ) -> tuple[list[float], list[tuple[float, float]]]:
@@ -299,47 +296,43 @@ def _draw_key(
     extremes: list[float] = []
     flips: list[tuple[float, float]] = []
     for protocol, (marker, colour, offset) in styles.items():
-        mine = [p for p in points if protocol_of(p) == protocol]
+        mine = [p for p in points if (p.protocol or 1) == protocol]
         if not mine:
             continue
-        xs = _spread([releases.index(str(p["release"])) + offset for p in mine])
-        ys = [float(p["speedup"]["estimate"]) for p in mine]
-        lows, highs = zip(*(_bar(y, p["speedup"]) for y, p in zip(ys, mine, strict=True)), strict=True)
+        xs = _spread([releases.index(p.release) + offset for p in mine])
+        ys = [p.speedup.estimate for p in mine]
+        lows, highs = zip(*(_bar(y, p.speedup) for y, p in zip(ys, mine, strict=True)), strict=True)
         axes.errorbar(xs, ys, yerr=[list(lows), list(highs)], fmt="-", color=colour, capsize=3, linewidth=1)
         for accepted, face in ((True, colour), (False, "white")):
-            chosen = [
-                (x, y) for x, y, p in zip(xs, ys, mine, strict=True) if bool(p.get("accepted", False)) is accepted
-            ]
+            chosen = [(x, y) for x, y, p in zip(xs, ys, mine, strict=True) if p.accepted is accepted]
             if chosen:
                 axes.scatter(
                     *zip(*chosen, strict=True), marker=marker, s=36, facecolors=face, edgecolors=colour, zorder=4
                 )
-        flips += [(x, y) for x, y, p in zip(xs, ys, mine, strict=True) if p.get("change") == "flip"]
-        extremes += _finite(
-            ys + [float(p["speedup"]["low"]) for p in mine] + [float(p["speedup"]["high"]) for p in mine], 1.0
-        )
+        flips += [(x, y) for x, y, p in zip(xs, ys, mine, strict=True) if p.change == "flip"]
+        extremes += _finite(ys + [p.speedup.low for p in mine] + [p.speedup.high for p in mine], 1.0)
     if flips:
         axes.scatter(*zip(*flips, strict=True), s=160, facecolors="none", edgecolors=FLIPPED, linewidths=2, zorder=5)
     return extremes, flips
 
 
-def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
+def history_figure(lines: Nights, title: str) -> Drawing:
     """Speedup vs backend release: one panel per comparison key, sharing the release axis.
 
     Each panel is titled with its claim and draws that key's claimed bounds (dotted; bold
-    where a conclusion erodes toward one, ``store.trends``), a red ring where the conclusion
+    where a conclusion erodes toward one, ``store.night_statistics``), a red ring where the conclusion
     flipped, and one line per measurement protocol (marker and colour; the figure's title
     says which baselines are drawn, see :func:`baselines_drawn`).
     """
     plt = _pyplot()
     eroding = {e.key: e for e in erosions(lines)}
-    series: dict[str, list[Mapping[str, Any]]] = {}
+    series: dict[str, list[Night]] = {}
     releases: list[str] = []
-    for line in sorted(lines, key=lambda item: str(item.get("time", ""))):
-        series.setdefault(str(line["key"]), []).append(line)
-        if str(line["release"]) not in releases:
-            releases.append(str(line["release"]))
-    protocols = sorted({protocol_of(line) for line in lines}, reverse=True)
+    for night in sorted(lines, key=lambda n: n.time):
+        series.setdefault(night.key, []).append(night)
+        if night.release not in releases:
+            releases.append(night.release)
+    protocols = sorted({night.protocol or 1 for night in lines}, reverse=True)
     spread = 0.12 if len(protocols) > 1 else 0.0  # side by side at one release
     styles = {
         p: (*PROTOCOL_STYLES[i % len(PROTOCOL_STYLES)], spread * (i - (len(protocols) - 1) / 2))
@@ -355,9 +348,9 @@ def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
         trend = eroding.get(key)
         extremes, flips = _draw_key(axes, points, releases, styles)
         claimed = {
-            str(name).removeprefix("speedup "): float(str(name).rsplit("=", 1)[-1])
-            for name in (points[-1].get("bounds") or {})
-            if str(name).startswith("speedup ")
+            name.removeprefix("speedup "): float(name.rsplit("=", 1)[-1])
+            for name in points[-1].bounds
+            if name.startswith("speedup ")
         }
         bounds = sorted(set(claimed.values()))
         for said, bound in claimed.items():  # every claimed bound; bolder where it is being approached
@@ -373,8 +366,8 @@ def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
         drawn.append(
             {
                 "key": key,
-                "releases": [p["release"] for p in points],
-                "estimates": [float(p["speedup"]["estimate"]) for p in points],
+                "releases": [p.release for p in points],
+                "estimates": [p.speedup.estimate for p in points],
                 "flips": len(flips),
                 "eroding": trend.bound_label if trend else None,
                 "bounds": bounds,
@@ -388,7 +381,7 @@ def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
         plt.Line2D([], [], marker=marker, color=colour, linestyle="-", label=_protocols_text([p]))
         for p, (marker, colour, _) in styles.items()
     ]
-    if {bool(line.get("accepted", False)) for line in lines} == {True, False}:
+    if {night.accepted for night in lines} == {True, False}:
         handles.append(plt.Line2D([], [], marker="o", color=OTHER, markerfacecolor="white", linestyle="", label="not accepted as a baseline"))  # fmt: skip
     handles += [
         plt.Line2D([], [], color=FLIPPED, marker="o", markerfacecolor="none", linestyle="", label="conclusion flipped"),
@@ -403,6 +396,6 @@ def history_figure(lines: Sequence[Mapping[str, Any]], title: str) -> Drawing:
     return Drawing(figure, drawn)
 
 
-def history_plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
+def history_plot(lines: Nights, path: Path, title: str) -> Path:
     """:func:`history_figure`, saved as a PNG at ``path``."""
     return _save(history_figure(lines, title), path)

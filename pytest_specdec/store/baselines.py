@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,8 +26,10 @@ from typing import Any
 
 from pytest_specdec.axes.metric import DECODE, METRIC
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.stats import Verdict, drift_test, verdict_on
+from pytest_specdec.stats import Verdict, verdict_on
 from pytest_specdec.store.files import check_schema, dumps, finite_json, read_json, validate, write_atomically
+from pytest_specdec.store.night_statistics import RunSpread, drift, run_spread, widened
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import (
     MEASUREMENT_PROTOCOL,
     SCHEMA_VERSION,
@@ -38,7 +39,6 @@ from pytest_specdec.store.records import (
     ComparisonRecord,
     Provenance,
 )
-from pytest_specdec.store.spread import NO_NIGHTS, Nights, RunSpread, log_se, widened
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -116,17 +116,15 @@ def compare_with_baseline(
     new: ComparisonRecord,
     entry: BaselineEntry | None,
     machine_class: str,
-    alpha: float,
-    min_effect: float,
     *,
-    nights: Nights = NO_NIGHTS,
+    nights: Nights = (),
 ) -> CheckRecord:
     """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline.
 
     The baseline ran on another night: a flip that does not stand beyond the machine's run-to-run spread
     (tonight's speedup interval widened by it, from the key's ``nights``) says so and only warns
     (:meth:`BaselineLedger.decide`; the gate still measures it again), and drift is read across nights
-    (:meth:`~pytest_specdec.store.spread.Nights.drift`). While the spread is not yet known, both read
+    (:func:`~pytest_specdec.store.night_statistics.drift`). While the spread is not yet known, both read
     tonight's run alone: the flip its interval, drift its pairs against the baseline's.
     """
     if entry is None or entry.provenance is Provenance.PUBLISHED:
@@ -148,7 +146,7 @@ def compare_with_baseline(
         )
     before = old.judgement.bound_verdicts
     flipped = flipped_bounds(new, old)
-    spread = nights.spread
+    spread = run_spread(nights)
     if flipped:
         what = "; ".join(f"claim {b.kind}={b.bound:g} now {b.verdict}" for b in flipped)
         wide = widened(new.speedup, spread)
@@ -171,19 +169,10 @@ def compare_with_baseline(
     if new.log_ratios and old.log_ratios and decode:
         # Drift is decided for the whole run at its end, with the false-discovery rate controlled
         # across its comparisons (BaselineLedger.finish); here only its test is computed.
-        across = nights.drift(new.speedup, new.release, old.release, entry.accepted_at, log_se(new.log_ratios))
-        if across is None:  # the spread not known, or no night of the baseline's release kept: the pairs
-            between = 2 * spread.tau**2 if spread.tau else 0.0
-            within = drift_test(
-                new.log_ratios,
-                old.log_ratios,
-                alpha,
-                min_effect,
-                between_variance=between,
-                between_df=spread.df or math.inf,
-            )
-            across = (within.ratio, within.p_value)
-        ratio, p_value = across
+        ratio, p_value = drift(
+            nights, new.speedup, new.release, old.release, entry.accepted_at,
+            tonight_pairs=new.log_ratios, accepted_pairs=old.log_ratios,
+        ) or (None, None)  # fmt: skip
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
     if set(before.values()) & decisive and not {b.verdict for b in new.judgement.bounds} & decisive:
         return _check(
@@ -297,11 +286,12 @@ class BaselineStore:
             else:
                 path.unlink()
 
-    def append_history(self, lines: Sequence[Mapping[str, object]]) -> Path:
-        """Append whole JSON lines to the history (never rewrites earlier lines)."""
+    def append_history(self, nights: Sequence[Night]) -> Path:
+        """Append nights to the history as whole JSON lines (never rewrites earlier lines)."""
         path = self.history_path()
         data = "".join(
-            json.dumps(finite_json(line), sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n" for line in lines
+            json.dumps(finite_json(night.as_line()), sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+            for night in nights
         ).encode()
         with self.locked():
             path.parent.mkdir(parents=True, exist_ok=True)

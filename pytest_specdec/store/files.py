@@ -60,7 +60,7 @@ def finite_json(value: Any) -> Any:
 
     An unbounded interval side is a real result (``inf``); JSON has no number for it, and a
     bare ``Infinity`` is not JSON. Readers turn the text back into the float (pydantic reads
-    ``"inf"`` as a float; :func:`~pytest_specdec.store.history.read_history` does it for history).
+    ``"inf"`` as a float; :func:`~pytest_specdec.store.nights.read_nights` does it for history).
     """
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")

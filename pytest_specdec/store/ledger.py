@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.stats import benjamini_hochberg
 from pytest_specdec.store.baselines import (
     BaselineEntry,
     BaselineStore,
@@ -27,9 +26,9 @@ from pytest_specdec.store.baselines import (
     within_run_only,
 )
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
-from pytest_specdec.store.history import history_line, history_mark, read_history
+from pytest_specdec.store.night_statistics import run_spread
+from pytest_specdec.store.nights import Night, Nights, read_nights
 from pytest_specdec.store.records import Change, ComparisonRecord, Provenance, Role
-from pytest_specdec.store.spread import Nights
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,6 @@ class LedgerPolicy:
 
     update: bool = False  # --specdec-update-baselines
     fail_on_drift: bool = False
-    alpha: float = 0.05
     min_effect: float = 0.05
     drift_alpha: float = 0.01  # drift raised on a quiet night at most this often (the run's false-discovery rate)
     write: bool = True  # False: compare only (e.g. --specdec-baselines-readonly)
@@ -72,7 +70,7 @@ class BaselineLedger:
     commit_info: Mapping[str, Any] = field(default_factory=dict)
     records: list[ComparisonRecord] = field(default_factory=list)
     history_sources: tuple[Path, ...] = ()  # more history for the run-to-run spread (the gate's runner's own)
-    _nights: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict, init=False, repr=False)
+    _nights: dict[str, list[Night]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         """Read the history once, before anything is measured (a broken file counts no nights; the append at
@@ -80,18 +78,17 @@ class BaselineLedger:
         seen: set[tuple[str, str, str, str]] = set()
         for path in (self.store.history_path(), *self.history_sources):
             try:
-                lines = read_history(path, []) if path.is_file() else []
+                nights = read_nights(path, []) if path.is_file() else ()
             except SpecdecUsageError:
-                lines = []
-            for line in lines:
-                mark = history_mark(line)
-                if mark not in seen:
-                    seen.add(mark)
-                    self._nights.setdefault(f"{mark[0]}\0{mark[1]}", []).append(line)
+                nights = ()
+            for night in nights:
+                if night.mark not in seen:
+                    seen.add(night.mark)
+                    self._nights.setdefault(f"{night.backend}\0{night.key}", []).append(night)
 
     def nights(self, record: ComparisonRecord) -> Nights:
         """``record``'s key's nights on this machine (its run-to-run spread, drift across nights)."""
-        return Nights(tuple(self._nights.get(f"{record.backend}\0{baseline_key(record)}", [])))
+        return tuple(self._nights.get(f"{record.backend}\0{baseline_key(record)}", []))
 
     def check(self, record: ComparisonRecord) -> ComparisonRecord:
         """``record`` with its baseline check attached, remembered for :meth:`finish`.
@@ -103,10 +100,7 @@ class BaselineLedger:
             self.records.append(record)
             return record
         entry = self.store.lookup(record)
-        check = compare_with_baseline(
-            record, entry, self.store.machine_class, self.policy.alpha, self.policy.min_effect,
-            nights=self.nights(record),
-        )  # fmt: skip
+        check = compare_with_baseline(record, entry, self.store.machine_class, nights=self.nights(record))
         checked = replace(record, check=check)
         self.records.append(checked)
         return checked
@@ -135,7 +129,7 @@ class BaselineLedger:
         entry = self.store.lookup(record)
         if entry is None:
             return False
-        return within_run_only(record, flipped_bounds(record, entry.result), self.nights(record).spread)
+        return within_run_only(record, flipped_bounds(record, entry.result), run_spread(self.nights(record)))
 
     def control_drift(self) -> list[ComparisonRecord]:
         """Mark as drifted the comparisons whose drift survives Benjamini–Hochberg over the whole run and moved at
@@ -155,7 +149,10 @@ class BaselineLedger:
             and math.isfinite(record.check.drift_p_value)
             and record.check.drift_ratio is not None
         ]
-        found = benjamini_hochberg([r.check.drift_p_value for _, r in tested], self.policy.drift_alpha)  # type: ignore[union-attr,misc]
+        from scipy.stats import false_discovery_control
+
+        adjusted = false_discovery_control([r.check.drift_p_value for _, r in tested]) if tested else []  # type: ignore[union-attr]
+        found = [float(p) <= self.policy.drift_alpha for p in adjusted]  # Benjamini–Hochberg's step-up
         drifted = []
         for (index, record), discovered in zip(tested, found, strict=True):
             check = record.check
@@ -203,7 +200,7 @@ class BaselineLedger:
         if not self.records:
             return FinishReport(("interrupted before any comparison finished: nothing to keep",))
         when = now_iso()
-        lines = [history_line(r, self.store.machine_class, False, when, interrupted=True) for r in self.records]
+        lines = [Night.of_record(r, self.store.machine_class, False, when, interrupted=True) for r in self.records]
         try:
             path = self.store.append_history(lines)
         except OSError as error:
@@ -241,9 +238,9 @@ class BaselineLedger:
         # baseline without its history. A baseline write that fails (a full disk, Ctrl-C) takes the
         # history append back and, for an error, appends the lines again saying what was really accepted:
         # history never says "accepted" for an accept that did not happen.
-        def lines_for(accepting: Collection[str]) -> list[dict[str, object]]:
+        def lines_for(accepting: Collection[str]) -> list[Night]:
             return [
-                history_line(r, self.store.machine_class,
+                Night.of_record(r, self.store.machine_class,
                              r.backend in accepting and not r.judgement.conclusion.says_nothing_about_speed, when)
                 for r in self.records
             ]  # fmt: skip

@@ -14,8 +14,9 @@ from pytest_specdec.gate.runs import flip_pairs
 from pytest_specdec.release_ab import ReleaseAB
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
+from pytest_specdec.store.night_statistics import RunSpread
+from pytest_specdec.store.nights import Night
 from pytest_specdec.store.records import ComparisonRecord
-from pytest_specdec.store.spread import RunSpread
 
 
 def around(value: float, half: float = 0.05) -> Interval:
@@ -91,8 +92,8 @@ def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
             "nodeid": flip.nodeid, "category": "code", "speedup": {"estimate": 1.41, "low": 1.3, "high": 1.5},
             "verdict": "refuted", "bounds": {}}  # fmt: skip
     store = BaselineStore(runner_state, "M")
-    store.append_history([{**line, "time": "2026-11-01", "change": "flip"}])  # last night, and tonight's
-    store.append_history([{**line, "time": "2026-11-02", "change": "flip"}])
+    store.append_history([Night.of_line({**line, "time": "2026-11-01", "change": "flip"})])  # last night, tonight's
+    store.append_history([Night.of_line({**line, "time": "2026-11-02", "change": "flip"})])
     config = GateConfig(window_minutes=300, legs={"mlx": LegConfig("mlx")})
     ((pairs, said),) = flip_pairs(config, [flip], "M").values()
     assert (pairs, said) == (1536, "up to 1536 pairs"), "the second night in a row doubles the first night's cap"
@@ -113,11 +114,11 @@ def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights(
             "nodeid": accepted.nodeid, "category": "code", "verdict": "holds", "bounds": {}}  # fmt: skip
     levels = [0.94, 1.02, 0.88, 0.99, 0.9, 1.0]
     BaselineStore(runner_state, "M").append_history([
-        {**line, "time": f"2026-11-{day:02d}", "speedup": {"estimate": v, "low": v * 0.98, "high": v / 0.98}}
+        Night.of_line({**line, "time": f"2026-11-{day:02d}", "speedup": {"estimate": v, "low": v * 0.98, "high": v / 0.98}})
         for day, v in enumerate(levels, 1)
     ])  # fmt: skip
     BaselineStore(runner_state, "M").append_history(
-        [{**line, "time": "2026-11-25", "speedup": {"estimate": 1.41, "low": 1.38, "high": 1.44}}]
+        [Night.of_line({**line, "time": "2026-11-25", "speedup": {"estimate": 1.41, "low": 1.38, "high": 1.44}})]
     )  # a night since the acceptance counts too (tonight's is not yet kept)
     judged = _judged_bound(make_record("code", 1.41, "refuted", None), tmp_path / "baselines", "M")
     assert judged is not None

@@ -30,6 +30,7 @@ from pytest_specdec.gate.verdict import tell
 from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
+from pytest_specdec.store.nights import Night
 from pytest_specdec.store.records import Provenance, RunRecord
 
 from .conftest import write_pyproject
@@ -138,10 +139,10 @@ def test_erosion_opens_an_issue_with_its_history_but_the_night_stays_green(
         write_pyproject(tmp_path, "[tool.specdec.gate]\nalert-on-erosion = false\n\n[tool.specdec.gate.legs.mlx]\n"
                         "required = true\n")  # fmt: skip
     lines = [
-        {"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
+        Night.of_line({"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
          "release": f"mlx-lm 0.3{day}", "key": "k [copy]",
          "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "bounds": {"speedup max=1": "holds"},
-         "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}, "verdict": "holds"}
+         "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}, "verdict": "holds"})
         for day, value in enumerate((0.80, 0.90, 0.98), start=1)
     ]  # fmt: skip
     BaselineStore(runner_state, sample_run.machine_class).append_history(lines)
@@ -192,15 +193,16 @@ def test_a_night_that_measured_nothing_is_red_and_an_optional_leg_only_warns() -
 
 
 def test_not_yet_gated_is_said_and_goes_red_after_the_configured_nights() -> None:
-    nights = [{"time": f"2026-11-0{d}", "change": "new"} for d in (1, 2)]
+    nights = tuple(Night.of_line({"time": f"2026-11-0{d}", "change": "new"}) for d in (1, 2))
     waiting = ungated_finding(2, nights, Thresholds(ungated_nights=3))
     assert waiting is not None
     assert waiting.state is State.NOT_YET_GATED
     assert "not yet gated: 2 result(s) await acceptance (night 2 of 3" in waiting.message
-    red = ungated_finding(2, [*nights, {"time": "2026-11-03", "change": "new"}], Thresholds(ungated_nights=3))
+    third = Night.of_line({"time": "2026-11-03", "change": "new"})
+    red = ungated_finding(2, (*nights, third), Thresholds(ungated_nights=3))
     assert red is not None
     assert red.state is State.UNGATED
-    assert trailing([*nights, {"time": "2026-11-03", "change": "unchanged"}], {"new"}) == 0
+    assert trailing((*nights, replace(third, change="unchanged")), {"new"}) == 0
 
 
 def test_an_issue_is_found_again_by_its_key_not_by_its_title(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -426,10 +428,10 @@ def test_a_flip_not_confirmed_night_after_night_opens_an_issue_as_undecided_with
         "nodeid": flip.nodeid, "category": flip.category, "key": baseline_key(flip), "call": "flip not confirmed",
         "line": "flip not confirmed: it did not repeat on a re-run", "confirmed": False}]))  # fmt: skip
     lines = [
-        {"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
+        Night.of_line({"time": f"2026-11-0{day}", "machine_class": sample_run.machine_class, "backend": "mlx",
          "release": "mlx-lm 0.33.0", "key": baseline_key(flip), "nodeid": flip.nodeid, "category": flip.category,
          "claim_id": "d", "bounds": {}, "speedup": {"estimate": 1.4, "low": 1.3, "high": 1.5}, "verdict": "refuted",
-         "change": "flip"}
+         "change": "flip"})
         for day in (1, 2, 3)
     ]  # fmt: skip
     BaselineStore(runner_state, sample_run.machine_class).append_history(lines[:2])

@@ -45,5 +45,5 @@ def test_a_torn_runner_history_is_set_aside_and_the_repository_history_still_rea
         '"verdict": "holds", "release": "1", "speedup": {"estimate": 1.0, "low": 0.9, "high": 1.1}}\n'
     )
     lines = leg_history("mlx", tmp_path / "baselines", "M")
-    assert [line["key"] for line in lines] == ["k"]
+    assert [night.key for night in lines] == ["k"]
     assert list((runner_state / "history").glob("M.jsonl.set-aside-*"))

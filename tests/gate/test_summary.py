@@ -9,14 +9,15 @@ from pathlib import Path
 from pytest_specdec.gate.runs import Leg
 from pytest_specdec.gate.summary import leg_summary
 from pytest_specdec.store.baselines import BaselineStore
+from pytest_specdec.store.nights import Night
 
 
-def history(estimates: list[float]) -> list[dict[str, object]]:
+def history(estimates: list[float]) -> list[Night]:
     return [
-        {"time": f"2026-11-{day:02d}", "machine_class": "M", "backend": "mlx", "release": f"mlx-lm 0.3{day}",
+        Night.of_line({"time": f"2026-11-{day:02d}", "machine_class": "M", "backend": "mlx", "release": f"mlx-lm 0.3{day}",
          "key": "k [copy]", "nodeid": "b.py::test_d", "category": "copy", "claim_id": "d", "verdict": "holds",
          "bounds": {"speedup max=1": "holds"},
-         "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}}
+         "speedup": {"estimate": value, "low": value * 0.97, "high": value * 1.03}})
         for day, value in enumerate(estimates, start=1)
     ]  # fmt: skip
 

@@ -29,10 +29,16 @@ from pytest_specdec.render.plots import (
     panel_title,
 )
 from pytest_specdec.stats import Interval
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import Change, CheckRecord, ComparisonRecord, Provenance
 
 RELEASES = ("llama-cpp-python 0.3.36", "llama-cpp-python 0.3.37")
 CATEGORIES = ("code", "copy", "prose", "unpredictable")
+
+
+def kept(lines: list[dict[str, Any]]) -> Nights:
+    """History lines as the nights a reader gets."""
+    return tuple(Night.of_line(line) for line in lines)
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +103,7 @@ def ringed(axes: Any) -> list[tuple[float, float]]:
 def test_thirteen_claims_get_thirteen_panels_each_titled_and_bounded_by_its_own_claim() -> None:
     lines = thirteen_series()
     lines[2 * 5 + 1] = {**lines[2 * 5 + 1], "change": "flip"}  # key 5 flipped on the second release
-    figure = history_figure(lines, "llama-cpp on NVIDIA-H200").figure
+    figure = history_figure(kept(lines), "llama-cpp on NVIDIA-H200").figure
     panels = figure.axes
     assert len(panels) == 13
     for index, axes in enumerate(panels):
@@ -122,7 +128,7 @@ def test_the_figure_grows_with_its_panels_and_saves_what_it_drew(tmp_path: Path)
     heights = []
     for count in (2, 13):
         chosen = [item for item in lines if int(item["claim_id"][1:]) < count]
-        path = history_plot(chosen, tmp_path / f"history-{count}.png", "t")
+        path = history_plot(kept(chosen), tmp_path / f"history-{count}.png", "t")
         with Image.open(path) as image:
             heights.append(image.size[1])
             drawn = json.loads(image.text["specdec"])
@@ -132,7 +138,7 @@ def test_the_figure_grows_with_its_panels_and_saves_what_it_drew(tmp_path: Path)
 
 
 def test_the_legend_names_the_protocol_of_the_accepted_baselines_drawn() -> None:
-    figure = history_figure(thirteen_series(), "t").figure
+    figure = history_figure(kept(thirteen_series()), "t").figure
     text = legend_text(figure)
     assert "accepted baselines, measurement protocol 2" in text
     assert "protocol 1" not in text
@@ -141,7 +147,7 @@ def test_the_legend_names_the_protocol_of_the_accepted_baselines_drawn() -> None
 def test_lines_of_several_protocols_are_said_and_told_apart() -> None:
     old = [{key: value for key, value in line(0, 0).items() if key != "protocol"}]  # written before the field: 1
     new = [line(0, 0, accepted=False, time="2026-11-30")]
-    figure = history_figure(old + new, "t").figure
+    figure = history_figure(kept(old + new), "t").figure
     text = legend_text(figure)
     assert "accepted baselines (filled) and results not accepted (hollow)" in text
     assert "measurement protocols 1, 2, told apart by marker" in text
@@ -152,17 +158,17 @@ def test_lines_of_several_protocols_are_said_and_told_apart() -> None:
     xs = sorted(float(x) for collection in markers(axes) for x, _ in collection.get_offsets())
     assert len(xs) == 2
     assert xs[0] < xs[1], "the two protocols' results at one release are drawn side by side"
-    assert baselines_drawn([]) == "no results"
+    assert baselines_drawn(kept([])) == "no results"
 
 
 def test_two_keys_that_read_alike_are_told_apart_by_their_digest() -> None:
     first = line(0, 0)
     second = {**first, "key": first["key"].replace("@d0", "@e9")}
-    figure = history_figure([first, second], "t").figure
+    figure = history_figure(kept([first, second]), "t").figure
     titles = [axes.get_title(loc="left") for axes in figure.axes]
     assert titles[0].endswith("@d0")
     assert titles[1].endswith("@e9")
-    assert panel_title("k [code]", {}) == "k [code]", "a bare key stays readable"
+    assert panel_title("k [code]", Night.of_line({})) == "k [code]", "a bare key stays readable"
 
 
 def sweep(make_record: Callable[..., ComparisonRecord], check: CheckRecord | None) -> list[ComparisonRecord]:
@@ -227,11 +233,11 @@ def test_the_forest_plot_colours_what_a_row_means_and_labels_the_claims_verdict(
 
 def test_runs_on_one_release_are_drawn_side_by_side(make_record: Callable[..., ComparisonRecord]) -> None:
     from pytest_specdec.render.plots import history_figure
-    from pytest_specdec.store.history import history_line
+    from pytest_specdec.store.nights import Night
 
-    lines = [history_line(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
+    lines = [Night.of_record(make_record("code", s, "holds", None), "M", False, f"2026-11-0{i}")
              for i, s in enumerate((0.9, 1.0, 1.1), 1)]  # fmt: skip
-    axes = history_figure(lines, "t").figure.axes[0]
+    axes = history_figure(tuple(lines), "t").figure.axes[0]
     xs = sorted({round(float(x), 3) for collection in axes.collections for x, _ in collection.get_offsets()})
     assert len(xs) == 3, "three runs on one release are three points, not one"
     assert max(xs) - min(xs) <= 0.31

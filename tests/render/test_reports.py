@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,9 +19,15 @@ from pytest_specdec.render.exports import benchmark_document, results_document
 from pytest_specdec.render.plots import forest_plot, history_plot
 from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.files import dumps, load_run
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import ComparisonRecord, RunRecord
 
 GOLDEN = Path(__file__).parent / "golden"
+
+
+def kept(lines: list[dict[str, Any]]) -> Nights:
+    """History lines as the nights a reader gets."""
+    return tuple(Night.of_line(line) for line in lines)
 
 
 def test_markdown_report_matches_golden_file(sample_run: RunRecord) -> None:
@@ -102,7 +109,7 @@ def test_history_plot_orders_releases_by_time(tmp_path: Path) -> None:
         }
 
     lines = [line("2026-02", "mlx-lm 0.33", 1.4), line("2026-01", "mlx-lm 0.32", 0.9)]
-    with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
+    with Image.open(history_plot(kept(lines), tmp_path / "history.png", "t")) as image:
         drawn = json.loads(image.text["specdec"])
     assert drawn == [
         {"key": "k [code]", "releases": ["mlx-lm 0.32", "mlx-lm 0.33"], "estimates": [0.9, 1.4], "flips": 0,
@@ -118,7 +125,7 @@ def test_history_plot_draws_the_bound_a_conclusion_erodes_toward(tmp_path: Path)
          "speedup": {"estimate": value, "low": value - 0.02, "high": value + 0.02}}
         for i, value in enumerate((0.80, 0.90, 0.98), start=1)
     ]  # fmt: skip
-    with Image.open(history_plot(lines, tmp_path / "history.png", "t")) as image:
+    with Image.open(history_plot(kept(lines), tmp_path / "history.png", "t")) as image:
         drawn = json.loads(image.text["specdec"])
     assert drawn[0]["eroding"] == "speedup max=1"
     assert drawn[0]["bounds"] == [1.0], "the claimed bound is drawn, so the picture stands alone"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -23,7 +24,7 @@ from pytest_specdec.render.site import build_site
 from pytest_specdec.render.site.data import gather
 from pytest_specdec.store.baselines import baseline_key, load_any
 from pytest_specdec.store.files import dumps, load_run
-from pytest_specdec.store.history import history_line
+from pytest_specdec.store.nights import Night
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINE = "Site-Test-Machine"
@@ -63,8 +64,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "baselines" / "Torn-Machine" / "mlx.json").write_text('{"backend": "mlx", "entr', encoding="utf-8")
     runner = root / "nights.jsonl"  # the gate's nights.jsonl: tonight's flip, which its confirm step did not confirm
     run = load_run(root / "tonight.json")
-    told = [history_line(r, MACHINE, False, run.finished) | {"gate": "flip not confirmed"} for r in run.comparisons]
-    runner.write_text("".join(json.dumps(line) + "\n" for line in told), encoding="utf-8")
+    told = [
+        replace(Night.of_record(r, MACHINE, False, run.finished), gate="flip not confirmed") for r in run.comparisons
+    ]
+    runner.write_text("".join(json.dumps(night.as_line()) + "\n" for night in told), encoding="utf-8")
     community = root / "community"  # tonight's result as someone would submit it: a row beside the owned one
     for submission in submissions_of(run, Private("/nowhere", "nobody-here", ()), "2026-12-04T00:00:00+00:00")[0]:
         (community / submission.relative_path.relative_to("community")).parent.mkdir(parents=True, exist_ok=True)
@@ -196,12 +199,12 @@ def test_the_matrix_says_a_flip_in_words_and_its_filters_work(site: Path, browse
 def test_a_chart_marks_the_packages_that_moved_and_the_flips() -> None:
     from pytest_specdec.render.site.chart import layout
 
-    def night(day: int, mlx_lm: str, change: str) -> dict[str, Any]:
-        return {"time": f"2026-12-0{day}T03:00:00", "release": f"mlx-lm {mlx_lm}", "change": change,
+    def night(day: int, mlx_lm: str, change: str) -> Night:
+        return Night.of_line({"time": f"2026-12-0{day}T03:00:00", "release": f"mlx-lm {mlx_lm}", "change": change,
                 "versions": {"mlx": "0.32.4", "mlx-lm": mlx_lm}, "acceptance": 0.8,
-                "speedup": {"estimate": 1.1, "low": 1.0, "high": 1.2}}  # fmt: skip
+                "speedup": {"estimate": 1.1, "low": 1.0, "high": 1.2}})  # fmt: skip
 
-    drawn = layout([night(1, "0.32.2", "unchanged"), night(2, "0.32.3", "flip")], {"speedup max=1.2": 1.2}, "d")
+    drawn = layout((night(1, "0.32.2", "unchanged"), night(2, "0.32.3", "flip")), {"speedup max=1.2": 1.2}, "d")
     assert [c["label"] for c in drawn["changes"]] == ["mlx-lm 0.32.2→0.32.3"], "only the package that moved"
     assert len(drawn["flips"]) == 1
     assert [b["label"] for b in drawn["bounds"]] == ["speedup max=1.2"]

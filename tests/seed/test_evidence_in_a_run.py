@@ -59,10 +59,10 @@ def test_the_evidence_plot_draws_the_selected_machines_results_in_black(
     from PIL import Image
 
     from pytest_specdec.store.baselines import BaselineStore
-    from pytest_specdec.store.history import history_line
+    from pytest_specdec.store.nights import Night
 
     for machine, speedup in (("Apple-M4-Max-128GB", 1.4), ("Apple-M1-Max-64GB", 0.9)):
-        line = history_line(make_record("code", speedup, "holds", None), machine, False, "2026-12-01")
+        line = Night.of_record(make_record("code", speedup, "holds", None), machine, False, "2026-12-01")
         BaselineStore(tmp_path, machine).append_history([line])
     drawn = {}
     for machine in ("Apple-M4-Max-128GB", "Apple-M1-Max-64GB", "Apple-M2-Pro-32GB"):

@@ -194,8 +194,8 @@ def test_drift_is_raised_at_its_own_level_not_the_runs_confidence(tmp_path: Path
             book.records.append(replace(make_record(category, 1.2, "holds", None), check=check))
         return [record.category for record in book.control_drift()]
 
-    assert drifted(alpha=0.02) == ["copy"], "the default level, 1 %: p=0.015 is no drift"
-    assert drifted(alpha=0.02, drift_alpha=0.04) == ["code", "copy"]
+    assert drifted() == ["copy"], "the default level, 1 %: p=0.015 is no drift"
+    assert drifted(drift_alpha=0.04) == ["code", "copy"]
     assert drifted(drift_alpha=0.04, min_effect=0.2) == [], "a 10 % move under a 20 % minimum is never drift"
 
 

@@ -14,15 +14,27 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_specdec.stats import Interval, drift_test
+from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key, compare_with_baseline
-from pytest_specdec.store.history import history_line
 from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy
+from pytest_specdec.store.night_statistics import (
+    MIN_NIGHTS,
+    RunSpread,
+    _pairs_drift,
+    drift,
+    erosions,
+    run_spread,
+    widened,
+)
+from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import Change, ComparisonRecord, Provenance
-from pytest_specdec.store.spread import MIN_NIGHTS, Nights, RunSpread, run_spread, widened
-from pytest_specdec.store.trends import erosions
 
 Factory = Callable[..., ComparisonRecord]
+
+
+def kept(lines: list[dict[str, Any]]) -> Nights:
+    """History lines as the nights a reader gets."""
+    return tuple(Night.of_line(line) for line in lines)
 
 
 def nights(
@@ -45,7 +57,7 @@ def test_the_spread_between_nights_is_recovered_from_the_nights_own_estimates(ta
     found = []
     for _ in range(200):  # 200 machines of 30 nights each: the estimator's average and its spread
         levels = np.exp(rng.normal(0, math.hypot(tau, 0.02), 30))  # each night: its level and its own error
-        spread = run_spread(nights(list(levels)))
+        spread = run_spread(kept(nights(list(levels))))
         assert spread.tau is not None
         found.append(spread.tau)
     assert np.median(found) == pytest.approx(tau, abs=0.006)
@@ -53,10 +65,10 @@ def test_the_spread_between_nights_is_recovered_from_the_nights_own_estimates(ta
 
 def test_not_known_before_five_nights_of_one_release_and_a_release_change_is_no_spread() -> None:
     wandering = [1.0, 1.1, 0.9, 1.05, 0.95]
-    assert run_spread(nights(wandering[: MIN_NIGHTS - 1])).tau is None
-    assert run_spread(nights(wandering)).tau == pytest.approx(0.077, abs=0.001)
+    assert run_spread(kept(nights(wandering[: MIN_NIGHTS - 1]))).tau is None
+    assert run_spread(kept(nights(wandering))).tau == pytest.approx(0.077, abs=0.001)
     steady_releases = nights([1.0, 1.0, 1.0], release="r 1") + nights([1.5] * 3, release="r 2", start="2026-02-01")
-    assert run_spread(steady_releases).tau == 0.0, "two releases at two levels: 4 degrees of freedom, no spread"
+    assert run_spread(kept(steady_releases)).tau == 0.0, "two releases at two levels: 4 degrees of freedom, no spread"
     assert RunSpread(None, 3).text.startswith("run-to-run spread not yet known (3 nights; 5 of one release")
 
 
@@ -66,9 +78,9 @@ def test_a_night_cut_short_of_another_protocol_or_without_a_time_does_not_count(
     older = nights([0.5, 3.0], start="2026-04-01", protocol=0)
     odd = [dict(line, protocol="v2") for line in nights([0.2, 5.0], start="2026-05-01")]
     timeless = [dict(line, time="last night") for line in nights([0.2, 5.0], start="2026-06-01")]
-    assert run_spread(counted + cut).tau is None, "four nights and one cut short: not yet five"
+    assert run_spread(kept(counted + cut)).tau is None, "four nights and one cut short: not yet five"
     fifth = nights([1.0], start="2026-02-01")
-    assert run_spread([*counted, *fifth, *older, *odd, *timeless]).tau == pytest.approx(0.0, abs=0.005)
+    assert run_spread(kept([*counted, *fifth, *older, *odd, *timeless])).tau == pytest.approx(0.0, abs=0.005)
 
 
 def test_times_are_moments_not_text() -> None:
@@ -77,8 +89,8 @@ def test_times_are_moments_not_text() -> None:
     accepted_at = "2026-01-06T10:00:00+00:00"
     later = [dict(nights([1.3], start="2026-01-07")[0], time="2026-01-07T09:00:00-05:00")]
     tonight = Interval(1.3, 1.3 * 0.96, 1.3 / 0.96, 0.95, 64)
-    alone = Nights(tuple(reference)).drift(tonight, "r 1", "r 1", accepted_at)
-    pooled = Nights(tuple(reference + later)).drift(tonight, "r 1", "r 1", accepted_at)
+    alone = drift(kept(reference), tonight, "r 1", "r 1", accepted_at)
+    pooled = drift(kept(reference + later), tonight, "r 1", "r 1", accepted_at)
     assert alone is not None
     assert pooled is not None
     assert pooled[1] < alone[1], "the night at 09:00-05:00 is read as one since the acceptance, pooled with tonight"
@@ -101,8 +113,8 @@ def _against(make_record: Factory, levels: list[float]) -> tuple[Change, str]:
     old = make_record("code", 0.94, "holds", None)
     new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")  # [1.34, 1.48] > max=1.3
     entry = BaselineEntry(old, Provenance.MEASURED, "2026-11-01T00:00:00+00:00")
-    history = Nights(tuple(nights(levels, release="mlx-lm 0.33.0")))
-    check = compare_with_baseline(new, entry, "M", 0.05, 0.05, nights=history)
+    history = kept(nights(levels, release="mlx-lm 0.33.0"))
+    check = compare_with_baseline(new, entry, "M", nights=history)
     return check.change, check.message
 
 
@@ -119,21 +131,21 @@ def test_drift_across_nights_stays_quiet_for_a_night_and_pools_nights_to_see_a_m
     levels = [math.sqrt(level) for level in WANDERING]  # nights that wander about 3 %
     reference = nights(levels, se=0.02, release="r 1")  # the accepted release's nights, the last one accepted
     accepted_at = str(reference[-1]["time"])
-    quiet = Nights(tuple(reference)).drift(Interval(1.05, 1.05 * 0.96, 1.05 / 0.96, 0.95, 64), "r 1", "r 1",
+    quiet = drift(kept(reference), Interval(1.05, 1.05 * 0.96, 1.05 / 0.96, 0.95, 64), "r 1", "r 1",
                                            accepted_at)  # fmt: skip
     assert quiet is not None
     assert quiet[0] == pytest.approx(1.05 / math.exp(np.mean(np.log(levels))), rel=0.01)
     assert quiet[1] > 0.1, "a night 5 % up on a machine whose nights wander 3 %: no drift"
     moved = nights([1.09, 1.09], se=0.02, start="2026-09-01")
     tonight = Interval(1.09, 1.09 * 0.96, 1.09 / 0.96, 0.95, 64)
-    alone = Nights(tuple(reference)).drift(tonight, "r 1", "r 1", accepted_at)
-    pooled = Nights(tuple(reference + moved)).drift(tonight, "r 1", "r 1", accepted_at)
+    alone = drift(kept(reference), tonight, "r 1", "r 1", accepted_at)
+    pooled = drift(kept(reference + moved), tonight, "r 1", "r 1", accepted_at)
     assert alone is not None
     assert pooled is not None
     assert pooled[1] < 0.02 < alone[1], "three nights 9 % up show what one cannot"
-    assert Nights(tuple(reference[:3])).drift(tonight, "r 1", "r 1", accepted_at) is None, "the spread not yet known"
-    other = Nights(tuple(reference + nights([1.09, 1.09], start="2026-09-01", release="r 2")))
-    unpooled = other.drift(tonight, "r 1", "r 1", accepted_at)
+    assert drift(kept(reference[:3]), tonight, "r 1", "r 1", accepted_at) is None, "the spread not yet known"
+    other = kept(reference + nights([1.09, 1.09], start="2026-09-01", release="r 2"))
+    unpooled = drift(other, tonight, "r 1", "r 1", accepted_at)
     assert unpooled is not None
     assert unpooled[1] > 0.02, "another release's nights since the acceptance are not pooled with tonight"
 
@@ -153,7 +165,7 @@ def test_drift_on_nights_where_nothing_changed_is_raised_as_often_as_its_level_s
         tonight = Interval(levels[10], levels[10] * math.exp(-1.96 * se), levels[10] * math.exp(1.96 * se), 0.95, 64)
         for pooled, p_values in found.items():
             since = nights(levels[8 : 8 + pooled], se=within_se or 0.01, start="2026-02-01")
-            read = Nights(tuple(reference + since)).drift(tonight, "r 1", "r 1", accepted_at)
+            read = drift(kept(reference + since), tonight, "r 1", "r 1", accepted_at)
             assert read is not None
             p_values.append(read[1])
     for pooled, p_values in found.items():
@@ -172,7 +184,7 @@ def test_a_move_that_enters_the_window_is_drift_on_its_first_night() -> None:
     quiet = nights([1.01, 0.99], se=0.01, start="2026-02-01")
     for jump in (1.5, 3.0):
         tonight = Interval(jump, jump * math.exp(-1.96 * 0.01), jump * math.exp(1.96 * 0.01), 0.95, 64)
-        read = Nights(tuple(reference + quiet)).drift(tonight, "r 1", "r 1", accepted_at, 0.01)
+        read = drift(kept(reference + quiet), tonight, "r 1", "r 1", accepted_at, tonight_se=0.01)
         assert read is not None
         assert read[1] < 1e-4, f"{jump}x after two quiet nights: drift the night it comes"
 
@@ -182,8 +194,8 @@ def test_a_night_whose_own_run_was_short_counts_with_its_own_larger_error() -> N
     accepted_at = str(reference[-1]["time"])
     short = Interval(1.06, 1.06 * 0.8, 1.06 / 0.8, 0.95, 4)  # four pairs: ±20 %
     long = Interval(1.06, 1.06 * 0.99, 1.06 / 0.99, 0.95, 72)
-    read_short = Nights(tuple(reference)).drift(short, "r 1", "r 1", accepted_at)
-    read_long = Nights(tuple(reference)).drift(long, "r 1", "r 1", accepted_at)
+    read_short = drift(kept(reference), short, "r 1", "r 1", accepted_at)
+    read_long = drift(kept(reference), long, "r 1", "r 1", accepted_at)
     assert read_short is not None
     assert read_long is not None
     assert read_long[1] < 0.001, "6 % up on nights within 1 %: drift"
@@ -193,12 +205,12 @@ def test_a_night_whose_own_run_was_short_counts_with_its_own_larger_error() -> N
 def test_the_drift_test_counts_both_nights_levels() -> None:
     rng = np.random.default_rng(3)
     old, new = list(rng.normal(0, 0.05, 40)), list(rng.normal(0.08, 0.05, 40))
-    within = drift_test(new, old, 0.05, 0.05)
-    across = drift_test(new, old, 0.05, 0.05, between_variance=2 * 0.04**2)
-    assert within.ratio == across.ratio
-    assert within.p_value < 1e-6, "significant within a night"
-    assert 0.05 < across.p_value < 0.5, "not across two"
-    assert drift_test(new, old, 0.05, 0.05, between_variance=2 * 0.5**2).p_value > 0.8
+    within = _pairs_drift(new, old, 0.0, math.inf)
+    across = _pairs_drift(new, old, 2 * 0.04**2, math.inf)
+    assert within[0] == across[0]
+    assert within[1] < 1e-6, "significant within a night"
+    assert 0.05 < across[1] < 0.5, "not across two"
+    assert _pairs_drift(new, old, 2 * 0.5**2, math.inf)[1] > 0.8
 
 
 def test_the_ledger_reads_the_spread_from_its_history_and_the_runners(tmp_path: Path, make_record: Factory) -> None:
@@ -208,28 +220,28 @@ def test_the_ledger_reads_the_spread_from_its_history_and_the_runners(tmp_path: 
     new = replace(make_record("code", 1.41, "refuted", None), release="mlx-lm 0.34.0")
     runner = tmp_path / "runner.jsonl"
     lines = [
-        history_line(replace(old, speedup=Interval(level, level * 0.97, level / 0.97, 0.95, 16)), "M", False,
-                     f"2026-11-{day:02d}T03:00:00+00:00")
+        Night.of_record(replace(old, speedup=Interval(level, level * 0.97, level / 0.97, 0.95, 16)), "M", False,
+                        f"2026-11-{day:02d}T03:00:00+00:00").as_line()
         for day, level in enumerate([0.94, 1.12, 0.85, 1.05, 0.9, 1.15], 1)
     ]  # fmt: skip
     runner.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     alone = BaselineLedger(store, LedgerPolicy())
-    assert alone.nights(new).spread.tau is None
+    assert run_spread(alone.nights(new)).tau is None
     assert alone.decide(alone.check(new)).failure is not None, "a flip beyond what is known: it fails"
     with_runner = BaselineLedger(store, LedgerPolicy(), history_sources=(runner,))
-    assert with_runner.nights(new).spread.nights == 6
+    assert run_spread(with_runner.nights(new)).nights == 6
     decided = with_runner.decide(with_runner.check(new))
     assert decided.failure is None, "within the run only, on a machine whose nights wander: it warns"
     assert "within tonight's run only" in (decided.warning or "")
     other = replace(new, backend="llama-cpp")
-    assert with_runner.nights(other).spread.tau is None, "another backend's nights under the same key do not count"
+    assert run_spread(with_runner.nights(other)).tau is None, "another backend's nights under the same key do not count"
     runner.write_text("not json\n{}\n", encoding="utf-8")
-    assert BaselineLedger(store, LedgerPolicy(), history_sources=(runner,)).nights(new).spread.tau is None, (
+    assert run_spread(BaselineLedger(store, LedgerPolicy(), history_sources=(runner,)).nights(new)).tau is None, (
         "a runner history its owner sets aside is skipped, never a failed run"
     )
     store.history_path().parent.mkdir(parents=True, exist_ok=True)
     store.history_path().write_text('{"key": 1}\n{"no time": true}\n', encoding="utf-8")
-    assert BaselineLedger(store, LedgerPolicy()).nights(new).spread.tau is None, "a broken own history: no crash"
+    assert run_spread(BaselineLedger(store, LedgerPolicy()).nights(new)).tau is None, "a broken own history: no crash"
 
 
 def test_erosion_is_a_trend_only_beyond_the_spread_between_nights() -> None:
@@ -238,28 +250,28 @@ def test_erosion_is_a_trend_only_beyond_the_spread_between_nights() -> None:
         dict(line, release=f"r {n}", bounds=bound, nodeid="t", category="code")
         for n, line in enumerate(nights([0.80, 0.90, 0.97], se=0.01, start="2026-09-01"), 1)
     ]
-    assert [e.estimates for e in erosions(creeping)] == [(0.80, 0.90, 0.97)], "intervals apart: a trend"
+    assert [e.estimates for e in erosions(kept(creeping))] == [(0.80, 0.90, 0.97)], "intervals apart: a trend"
     noisy_nights = [
         dict(line, bounds=bound, nodeid="t", category="code")
         for line in nights([0.80, 0.97, 0.85, 0.95, 0.83, 0.92], se=0.01, release="r 0", start="2026-08-01")
     ]
-    assert erosions([*noisy_nights, *creeping]) == [], "the same path on a machine whose nights wander that much"
+    assert erosions(kept([*noisy_nights, *creeping])) == [], "the same path on a machine whose nights wander that much"
 
 
 def test_the_examples_in_the_docstrings_hold() -> None:
     import doctest
 
     from pytest_specdec import stats
-    from pytest_specdec.store import spread
+    from pytest_specdec.store import night_statistics, nights
 
-    for module in (spread, stats):
+    for module in (night_statistics, nights, stats):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 
 def test_a_run_with_a_rate_that_is_infinite_or_zero_keeps_no_within_run_error() -> None:
     """A pair whose arm's rate was infinite or zero has no finite log ratio: the history line keeps no log_se
     (statistics.stdev raised AttributeError on it at the end of a real Gemma run through mlx_lm.server)."""
-    from pytest_specdec.store.spread import log_se
+    from pytest_specdec.store.night_statistics import log_se
 
     assert log_se([0.1, math.inf]) is None
     assert log_se([0.1, -math.inf, 0.2]) is None
@@ -311,7 +323,7 @@ def test_a_window_night_with_more_error_than_the_others_counts_its_excess() -> N
         reference = nights(history, se=0.01)
         level = math.exp(0.1 + rng.normal(0, 0.02) + rng.normal(0, 0.03))
         tonight = Interval(level, level * math.exp(-1.96 * 0.03), level * math.exp(1.96 * 0.03), 0.95, 16)
-        read = Nights(tuple(reference)).drift(tonight, "r 1", "r 1", str(reference[-1]["time"]), tonight_se=0.03)
+        read = drift(kept(reference), tonight, "r 1", "r 1", str(reference[-1]["time"]), tonight_se=0.03)
         assert read is not None
         p_values.append(read[1])
     assert 0.004 < np.mean(np.array(p_values) < 0.01) < 0.018
@@ -327,13 +339,13 @@ def test_a_lasting_move_stays_drift_and_an_accepted_new_normal_is_the_level() ->
     moved = nights([1.1 * w for w in wander[:8]], start="2026-02-01")
     tonight = Interval(1.1, 1.1 * 0.96, 1.1 / 0.96, 0.95, 64)
     for count in (0, 2, 8):
-        read = Nights(tuple(reference + moved[:count])).drift(tonight, "r 1", "r 1", accepted_at)
+        read = drift(kept(reference + moved[:count]), tonight, "r 1", "r 1", accepted_at)
         assert read is not None
         assert read[1] < 0.001, f"+10 % on nights that wander 1.5 %, {count} nights on: still drift"
     drifted = [dict(line, change="drift") for line in moved[:3]]
     drifted[-1]["accepted"] = True  # the user accepts the new normal on the third drifted night
     history = [dict(reference[0], accepted=True), *reference[1:], *drifted]
-    read = Nights(tuple(history)).drift(tonight, "r 1", "r 1", str(drifted[-1]["time"]))
+    read = drift(kept(history), tonight, "r 1", "r 1", str(drifted[-1]["time"]))
     assert read is not None
     assert read[1] > 0.2, "1.1x against the 1.1x level just accepted: no drift"
     assert read[0] == pytest.approx(1.1 / math.exp(np.mean(np.log([1.1 * w for w in wander[:3]]))), rel=1e-9)
@@ -345,22 +357,20 @@ def test_a_level_accepted_anew_within_a_release_is_no_spread() -> None:
     steady = [1.0, 1.01, 0.99, 1.0, 1.01, 0.99]
     before = nights(steady, se=0.01)
     after = [dict(line, change="drift") for line in nights([1.2 * x for x in steady], se=0.01, start="2026-02-01")]
-    unmarked = run_spread(before + after)
+    unmarked = run_spread(kept(before + after))
     assert unmarked.tau is not None
     assert unmarked.tau > 0.05, "the same nights with nothing accepted: the step is τ"
     after[2]["accepted"] = True  # the third moved night accepted: the three are the new normal
-    accepted = run_spread(before + after)
+    accepted = run_spread(kept(before + after))
     assert accepted.tau is not None
     assert accepted.tau < 0.01
     assert accepted.df == 5 + 2 + 2, "a degree of freedom less per span: before, the three accepted, after"
     after[2]["accepted"], after[0]["accepted"] = False, True  # the first moved night alone accepted
-    alone = run_spread(before + after)
+    alone = run_spread(kept(before + after))
     assert alone.tau is not None
     assert alone.tau < 0.01
     assert alone.df == 5 + 0 + 4
-    level = Nights(tuple(before + after[:1])).drift(
-        Interval(1.2, 1.17, 1.23, 0.95, 64), "r 1", "r 1", str(after[0]["time"])
-    )
+    level = drift(kept(before + after[:1]), Interval(1.2, 1.17, 1.23, 0.95, 64), "r 1", "r 1", str(after[0]["time"]))
     assert level is not None
     assert level[0] == pytest.approx(1.0), "the accepted moved night is the level"
 
@@ -370,10 +380,10 @@ def test_an_acceptance_where_nothing_moved_splits_no_span() -> None:
     night keeps one span, so τ and drift stay known and keep every night's degree of freedom."""
     rng = np.random.default_rng(3)
     levels = list(np.exp(rng.normal(0.0, 0.04, 30)))
-    plain = run_spread(nights(levels))
-    accepted = run_spread(nights(levels, accepted=True))
+    plain = run_spread(kept(nights(levels)))
+    accepted = run_spread(kept(nights(levels, accepted=True)))
     assert plain.df == 29
     assert (accepted.tau, accepted.df) == (plain.tau, plain.df)
     every = nights(levels, accepted=True)
-    read = Nights(tuple(every[:-1])).drift(Interval(1.0, 0.97, 1.03, 0.95, 64), "r 1", "r 1", str(every[-2]["time"]))
+    read = drift(kept(every[:-1]), Interval(1.0, 0.97, 1.03, 0.95, 64), "r 1", "r 1", str(every[-2]["time"]))
     assert read is not None, "drift is known on a key accepted every night"

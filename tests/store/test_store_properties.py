@@ -33,8 +33,8 @@ from pytest_specdec.store.baselines import (  # noqa: E402
     list_baseline_files,
     read_baseline_file,
 )
-from pytest_specdec.store.history import history_line, read_history  # noqa: E402
 from pytest_specdec.store.ledger import BaselineLedger, LedgerPolicy  # noqa: E402
+from pytest_specdec.store.nights import Night, read_nights  # noqa: E402
 
 SPEEDUPS = st.one_of(st.floats(0.2, 4.0), st.just(math.inf))
 CATEGORIES = st.sampled_from(["code", "prose", "copy"])
@@ -86,7 +86,7 @@ class StoreLife(RuleBasedStateMachine):
     @rule(cut=st.integers(1, 200))
     def a_run_killed_mid_append(self, cut: int) -> None:
         path = BaselineStore(self.root, "M").history_path()
-        line = history_line(self.make_record("code", 1.5, "holds", None), "M", True, "2026-12-01")
+        line = Night.of_record(self.make_record("code", 1.5, "holds", None), "M", True, "2026-12-01").as_line()
         import json
 
         text = json.dumps(line)
@@ -97,8 +97,8 @@ class StoreLife(RuleBasedStateMachine):
     @invariant()
     def every_file_reads_and_every_baseline_has_its_history(self) -> None:
         store = BaselineStore(self.root, "M")
-        history = read_history(store.history_path()) if store.history_path().is_file() else []
-        keys = {line["key"] for line in history}
+        history = read_nights(store.history_path()) if store.history_path().is_file() else ()
+        keys = {night.key for night in history}
         for path in list_baseline_files(self.root):
             accepted = read_baseline_file(path, "M", path.stem)
             for key, entry in accepted.entries.items():

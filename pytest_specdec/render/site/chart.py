@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_specdec.render.site.data import flip_word
+from pytest_specdec.store.nights import Night, Nights
 
 WIDTH, HEIGHT = 800, 300
 LEFT, RIGHT, TOP, BOTTOM = 56, 48, 12, 58
@@ -38,25 +39,25 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def moved(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def moved(before: Night, after: Night) -> str:
     """The packages that moved between two nights (their ``versions``), else the release strings.
 
-    >>> moved({"release": "a", "versions": {"mlx": "1", "mlx-lm": "0.1"}},
-    ...       {"release": "b", "versions": {"mlx": "1", "mlx-lm": "0.2"}})
+    >>> moved(Night.of_line({"release": "a", "versions": {"mlx": "1", "mlx-lm": "0.1"}}),
+    ...       Night.of_line({"release": "b", "versions": {"mlx": "1", "mlx-lm": "0.2"}}))
     'mlx-lm 0.1→0.2'
     """
-    old, new = before.get("versions") or {}, after.get("versions") or {}
+    old, new = before.versions, after.versions
     changed = [f"{name} {old.get(name, '—')}→{new.get(name, '—')}" for name in sorted({*old, *new})
                if old.get(name) != new.get(name)]  # fmt: skip
-    return ", ".join(changed) or f"{before.get('release')}→{after.get('release')}"
+    return ", ".join(changed) or f"{before.release}→{after.release}"
 
 
-def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], title: str) -> dict[str, Any]:
-    """The template's context: every coordinate of the chart of ``nights`` (history lines, oldest first)."""
+def layout(nights: Nights, bounds: Mapping[str, float], title: str) -> dict[str, Any]:
+    """The template's context: every coordinate of the chart of ``nights`` (oldest first)."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    lows = [float(n["speedup"]["low"]) for n in nights]
-    highs = [float(n["speedup"]["high"]) for n in nights]
-    estimates = [float(n["speedup"]["estimate"]) for n in nights]
+    lows = [n.speedup.low for n in nights]
+    highs = [n.speedup.high for n in nights]
+    estimates = [n.speedup.estimate for n in nights]
     finite = [v for v in (*lows, *highs, *bounds.values(), 1.0) if math.isfinite(v)]
     bottom, ceiling = min(finite), max(finite)
     pad = (ceiling - bottom) * 0.06 or 0.05
@@ -73,13 +74,13 @@ def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], tit
         return " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(values))
 
     step = max(1, math.ceil(len(nights) / MOST_X_TICKS))
-    changes = [i for i in range(1, len(nights)) if nights[i].get("release") != nights[i - 1].get("release")]
-    accepted = [n.get("acceptance") for n in nights]
-    has_acceptance = any(isinstance(a, int | float) for a in accepted)
+    changes = [i for i in range(1, len(nights)) if nights[i].release != nights[i - 1].release]
+    accepted = [n.acceptance for n in nights]
+    has_acceptance = any(a is not None for a in accepted)
     return {
         "w": WIDTH, "h": HEIGHT, "left": LEFT, "top": TOP, "plot_w": plot_w, "plot_h": plot_h, "title": title,
         "y_ticks": [{"y": y(t), "label": f"{t:g}"} for t in nice_ticks(bottom, ceiling)],
-        "x_ticks": [{"x": x(i), "label": str(nights[i].get("time", ""))[:10]} for i in range(0, len(nights), step)],
+        "x_ticks": [{"x": x(i), "label": nights[i].time[:10]} for i in range(0, len(nights), step)],
         "band": f"{points(highs)} {' '.join(f'{x(i)},{y(v)}' for i, v in reversed(list(enumerate(lows))))}",
         "line": points(estimates),
         "points": [{"x": x(i), "y": y(v)} for i, v in enumerate(estimates)] if len(nights) <= 60 else [],
@@ -88,10 +89,10 @@ def layout(nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], tit
         "changes": [{"x": round(x(i) - plot_w / max(len(nights), 1) / 2, 1),
                      "label": moved(nights[i - 1], nights[i]) if n < MOST_RELEASE_LABELS else ""}
                     for n, i in enumerate(changes)],
-        "flips": [{"x": x(i), "y": y(estimates[i]), "told": flip_word(n.get("gate")),
-                   "unconfirmed": flip_word(n.get("gate")) != "flipped"}
-                  for i, n in enumerate(nights) if n.get("change") == "flip"],
-        "acceptance": " ".join(f"{x(i)},{round(TOP + (1 - float(a)) * plot_h, 1)}"
-                               for i, a in enumerate(accepted) if isinstance(a, int | float)) if has_acceptance else "",
+        "flips": [{"x": x(i), "y": y(estimates[i]), "told": flip_word(n.gate),
+                   "unconfirmed": flip_word(n.gate) != "flipped"}
+                  for i, n in enumerate(nights) if n.change == "flip"],
+        "acceptance": " ".join(f"{x(i)},{round(TOP + (1 - a) * plot_h, 1)}"
+                               for i, a in enumerate(accepted) if a is not None) if has_acceptance else "",
         "a_ticks": [{"y": round(TOP + (1 - a) * plot_h, 1), "label": f"{a:g}"} for a in (0.0, 0.5, 1.0)],
     }  # fmt: skip

@@ -21,10 +21,10 @@ from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.render.report import in_words
-from pytest_specdec.stats import Pooled, pool_intervals
 from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
 from pytest_specdec.store.files import load_run
-from pytest_specdec.store.history import history_mark, read_history
+from pytest_specdec.store.night_statistics import Pooled, pool_intervals
+from pytest_specdec.store.nights import Night, Nights, read_nights
 from pytest_specdec.store.records import Change, ComparisonRecord
 from pytest_specdec.store.submissions import Submission, list_submissions, read_submission
 
@@ -134,7 +134,7 @@ class Scoreboard:
     """Everything the site shows."""
 
     rows: tuple[Row, ...]
-    nights: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]]  # (machine, backend, key) → history lines
+    nights: Mapping[tuple[str, str, str], Nights]  # (machine, backend, key) → its nights, oldest first
     published: tuple[Published, ...]
     skipped: tuple[str, ...]  # "path: why" for each file left out
 
@@ -182,37 +182,34 @@ def _submitted(folder: Path | None, skipped: list[str], admit: Admit | None) -> 
     return found
 
 
-def _nights(
-    baselines: Path, histories: Sequence[Path], skipped: list[str]
-) -> dict[tuple[str, str, str], tuple[Mapping[str, Any], ...]]:
+def _nights(baselines: Path, histories: Sequence[Path], skipped: list[str]) -> dict[tuple[str, str, str], Nights]:
     """Every night per (machine class, backend, key), oldest first: the repository's history (its machine class
     from the file's name) and the runners' (from each line). One result kept in both is one night, with the
     gate's word where either line has it."""
-    nights: dict[tuple[str, str, str], dict[tuple[str, str, str, str], Mapping[str, Any]]] = {}
+    nights: dict[tuple[str, str, str], dict[tuple[str, str, str, str], Night]] = {}
     folder = baselines / "history"
     kept = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     for path, named in [*((p, True) for p in kept), *((p, False) for p in histories)]:
         torn: list[str] = []
         try:
-            lines = read_history(path, torn)
+            read = read_nights(path, torn)
         except SpecdecUsageError as error:
             skipped.append(f"{path}: {error}")
             continue
         skipped += [f"{path}: {line}" for line in torn]
-        for line in lines:
-            if line.get("interrupted"):  # kept from a run cut short: never a night of the trend
+        for night in read:
+            if night.interrupted:  # kept from a run cut short: never a night of the trend
                 continue
-            machine = path.stem if named else str(line.get("machine_class") or path.stem)
-            seen = nights.setdefault((machine, str(line["backend"]), str(line["key"])), {})
-            mark = history_mark(line)
-            if mark not in seen or (line.get("gate") and not seen[mark].get("gate")):
-                seen[mark] = line
-    return {k: tuple(sorted(v.values(), key=lambda line: str(line["time"]))) for k, v in nights.items()}
+            machine = path.stem if named else night.machine_class or path.stem
+            seen = nights.setdefault((machine, night.backend, night.key), {})
+            if night.mark not in seen or (night.gate and not seen[night.mark].gate):
+                seen[night.mark] = night
+    return {k: tuple(sorted(v.values(), key=lambda n: n.time)) for k, v in nights.items()}
 
 
-def _told(nights: Sequence[Mapping[str, Any]], when: str) -> str:
+def _told(nights: Nights, when: str) -> str:
     """The gate's word on the night of a reading taken at ``when``, else ``""``."""
-    return next((str(line["gate"]) for line in nights if line.get("time") == when and line.get("gate")), "")
+    return next((n.gate for n in nights if n.time == when and n.gate), "")
 
 
 def _published(evidence: Sequence[Mapping[str, Any]]) -> tuple[Published, ...]:

@@ -14,8 +14,8 @@ import math
 import re
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from pytest_specdec.render.site.chart import layout
 from pytest_specdec.render.site.data import Published, Row, Scoreboard, flip_word
 from pytest_specdec.stats import verdict_on
 from pytest_specdec.store.files import write_atomically
+from pytest_specdec.store.nights import Night, Nights
 
 
 def _interval(estimate: float, low: float, high: float) -> str:
@@ -123,13 +124,12 @@ def _published(item: Published) -> dict[str, str]:
             "link": item.source if item.source.startswith("https://") else ""}  # fmt: skip
 
 
-def _night(line: Mapping[str, Any]) -> dict[str, str]:
-    s = line["speedup"]
-    acceptance = line.get("acceptance")
-    return {"time": str(line["time"])[:16].replace("T", " "), "release": str(line.get("release", "")),
-            "speedup": _interval(s["estimate"], s["low"], s["high"]), "verdict": str(line.get("verdict", "")),
-            "acceptance": f"{acceptance:.2f}" if isinstance(acceptance, int | float) else "—",
-            "change": str(line.get("change") or ""), "told": str(line.get("gate") or "")}  # fmt: skip
+def _night(night: Night) -> dict[str, str]:
+    s, acceptance = night.speedup, night.acceptance
+    return {"time": night.time[:16].replace("T", " "), "release": night.release,
+            "speedup": _interval(s.estimate, s.low, s.high), "verdict": night.verdict,
+            "acceptance": f"{acceptance:.2f}" if acceptance is not None else "—",
+            "change": night.change or "", "told": night.gate or ""}  # fmt: skip
 
 
 def _fingerprint(row: Row) -> list[tuple[str, str]]:
@@ -158,38 +158,38 @@ def _command(row: Row) -> str:
     return " ".join(words)
 
 
-def _plot(folder: Path, nights: Sequence[Mapping[str, Any]], bounds: Mapping[str, float], title: str) -> str | None:
+def _plot(folder: Path, nights: Nights, bounds: Mapping[str, float], title: str) -> str | None:
     """An SVG chart of the nights, named by a digest of what it draws; written only when no file of that name
     exists (:mod:`.chart`)."""
     if not nights:
         return None
-    drawn = [{k: line.get(k) for k in ("time", "release", "versions", "speedup", "acceptance", "change", "gate")}
-             for line in nights]  # fmt: skip
+    drawn = [[n.time, n.release, dict(n.versions), astuple(n.speedup), n.acceptance, n.change, n.gate] for n in nights]
     name = hashlib.sha256(json.dumps([drawn, bounds, title], sort_keys=True).encode()).hexdigest()[:16] + ".svg"
     path = folder / name
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, _environment().get_template("nights.svg.j2").render(layout(drawn, bounds, title)))
+        write_atomically(path, _environment().get_template("nights.svg.j2").render(layout(nights, bounds, title)))
     return name
 
 
 def release_grids(
-    nights: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]],
+    nights: Mapping[tuple[str, str, str], Nights],
 ) -> dict[str, tuple[list[str], list[tuple[str, list[tuple[str, bool]]]]]]:
     """Per backend, each release (oldest first) × machine class: how many readings, and whether any flipped
     (in the gate's word where it said one) — the release view's grid: machine classes, then rows of cells, each
     its text and whether a flip the gate confirmed (or no gate read) is among them.
 
-    >>> line = {"time": "t1", "release": "mlx-lm 0.1", "change": "flip", "gate": "flip not confirmed"}
-    >>> release_grids({("M1", "mlx", "k"): [line, line | {"gate": "conclusion changed"}]})
+    >>> from dataclasses import replace
+    >>> night = Night.of_line({"time": "t1", "release": "mlx-lm 0.1", "change": "flip", "gate": "flip not confirmed"})
+    >>> release_grids({("M1", "mlx", "k"): (night, replace(night, gate="conclusion changed"))})
     {'mlx': (['M1'], [('mlx-lm 0.1', [('2 readings; 1 flip not confirmed; 1 flipped', True)])])}
     """
-    cells: dict[str, dict[str, dict[str, list[Mapping[str, Any]]]]] = {}
+    cells: dict[str, dict[str, dict[str, list[Night]]]] = {}
     first: dict[tuple[str, str], str] = {}
-    for (machine, backend, _key), lines in nights.items():
-        for line in lines:
-            release, time = str(line.get("release", "")), str(line.get("time", ""))
-            cells.setdefault(backend, {}).setdefault(release, {}).setdefault(machine, []).append(line)
+    for (machine, backend, _key), kept in nights.items():
+        for night in kept:
+            release, time = night.release, night.time
+            cells.setdefault(backend, {}).setdefault(release, {}).setdefault(machine, []).append(night)
             first[backend, release] = min(first.get((backend, release), time), time)
     grids = {}
     for backend, releases in sorted(cells.items()):
@@ -199,7 +199,7 @@ def release_grids(
             row = []
             for machine in machines:
                 lines = releases[release].get(machine, [])
-                words = Counter(flip_word(line.get("gate")) for line in lines if line.get("change") == "flip")
+                words = Counter(flip_word(night.gate) for night in lines if night.change == "flip")
                 said = "".join(f"; {n} {word}" for word, n in sorted(words.items()))
                 row.append(
                     (f"{len(lines)} reading{'s' * (len(lines) != 1)}{said}" if lines else "—", "flipped" in words)
@@ -247,9 +247,9 @@ def write_site(board: Scoreboard, out: Path, sources: str) -> list[Path]:
              notes=row.record.notes, fingerprint=_fingerprint(row.row), command=_command(row.row))  # fmt: skip
     changes: dict[str, list[dict[str, str]]] = {}
     for (machine, backend, key), nights in sorted(board.nights.items()):
-        for line in nights:
-            if line.get("change") == "flip":
-                changes.setdefault(backend, []).append({**_night(line), "machine": machine, "key": key})
+        for night in nights:
+            if night.change == "flip":
+                changes.setdefault(backend, []).append({**_night(night), "machine": machine, "key": key})
     grids = release_grids(board.nights)
     backends = sorted({r.backend for r in shown} | set(changes) | set(grids))
     page(out / "releases.html", "releases.html.j2", "", title="Releases",
