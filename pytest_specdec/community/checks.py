@@ -140,8 +140,11 @@ def _pairs(c: ComparisonRecord) -> list[str]:
     ]
     if bad:
         reasons.append(f"pair {bad[0] + 1} (of {len(bad)} such) lacks a positive rate or its token count")
-    for name in ("looks", "arm_order", "lossless_check"):
-        if not c.scope.get(name):
+    design = c.design
+    reasons += design.problems
+    for name, value in (("looks", design.looks), ("arm_order", design.arm_order),
+                        ("lossless_check", design.observed.lossless_check)):  # fmt: skip
+        if not value and not any(f"scope {name!r}" in problem for problem in design.problems):
             reasons.append(f"scope has no {name!r}: the file cannot be checked without it")
     return reasons
 
@@ -149,8 +152,8 @@ def _pairs(c: ComparisonRecord) -> list[str]:
 def _order(c: ComparisonRecord) -> list[str]:
     """The pairs' prompts and arm order against the schedule the file's own seed gives."""
     ids = list(dict.fromkeys(s.prompt_id for s in c.samples))
-    planned = len(ids) if c.trials <= 2 * len(ids) else int(c.scope.get("prompt_count") or len(ids))
-    schedule = pair_schedule(planned, len(c.samples), c.scope["arm_order"])
+    planned = len(ids) if c.trials <= 2 * len(ids) else c.design.prompt_count or len(ids)
+    schedule = pair_schedule(planned, len(c.samples), c.design.arm_order or "")
     order = [ids[i] if i < len(ids) else "?" for i, _ in schedule[: len(ids)]]
     index = {prompt: k for k, prompt in enumerate(order)}
     for n, (sample, (prompt, sd_first)) in enumerate(zip(c.samples, schedule, strict=True), 1):
@@ -158,7 +161,7 @@ def _order(c: ComparisonRecord) -> list[str]:
         if index.get(sample.prompt_id) != prompt or sample.first != first:
             return [
                 f"pair {n} ran {sample.prompt_id} with {sample.first} first, where its arm-order seed "
-                f"{c.scope['arm_order']!r} gives {order[prompt] if prompt < len(order) else '?'} with {first} first: "
+                f"{c.design.arm_order!r} gives {order[prompt] if prompt < len(order) else '?'} with {first} first: "
                 "not paired and interleaved as measured"
             ]
     return []
@@ -169,10 +172,9 @@ def recomputed_speedup(c: ComparisonRecord) -> Interval:
     seconds = [s.seconds_of(c.conditions.get(METRIC) == END_TO_END) for s in c.samples]
     kept = [x for x in seconds if x is not None]
     plain_s, sd_s = zip(*kept, strict=True)
-    looks = tuple(int(n) for n in c.scope["looks"].split(","))
-    z = critical_value(len(kept), looks, c.speedup.confidence)
+    z = critical_value(len(kept), c.design.looks or (), c.speedup.confidence)
     estimate = total_time_ratio(plain_s, sd_s, [s.prompt_id for s in c.samples])
-    return speedup_readings(estimate, z, c.speedup.confidence, c.scope.get("reading", "these-prompts"), len(kept))[0]
+    return speedup_readings(estimate, z, c.speedup.confidence, c.design.reading, len(kept))[0]
 
 
 def _interval(c: ComparisonRecord, again: Interval) -> list[str]:
@@ -207,9 +209,8 @@ def _engaged(c: ComparisonRecord) -> Found:
 def _reported(c: ComparisonRecord, speedup: Interval) -> list[str]:
     """What a reader takes from the file besides the interval (``speedup``, recomputed from the pairs): each bound's
     verdict and the conclusion, both arms' tok/s and the acceptance interval, recomputed from the pairs."""
-    looks = tuple(int(n) for n in c.scope["looks"].split(","))
     acceptance = acceptance_interval([(s.drafted, s.accepted) for s in c.samples],
-                                     critical_value(len(c.samples), looks, c.speedup.confidence))  # fmt: skip
+                                     critical_value(len(c.samples), c.design.looks or (), c.speedup.confidence))  # fmt: skip
     reasons = []
     for bound in c.judgement.bounds:
         interval = speedup if bound.metric == "speedup" else acceptance
@@ -237,7 +238,7 @@ def _reported(c: ComparisonRecord, speedup: Interval) -> list[str]:
 
 
 def _lossless(c: ComparisonRecord) -> list[str]:
-    method = c.scope.get("lossless_check")
+    method = c.design.observed.lossless_check
     if method not in (EXACT, SAME_SEED, DISTRIBUTION):
         return [f"lossless check {method!r} is not one pytest-specdec runs ({EXACT}, {SAME_SEED}, {DISTRIBUTION})"]
     if c.judgement.conclusion is Conclusion.FAILED:
@@ -270,7 +271,7 @@ def _roofline(submission: Submission) -> tuple[list[str], list[str]]:
     """(flags, unchecked): a plain rate above the chip's bandwidth roofline for the target's size."""
     c, chip = submission.comparison, submission.machine.chip
     bandwidth = peak_bandwidth_gbs(chip, submission.machine.gpu_cores)
-    size = int(c.scope.get("target_bytes") or 0)
+    size = c.design.observed.target_bytes or 0
     streams = c.conditions.get(CONCURRENCY) or 1
     if not bandwidth or size <= 0 or streams > 1:
         missing = (

@@ -251,7 +251,7 @@ def markdown(submission: Submission) -> str:
             f"- **Speedup**: {s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}] at {s.confidence:.0%} — "
             f"**{c.judgement.shown}** ({c.claim_id or c.nodeid.split('::')[-1]}, {c.category})",
             f"- **Pairs**: {len(c.samples)} paired, interleaved; drafted {drafted}, accepted {accepted} "
-            f"(acceptance {acceptance}); lossless check: {c.scope.get('lossless_check', 'not recorded')}",
+            f"(acceptance {acceptance}); lossless check: {c.design.observed.lossless_check or 'not recorded'}",
             f"- **Models**: {models} (digest `{c.model_digest}`)",
             f"- **Machine**: `{m.machine_class}`, {m.os}, {m.arch}, Python {m.python}",
             f"- **Command**: `{submission.command}`",

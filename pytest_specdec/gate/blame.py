@@ -98,11 +98,11 @@ def _plan(record: ComparisonRecord, pairs: int) -> ComparisonPlan:
 
     It looks first at :data:`AB_PAIRS` pairs and at each doubling up to ``pairs``.
     """
-    kind = record.scope.get("prompts", "instruction")
+    kind = record.design.prompts
     return ComparisonPlan(
         record.category, prompts_for(record.category, kind), Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),
-        max_tokens=int(record.scope.get("max_tokens", "32")), min_trials=min(AB_PAIRS, pairs), max_trials=pairs,
+        max_tokens=record.design.max_tokens, min_trials=min(AB_PAIRS, pairs), max_trials=pairs,
         confidence=record.speedup.confidence, conditions=record.conditions,
     )  # fmt: skip
 

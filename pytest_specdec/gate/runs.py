@@ -310,7 +310,7 @@ def flip_pairs(config: GateConfig, flips: Sequence[ComparisonRecord], machine_cl
     for record in flips:
         key = baseline_key(record)
         before = max(0, trailing(tuple(n for n in kept if n.key == key), {Change.FLIP.value}) - 1)
-        tokens = int(record.scope.get("max_tokens", "32"))
+        tokens = record.design.max_tokens
         rates = [r for r in (record.baseline_tps, record.treatment_tps) if r]
         quadruple = sum(2.0 * tokens / rate for rate in rates) if len(rates) == 2 else 0.0
         found[key] = ab_pairs(before, quadruple, allowance)

@@ -104,16 +104,16 @@ def more_pairs(record: ComparisonRecord) -> int | None:
 
 def _about(record: ComparisonRecord) -> str:
     """``, prompts like these`` when the verdict reads the general statement (the line under the table says the default)."""
-    return ", prompts like these" if record.scope.get("reading") == "prompts-like-these" else ""
+    return ", prompts like these" if record.design.reading == "prompts-like-these" else ""
 
 
 def reading_line(records: Sequence[ComparisonRecord]) -> str | None:
     """Which statement the verdicts make: about the prompts measured, or the prompts they stand for."""
-    readings = {r.scope.get("reading") for r in records if r.scope.get("reading")}
+    readings = {r.design.reading for r in records if r.scope.get("reading")}
     if not readings:
         return None
     counts = ", ".join(
-        sorted({f"{r.category}: {r.scope['prompt_count']} prompts" for r in records if "prompt_count" in r.scope})
+        sorted({f"{r.category}: {r.design.prompt_count} prompts" for r in records if r.design.prompt_count})
     )
     if readings == {"these-prompts"}:
         return (
@@ -144,8 +144,8 @@ def in_words(record: ComparisonRecord) -> str:
     if s.high < 1.0:
         return f"SD does not pay off here ({s.estimate:.2f}x vs 1x{about})"
     if conclusion is Conclusion.INCONCLUSIVE:
-        more, cap = more_pairs(record), record.scope.get("max_trials", "")
-        if more is not None and cap.isdigit() and s.n + more > int(cap):
+        more, cap = more_pairs(record), record.design.max_trials
+        if more is not None and cap is not None and s.n + more > cap:
             return f"can't tell yet vs 1x or the claim: won't decide within {cap} pairs — measure more prompts"
         return "can't tell yet vs 1x or the claim" + (f": about {more} more pairs would decide" if more else "")
     return f"SD breaks even here ({s.estimate:.2f}x vs 1x{about})"

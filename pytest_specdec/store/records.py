@@ -40,6 +40,7 @@ from typing import Any
 from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
 from pytest_specdec.axes.num_draft import NUM_DRAFT
 from pytest_specdec.stats import Interval, Verdict
+from pytest_specdec.store.design import Design
 
 SCHEMA_VERSION = 3
 READABLE_SCHEMAS = (1, 2, 3)  # 1 and 2 are migrated on read
@@ -275,6 +276,11 @@ class ComparisonRecord:
     def log_ratios(self) -> list[float]:
         """Per-pair log speedups (empty for published figures)."""
         return [s.log_ratio for s in self.samples]
+
+    @property
+    def design(self) -> Design:
+        """Its design and what it observed, read from ``scope`` (:mod:`pytest_specdec.store.design`)."""
+        return Design.of(self.scope)
 
     @property
     def num_draft(self) -> int:

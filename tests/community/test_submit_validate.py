@@ -131,6 +131,14 @@ def _never_drafted(c: dict[str, Any]) -> None:
         s["drafted"] = s["accepted"] = 0
 
 
+def _big_target(c: dict[str, Any]) -> None:
+    c["scope"]["target_bytes"] = "big"
+
+
+def _many_prompts(c: dict[str, Any]) -> None:
+    c["scope"]["prompt_count"] = "many"
+
+
 @pytest.mark.parametrize(
     ("change", "line"),
     [
@@ -138,8 +146,17 @@ def _never_drafted(c: dict[str, Any]) -> None:
         (_drop_pairs, "pairs were dropped or added"),
         (_impossible, "tokens per target pass its own draft counts allow"),
         (_never_drafted, "SD never drafted"),
+        (_big_target, "scope 'target_bytes' is 'big', not a whole number"),
+        (_many_prompts, "scope 'prompt_count' is 'many', not a whole number"),
     ],
-    ids=["interval edited", "pairs dropped", "impossible speedup", "never drafted"],
+    ids=[
+        "interval edited",
+        "pairs dropped",
+        "impossible speedup",
+        "never drafted",
+        "size not a number",
+        "prompt count not a number",
+    ],
 )
 def test_a_tampered_file_is_rejected_with_its_reason(
     submitted: tuple[Path, str, Path], tmp_path: Path, change: Callable[[dict[str, Any]], None], line: str

@@ -152,8 +152,9 @@ def _command(row: Row) -> str:
         words += [f"--specdec-draft={shlex.quote(r.draft)}"] if r.draft else []
     else:
         words.append(f"--specdec-profile={r.profile}")
-    words += [f"--specdec-{name.replace('_', '-')}={r.scope[name]}" for name in ("max_tokens", "min_trials", "max_trials")
-              if r.scope.get(name, "").isdigit()]  # fmt: skip
+    design = r.design
+    sizes = (("max-tokens", design.max_tokens), ("min-trials", design.min_trials), ("max-trials", design.max_trials))
+    words += [f"--specdec-{name}={value}" for name, value in sizes if value is not None]
     words += [f"--specdec-num-draft={r.num_draft}"] if r.num_draft > 0 else []
     return " ".join(words)
 
