@@ -8,7 +8,7 @@ GOOD_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
 WHEELS := $(wildcard ../shared/wheels)
 FIND_LINKS := $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: bench sweeps test lint install fresh-install slow
+.PHONY: bench sweeps test lint install fresh-install slow gate-act
 
 NEED_PYTHON = brew install python@3.12 (or any Python 3.11+), then: make $(or $(MAKECMDGOALS),install) PYTHON=python3.12
 PYVER := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
@@ -54,9 +54,14 @@ COVERAGE_MIN ?= 80
 test: lint
 	$(VENV)/bin/pytest --cov --cov-report=term --cov-fail-under=$(COVERAGE_MIN) --durations=25
 
-# Gemma 3 270M through the servers (mlx_lm.server): minutes each on a CPU, so outside `make test`.
+# Gemma 3 270M, real servers and old-environment workers: minutes each on a CPU, so outside `make test`
+# (one of each kind stays in it). .ci/run runs this and gate-act after `make test`.
 slow: $(VENV)/.installed
-	$(VENV)/bin/pytest -m slow -p no:cacheprovider
+	$(VENV)/bin/pytest -m slow -p no:cacheprovider --durations=10
+
+# Every nightly-gate scenario under act (host mode, stand-in GitHub pieces); `make test` keeps one.
+gate-act: $(VENV)/.installed
+	$(VENV)/bin/pytest -m act -p no:cacheprovider --durations=10
 
 # A new user's first hour from nothing: fresh venvs on Python 3.11 and 3.12 resolving from the package index,
 # then the README's Install block and `make bench` (network; about 12 minutes a Python here).

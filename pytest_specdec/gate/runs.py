@@ -5,7 +5,7 @@ server failing to start) is *not measurable*: a required leg fails the gate with
 reason, an optional one is a warning in the step summary — never a silent pass.
 
 What the leg did is kept as typed facts (``status.json``: a :class:`Leg`, each
-:class:`LegFact` a :class:`~pytest_specdec.gate.night.State` and its line), read from what
+:class:`LegFact` a :class:`~pytest_specdec.gate.findings.State` and its line), read from what
 the plugin said of each test (the results file's ``unmeasured``), never from the words of a
 test's failure message.
 """
@@ -26,8 +26,9 @@ from pathlib import Path
 from pytest_specdec.backends import backend_spec, missing_runtime
 from pytest_specdec.backends.server_process import LOG_FOLDER_VARIABLE, Terminated
 from pytest_specdec.errors import BackendUnavailable, SpecdecUsageError
+from pytest_specdec.gate.ab_call import Call
+from pytest_specdec.gate.ab_run import AB_SHARE, ab_flips, ab_pairs, old_release, unjudged_flips
 from pytest_specdec.gate.accepting import CANDIDATES
-from pytest_specdec.gate.blame import AB_SHARE, ab_flips, ab_pairs, old_release, unjudged_flips
 from pytest_specdec.gate.budget import (
     collect,
     plan,
@@ -36,10 +37,9 @@ from pytest_specdec.gate.budget import (
     record_timings,
     timings_path,
 )
-from pytest_specdec.gate.change import Call
+from pytest_specdec.gate.findings import LegCause, State, trailing
 from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig, LegConfig, check_profile, leg_server
-from pytest_specdec.gate.night import LegCause, State, trailing
-from pytest_specdec.gate.state import keep_history, nights, state_root
+from pytest_specdec.gate.runner_state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps, load_run, read_json, validate, write_atomically
@@ -300,7 +300,7 @@ def flip_pairs(config: GateConfig, flips: Sequence[ComparisonRecord], machine_cl
     """Per flipped result, tonight's old-versus-new pairs: more for a flip seen on earlier nights in a row.
 
     The nights come from the runner's history (tonight's line included, so it is left out); the
-    allowance is :data:`~pytest_specdec.gate.blame.AB_SHARE` of the leg's share of ``window-minutes``,
+    allowance is :data:`~pytest_specdec.gate.ab_run.AB_SHARE` of the leg's share of ``window-minutes``,
     shared by tonight's flips; a quadruple's seconds are read from each result's own rates.
     """
     kept = nights(flips[0].backend, machine_class) if flips else ()

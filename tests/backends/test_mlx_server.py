@@ -82,6 +82,7 @@ def test_under_the_default_prompt_cache_greedy_sd_turns_lossy_on_a_repeated_requ
     assert said == "10 (mlx_lm.server's default)"
 
 
+@pytest.mark.slow
 def test_claim_d_fails_under_the_default_cache_and_gets_a_verdict_with_it_off(tmp_path: Path) -> None:
     done = [
         subprocess.run([sys.executable, "-m", "pytest", *CLAIM_D, *extra, f"--specdec-json={tmp_path / name}",
@@ -97,6 +98,7 @@ def test_claim_d_fails_under_the_default_cache_and_gets_a_verdict_with_it_off(tm
     assert off["acceptance"] is not None, "from the counts the server observed"
 
 
+@pytest.mark.slow
 def test_a_release_that_drops_the_draft_reads_not_engaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "sitecustomize.py").write_text(DROPS_DRAFT)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the servers' interpreter loads it at start

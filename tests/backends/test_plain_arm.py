@@ -26,7 +26,7 @@ from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend
 from pytest_specdec.backends.llama_server.binary import find_binary
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import PlainArmSpeculates
-from pytest_specdec.gate.night import State
+from pytest_specdec.gate.findings import State
 from pytest_specdec.gate.runs import leg_facts
 from pytest_specdec.store.files import load_run
 

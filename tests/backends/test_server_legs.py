@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gate.test_night import specdec
+from gate.test_findings import specdec
 
 from pytest_specdec.backends.mlx_vlm.standin import MlxVlmHandler
 from pytest_specdec.backends.standin.engine import GenerationEngine

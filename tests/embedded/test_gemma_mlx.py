@@ -157,6 +157,7 @@ def _last_logits_llama(llama: Any, ids: Sequence[int]) -> Any:
 
 
 @needs_gemma
+@pytest.mark.slow
 def test_first_greedy_step_agrees_with_llama_cpp(target: tuple[Any, Any], llama: Any) -> None:
     import numpy as np
 
@@ -179,6 +180,7 @@ def test_first_greedy_step_agrees_with_llama_cpp(target: tuple[Any, Any], llama:
 
 
 @needs_gemma
+@pytest.mark.slow
 def test_the_early_exit_draft_is_lossless(target: tuple[Any, Any], greedy: Generate) -> None:
     from mlx_lm import load
 
@@ -193,6 +195,7 @@ def test_the_early_exit_draft_is_lossless(target: tuple[Any, Any], greedy: Gener
 
 
 @needs_gemma
+@pytest.mark.slow
 def test_a_draft_shallower_than_the_window_pattern_runs(target: tuple[Any, Any], greedy: Generate) -> None:
     from mlx_lm import load
 

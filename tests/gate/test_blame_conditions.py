@@ -18,9 +18,9 @@ from pytest_specdec.backends import profile_pairs
 from pytest_specdec.backends.base import ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import InProcessReleases, ReleasePair
 from pytest_specdec.backends.simulated.adapter import SimulatedBackend
-from pytest_specdec.gate import blame as blame_module
-from pytest_specdec.gate.blame import _plan, ab_flips
-from pytest_specdec.gate.change import Call
+from pytest_specdec.gate import ab_run as blame_module
+from pytest_specdec.gate.ab_call import Call
+from pytest_specdec.gate.ab_run import _plan, ab_flips
 from pytest_specdec.gate.legs import LegConfig
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.stats import Verdict

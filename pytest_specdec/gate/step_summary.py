@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_specdec.gate.runner_state import leg_history
 from pytest_specdec.gate.runs import Leg
-from pytest_specdec.gate.state import leg_history
 from pytest_specdec.store.night_statistics import erosions
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_specdec.gate.blame import ab_pairs
-from pytest_specdec.gate.change import Call, blame, settles
+from pytest_specdec.gate.ab_call import Call, blame, settles
+from pytest_specdec.gate.ab_run import ab_pairs
 from pytest_specdec.gate.legs import GateConfig, LegConfig
 from pytest_specdec.gate.runs import flip_pairs
 from pytest_specdec.release_ab import ReleaseAB
@@ -102,7 +102,7 @@ def test_the_nights_a_flip_has_stood_come_from_the_runners_history(
 def test_the_old_versus_new_run_reads_the_spread_from_the_runners_nights(
     runner_state: Path, tmp_path: Path, make_record: Callable[..., ComparisonRecord]
 ) -> None:
-    from pytest_specdec.gate.blame import _judged_bound
+    from pytest_specdec.gate.ab_run import _judged_bound
     from pytest_specdec.store.baselines import BaselineEntry
     from pytest_specdec.store.records import Provenance
 

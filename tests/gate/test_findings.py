@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.alert_job import tell
 from pytest_specdec.gate.alerts import LABEL, AlertKey, key_in, known_issues
-from pytest_specdec.gate.night import (
+from pytest_specdec.gate.findings import (
     Finding,
     LegCause,
     LegNight,
@@ -24,9 +25,8 @@ from pytest_specdec.gate.night import (
     trailing,
     ungated_finding,
 )
-from pytest_specdec.gate.state import keep_history
-from pytest_specdec.gate.tonight import read_night
-from pytest_specdec.gate.verdict import tell
+from pytest_specdec.gate.leg_account import read_night
+from pytest_specdec.gate.runner_state import keep_history
 from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
@@ -404,7 +404,7 @@ def test_a_tampered_results_file_is_refused_with_one_line_and_nothing_is_sent(tm
 
 def test_each_row_of_a_sweep_keeps_its_own_call_on_its_flip(sample_run: RunRecord) -> None:
     """Two flipped rows of one test and category (γ 3 and 5): one confirmed, one not — one red finding, not zero."""
-    from pytest_specdec.gate.night import FlipCall, comparison_findings
+    from pytest_specdec.gate.findings import FlipCall, comparison_findings
     from pytest_specdec.store.baselines import baseline_key
 
     (flip,) = sample_run.flips

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.alerts import LEGACY_CAUSE, AlertKey, KnownIssue, clear_alert, known_issues, raise_alert
-from pytest_specdec.gate.night import (
+from pytest_specdec.gate.findings import (
     NIGHT_FILE,
     Finding,
     LegNight,
@@ -27,7 +27,7 @@ from pytest_specdec.gate.night import (
     runner_name,
     silent_legs,
 )
-from pytest_specdec.gate.tonight import read_night
+from pytest_specdec.gate.leg_account import read_night
 
 
 def load_legs(artifacts: Path, expected: Mapping[str, bool], runner: str = "") -> tuple[list[LegNight], list[str]]:

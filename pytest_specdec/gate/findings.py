@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pytest_specdec.gate.change import Call
+from pytest_specdec.gate.ab_call import Call
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Role, RunRecord

@@ -9,7 +9,7 @@ flipped comparison is then measured again on both releases at once, paired and
 interleaved, each release in a worker process of its own
 (:class:`~pytest_specdec.backends.release_pair.ReleasePair`); a served leg gets two
 servers, tonight's and last night's, on ports of their own. Then
-:func:`~pytest_specdec.gate.change.blame` decides: the release changed the conclusion
+:func:`~pytest_specdec.gate.ab_call.blame` decides: the release changed the conclusion
 (confirmed), the machine moved, or a counter changed its meaning. Where no old release
 is left to run (the macOS Ollama app keeps none), the flip is re-run on the upgraded
 machine instead, and the night says so.
@@ -29,9 +29,9 @@ from pytest_specdec.backends.base import Arm, ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import ReleasePair
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
-from pytest_specdec.gate.change import Blame, Call, blame, settles
+from pytest_specdec.gate.ab_call import Blame, Call, blame, settles
 from pytest_specdec.gate.legs import LegConfig, leg_server
-from pytest_specdec.gate.state import leg_history
+from pytest_specdec.gate.runner_state import leg_history
 from pytest_specdec.hardware import machine_profile
 from pytest_specdec.measure import ComparisonPlan
 from pytest_specdec.measure.realise import Room, realise
@@ -52,7 +52,7 @@ def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) 
     """The most pairs tonight's old-versus-new run of a flip seen on ``nights_before`` earlier nights may take.
 
     The run looks at :data:`AB_PAIRS` and at each doubling up to this cap, and stops as soon as the flip
-    is settled (:func:`~pytest_specdec.gate.change.settles`). The first night's cap is ``2**NIGHT_DOUBLINGS``
+    is settled (:func:`~pytest_specdec.gate.ab_call.settles`). The first night's cap is ``2**NIGHT_DOUBLINGS``
     times one look; each later night in a row doubles it, up to ``2**CARRY_DOUBLINGS`` more; never more than
     the leg's allowance holds (``quadruple_s``: four generations, read from tonight's rates), and never fewer
     than one look's. ``studies/release_change.py`` measured the rule at these caps.

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_specdec.gate.runs import Leg
-from pytest_specdec.gate.summary import leg_summary
+from pytest_specdec.gate.step_summary import leg_summary
 from pytest_specdec.store.baselines import BaselineStore
 from pytest_specdec.store.nights import Night
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_specdec.gate.budget import read_timings
-from pytest_specdec.gate.state import leg_history, state_root
+from pytest_specdec.gate.runner_state import leg_history, state_root
 
 
 def test_the_state_folder_is_one_per_repository(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,9 +3,9 @@
 Reads ``status.json`` (measure: a typed :class:`~pytest_specdec.gate.runs.Leg`), ``results.json`` (pytest),
 ``confirm/confirmed.json`` (the re-run), ``release-changes.json`` (the upgrade),
 ``budget.txt`` (the budget), the accepted baselines and the runner's history, and writes
-one :class:`~pytest_specdec.gate.night.LegNight` (and the leg's nights with the gate's word on each, for the
+one :class:`~pytest_specdec.gate.findings.LegNight` (and the leg's nights with the gate's word on each, for the
 scoreboard). Its findings are decided in
-:mod:`pytest_specdec.gate.night`; here they are only gathered.
+:mod:`pytest_specdec.gate.findings`; here they are only gathered.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.legs import GateConfig, effective_profile
-from pytest_specdec.gate.night import (
+from pytest_specdec.gate.findings import (
     NIGHT_FILE,
     NIGHT_SCHEMA_VERSION,
     Finding,
@@ -32,8 +31,9 @@ from pytest_specdec.gate.night import (
     history_table,
     ungated_finding,
 )
+from pytest_specdec.gate.legs import GateConfig, effective_profile
+from pytest_specdec.gate.runner_state import keep_told, leg_history, nights, told_nights
 from pytest_specdec.gate.runs import Leg, read_leg
-from pytest_specdec.gate.state import keep_told, leg_history, nights, told_nights
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import finite_json, load_run, read_json, validate, write_atomically
 from pytest_specdec.store.night_statistics import erosions
