@@ -49,6 +49,12 @@ timings_key = pytest.StashKey[dict[str, tuple[float, bool]]]()
 setup_key = pytest.StashKey[float]()
 sigterm_key = pytest.StashKey[Callable[[], None]]()
 servers_key = pytest.StashKey[Callable[[], int]]()
+# A configuration problem, kept until a test asks for the plugin: a session with no specdec test never fails on it.
+problem_key = pytest.StashKey[str]()
+UNDER_XDIST = (
+    "pytest-specdec measurements cannot run under pytest-xdist (-n): timings taken beside other workers share "
+    "the machine's memory bandwidth and are not worth keeping — run the measuring tests without -n"
+)
 
 MARKERS = (
     "speedup(min=None, max=None, of='decode'): the claimed range of the SD speedup (SD tok/s / plain tok/s; of='end-to-end': prompt in to last token out, each arm's prefill included)",
@@ -99,7 +105,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register markers, validate settings and create the session object."""
+    """Register markers, validate settings and create the session object.
+
+    A problem with the settings is kept, not raised: the plugin is inert until a test asks for it, so a session
+    that collects no specdec test runs as if the plugin were not installed (:func:`pytest_collection_modifyitems`
+    says the problem in one line once one does).
+    """
     for marker in (*MARKERS, *(axis.marker_help for axis in registered_axes() if axis.marker)):
         config.addinivalue_line("markers", marker)
     config.pluginmanager.register(_backend_fixtures(), "specdec-backend-fixtures")
@@ -117,19 +128,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.plain_runtime:
             backend_spec(settings.plain_runtime, option="--specdec-plain-runtime")
         check_output_folders(settings.outputs, config.invocation_params.dir)
-    except SpecdecUsageError as error:
-        raise pytest.UsageError(str(error)) from None
-    workers = getattr(config.option, "numprocesses", None)
-    if workers and settings.backend_explicit:
-        raise pytest.UsageError(
-            "pytest-specdec measurements cannot run under pytest-xdist (-n): parallel workers share memory "
-            "bandwidth and would skew every timing — run without -n"
-        )
-    root = default_root(config.rootpath, settings.baselines)
-    try:
+        root = default_root(config.rootpath, settings.baselines)
         check_store_folder(root)
     except SpecdecUsageError as error:
-        raise pytest.UsageError(str(error)) from None
+        config.stash[problem_key] = str(error)
+        return
     config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
     config.stash[session_key].command = ("pytest", *config.invocation_params.args)
     # SIGTERM (a CI cancel, `kill`) stops the run as Ctrl-C does: the same teardown stops managed servers.
@@ -138,7 +141,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Backend, versions, model pair, machine class."""
+    """Backend, versions, model pair, machine class (or the configuration problem a specdec test will fail on)."""
+    if problem_key in config.stash:
+        return report.wrapped([f"specdec: not configured, so specdec tests fail: {config.stash[problem_key]}"],
+                              config.get_terminal_writer().fullwidth)  # fmt: skip
     session = config.stash[session_key]
     settings = session.settings
     spec = backend_spec(settings.backend)
@@ -174,12 +180,16 @@ def _expectations(item: pytest.Item) -> Expectations:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every test's markers (bad ones are usage errors) and load the backend once."""
-    needs_backend = False
+    """Parse every test's markers (bad ones are usage errors) and load the backend once — only when a test asks
+    for the plugin: a configuration problem is said then, in one line, before anything is measured."""
+    asking = [item for item in items if _asks(item)]
     for item in items:
         item.stash[expectations_key] = _expectations(item)
-        needs_backend = needs_backend or "specdec" in getattr(item, "fixturenames", ())
-    if needs_backend and not config.option.collectonly:
+    if not asking or config.option.collectonly or hasattr(config, "workerinput"):
+        return  # under xdist each asking test fails in its fixture, and every other test runs
+    if problem_key in config.stash:
+        raise pytest.UsageError(config.stash[problem_key])
+    if any(_measuring(item) for item in asking):
         specdec_session = config.stash[session_key]
         try:
             require_runtime(backend_spec(specdec_session.settings.backend))
@@ -191,6 +201,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _measuring(item: pytest.Item) -> bool:
     return "specdec" in getattr(item, "fixturenames", ())
+
+
+def _asks(item: pytest.Item) -> bool:
+    """Whether a test uses the plugin: the ``specdec`` fixture or a backend's."""
+    names = set(getattr(item, "fixturenames", ()))
+    return "specdec" in names or any(spec.fixture_name in names for spec in registered_backends().values())
+
+
+def _refused(config: pytest.Config) -> None:
+    """Fail the asking test in one line under xdist or with the configuration problem (every other test runs)."""
+    if hasattr(config, "workerinput"):
+        pytest.fail(UNDER_XDIST, pytrace=False)
+    if problem_key in config.stash:
+        pytest.fail(config.stash[problem_key], pytrace=False)
 
 
 def _timings_path(config: pytest.Config) -> Path:
@@ -232,14 +256,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture
 def specdec(request: pytest.FixtureRequest) -> SpecdecFixture:
     """Paired plain-vs-SD measurements on the ``--backend`` choice: ``specdec.compare("code")``."""
-    if hasattr(request.config, "workerinput"):
-        pytest.fail("pytest-specdec measurements cannot run under pytest-xdist — run without -n", pytrace=False)
+    _refused(request.config)
     return SpecdecFixture(request, request.config.stash[session_key])
 
 
 def _backend_fixture(name: str) -> Any:
     @pytest.fixture(scope="session")
     def fixture(request: pytest.FixtureRequest) -> Backend:
+        _refused(request.config)
         spec = backend_spec(name)
         missing = missing_runtime(spec)
         if missing is not None:
@@ -292,8 +316,12 @@ def _whole_suite(session: pytest.Session) -> tuple[set[str] | None, tuple[str, .
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write baselines, candidates, history and the report files, once."""
     config = session.config
-    if session_key not in config.stash:
-        return
+    if (
+        session_key not in config.stash
+        or getattr(config.option, "numprocesses", None)
+        or hasattr(config, "workerinput")
+    ):
+        return  # nothing is measured under xdist: neither its controller nor a worker has anything to keep
     specdec_session = config.stash[session_key]
     if timings_key in config.stash:
         path, timed = _timings_path(config), config.stash[timings_key]
@@ -350,6 +378,8 @@ def _errored(config: pytest.Config) -> list[UnmeasuredTest]:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The notes and what was written, then the verdict table and one answer per claim: the last lines before
     pytest's own summary line, so the answer has not scrolled away when the run ends."""
+    if session_key not in config.stash:
+        return
     session = config.stash[session_key]
     records, finished = session.records, config.stash.get(finish_key, [])
     if not records and not finished:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,6 +28,13 @@ from pytest_specdec.store.records import (
     RunRecord,
     SampleRecord,
 )
+
+# The lab (studies/, not installed) is imported by its tests through a folder that holds a link to it and
+# nothing else: the repository root on sys.path would let pytest's assertion rewriter take pytest_specdec
+# from there, and pytester's in-process runs would then warn that it cannot rewrite it again.
+LAB = Path(tempfile.mkdtemp(prefix="specdec-lab-"))
+(LAB / "studies").symlink_to(Path(__file__).resolve().parents[1] / "studies", target_is_directory=True)
+sys.path.append(str(LAB))
 
 
 @pytest.fixture(scope="session", autouse=True)

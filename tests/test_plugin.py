@@ -192,11 +192,34 @@ def test_markers_are_registered_for_strict_markers(pytester: pytest.Pytester) ->
     assert result.ret == pytest.ExitCode.OK
 
 
-def test_measuring_under_xdist_is_refused(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(claim_test("speedup(min=1.0)"))
-    result = pytester.runpytest("--backend=simulated", "-n", "2")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: pytest-specdec measurements cannot run under pytest-xdist (-n)*"])
+UNIT = "def test_unit():\n    assert 1 + 1 == 2\n"
+
+
+def test_under_xdist_each_measuring_test_fails_in_one_line_and_every_other_test_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_claim=claim_test("speedup(min=1.0)"), test_unit=UNIT)
+    result = pytester.runpytest_subprocess("--backend=simulated", "-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)  # refused at set-up, in one line, before anything is measured
+    result.stdout.fnmatch_lines(["ERROR test_claim.py::test_claim - Failed: pytest-specdec measurements cannot run *"])
+    alone = pytester.runpytest_subprocess("-n", "2", "test_unit.py", "-p", "no:cacheprovider")
+    alone.assert_outcomes(passed=1)
+
+
+def test_a_configuration_problem_fails_only_the_tests_that_ask_for_the_plugin(pytester: pytest.Pytester) -> None:
+    """A ``[tool.specdec]`` profile with no models for the default backend: a session without a specdec test,
+    ``--collect-only`` included, runs as if the plugin were not installed; one that has one says it in one line."""
+    pytester.makepyprojecttoml('[tool.specdec]\nprofile = "mine"\n')
+    pytester.makepyfile(test_unit=UNIT)
+    for args in ((), ("--collect-only",)):
+        result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["specdec: not configured, so specdec tests fail: *mine*"])
+    pytester.makepyfile(test_claim=claim_test("speedup(min=1.0)"))
+    asked = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert asked.ret == pytest.ExitCode.USAGE_ERROR
+    asked.stderr.fnmatch_lines(["ERROR: *profile 'mine'*"])
+    assert len([line for line in asked.stderr.lines if line.strip()]) == 1
 
 
 def test_missing_runtime_names_the_extra(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

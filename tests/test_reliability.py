@@ -301,6 +301,7 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
     ],
 )
 def test_a_count_below_two_is_named_by_its_option(pytester: pytest.Pytester, argument: str, message: str) -> None:
+    pytester.makepyfile("def test_x(specdec):\n    specdec.compare(category='code')\n")
     result = pytester.runpytest("--backend=simulated", argument)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])

@@ -342,8 +342,9 @@ def test_the_memory_estimate_holds_what_a_context_filled_by_a_prompt_takes(
         pytest.skip("Gemma 3 270M comes from its PyPI package (extra [gemma])")
     command = [sys.executable, "-m", "studies.llama_cpp_memory", "--probe", model, str(n_ctx)]
     untraced = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}  # a probe, not ours
+    root = Path(__file__).resolve().parents[2]  # the lab (studies/) runs from the repository root
     done = subprocess.run(
-        [*command, "1" if all_logits else "0"], capture_output=True, text=True, check=True, env=untraced
+        [*command, "1" if all_logits else "0"], capture_output=True, text=True, check=True, env=untraced, cwd=root
     )
     row = json.loads(done.stdout)
     # KV cache, buffers and scores as the estimate counts them, against the resident memory a fresh process
