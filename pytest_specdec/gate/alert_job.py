@@ -105,6 +105,11 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
         if not leg.measured:
             return None
         return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
+    if leg.measured and key.subject in leg.shown_only:
+        return (
+            f"Cleared: {key.subject} was measured tonight on {key.machine_class} for another profile's claim "
+            f"(profile {leg.shown_only[key.subject]}): such a row is shown, never gating, and opens no issue."
+        )
     release = leg.agreeing.get(key.subject) if leg.measured else None
     if release is None:
         return None

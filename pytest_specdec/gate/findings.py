@@ -108,6 +108,9 @@ class LegNight:
     budget: str = ""  # what the budget step said (expected duration, claims dropped)
     agreeing: Mapping[str, str] = field(default_factory=dict)  # claim → release, every result agreeing: these clear
     profile: str = ""  # the model profile the leg measured ("" where no run said): part of each alert's key
+    # claim → the profile it was measured on, where every row of it tonight was for another profile's claim:
+    # shown, never gating, so such a claim's issue (opened before that rule held) is closed
+    shown_only: Mapping[str, str] = field(default_factory=dict)
     schema_version: int = NIGHT_SCHEMA_VERSION
 
     @property
@@ -225,6 +228,8 @@ def comparison_findings(
     """
     findings: list[Finding] = []
     for record in run.comparisons:
+        if record.judgement.role is Role.OTHER_PROFILE:
+            continue  # a claim made for another model profile: shown in the summary and on the site, never gating
         key = baseline_key(record)
         conclusion, check = record.judgement.conclusion, record.check
         if conclusion is Conclusion.FAILED:
@@ -292,6 +297,16 @@ def agreeing_subjects(run: RunRecord) -> dict[str, str]:
         verdicts[subject] = verdicts.get(subject, True) and agrees
         releases[subject] = record.release
     return {subject: releases[subject] for subject, agrees in sorted(verdicts.items()) if agrees}
+
+
+def shown_only_subjects(run: RunRecord) -> dict[str, str]:
+    """The claims whose every row tonight was measured for another profile's claim, with the profile measured."""
+    roles: dict[str, set[Role]] = {}
+    profiles: dict[str, str] = {}
+    for record in run.comparisons:
+        roles.setdefault(subject_of(record), set()).add(record.judgement.role)
+        profiles[subject_of(record)] = record.profile
+    return {subject: profiles[subject] for subject, found in sorted(roles.items()) if found == {Role.OTHER_PROFILE}}
 
 
 def awaiting_acceptance(run: RunRecord) -> int:

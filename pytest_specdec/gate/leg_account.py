@@ -29,6 +29,7 @@ from pytest_specdec.gate.findings import (
     awaiting_acceptance,
     comparison_findings,
     history_table,
+    shown_only_subjects,
     ungated_finding,
 )
 from pytest_specdec.gate.legs import GateConfig, effective_profile
@@ -151,6 +152,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         release_changes=tuple(str(line) for line in changes) if isinstance(changes, list) else (),
         budget=budget.read_text(encoding="utf-8").strip() if budget.is_file() else "",
         agreeing=agreeing_subjects(run) if run is not None else {},
+        shown_only=shown_only_subjects(run) if run is not None else {},
         profile=_profile(config, backend, run),
     )
 

@@ -20,7 +20,9 @@ from pytest_specdec.gate.findings import (
     LegNight,
     State,
     Thresholds,
+    comparison_findings,
     night_colour,
+    shown_only_subjects,
     silent_legs,
     trailing,
     ungated_finding,
@@ -31,7 +33,7 @@ from pytest_specdec.render.exports import results_document
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
 from pytest_specdec.store.nights import Night
-from pytest_specdec.store.records import Provenance, RunRecord
+from pytest_specdec.store.records import Provenance, Role, RunRecord
 
 from .conftest import write_pyproject
 
@@ -545,3 +547,27 @@ def test_a_night_the_history_did_not_keep_leaves_no_word(
     assert "flip not confirmed" in night.stdout, "the night said its word"
     assert (measured / "nights.jsonl").read_text() == ""
     assert not (runner_state / "told").exists(), "and kept it for no night"
+
+
+def test_a_row_for_another_profiles_claim_never_gates_and_closes_the_issue_it_opened_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sample_run: RunRecord
+) -> None:
+    """Documented as shown, never gating: a flipped row measured for another profile's claim gives no finding,
+    and an issue such a row opened before (the rule did not hold then) is closed the next night, saying why."""
+    monkeypatch.setenv("SPECDEC_GH_LOG", str(tmp_path / "gh.jsonl"))
+    monkeypatch.setenv("SPECDEC_GH_STATE", str(tmp_path / "gh-state.json"))
+    other = replace(sample_run, comparisons=tuple(
+        replace(r, judgement=replace(r.judgement, role=Role.OTHER_PROFILE)) for r in sample_run.comparisons
+    ))  # fmt: skip
+    assert any(r.check is not None and r.check.change.value == "flip" for r in other.comparisons)
+    assert comparison_findings(other, {}, {}, (), Thresholds()) == []
+    assert comparison_findings(sample_run, {}, {}, (), Thresholds()), "the same rows gating: a finding"
+    shown = shown_only_subjects(other)
+    assert shown == {"claim d": other.comparisons[0].profile}
+    flip = Finding(State.FLIP, "claim d", "refuted", "t.py::test_d[code]", "code", cause="mlx-lm 0.32.2 → 0.33.0")
+    assert keyed_night(tmp_path, (flip,)) == [f"opened: {alert_key_of(flip).title}"]
+    leg = LegNight("mlx", "M", True, True, "measured", (), shown_only=shown)
+    (closed,) = tell([leg], str(GH), "https://example/run/2")
+    assert closed == "closed #1 (cleared): " + alert_key_of(flip).title
+    issue = json.loads((tmp_path / "gh-state.json").read_text())["issues"][0]
+    assert "for another profile's claim" in issue["comments"][-1]
