@@ -285,6 +285,8 @@ class SpecdecFixture:
         except (SpecdecUsageError, BackendRuntimeError) as error:
             self._kept_nothing(Unmeasured.REFUSED, str(error))
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept
+            if raised_in_user_code(error):
+                raise  # the user's own code (a prompt builder, a hook): its own traceback, never the backend's
             name = self._session.settings.backend
             self._kept_nothing(
                 Unmeasured.CRASHED, f"backend {name!r} failed while measuring: {type(error).__name__}: {error}"
@@ -297,6 +299,33 @@ class SpecdecFixture:
 
 
 BENCHMARKS = Path(__file__).resolve().parent / "benchmarks"
+
+
+def raised_in_user_code(error: BaseException) -> bool:
+    """Whether ``error``'s traceback passes through code that is neither pytest-specdec's, the standard library's
+    nor an installed package's: a user's own prompt builder, hook or callable, whose failure is theirs to read.
+
+    >>> try:
+    ...     {}["missing"]
+    ... except KeyError as error:
+    ...     raised_in_user_code(error)  # a doctest's frame is a file of neither kind
+    True
+    """
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    library = tuple(
+        str(Path(folder).resolve())
+        for folder in {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+        | {str(Path(__file__).resolve().parent), *(p for p in sys.path if "site-packages" in p)}
+    )
+    frame = error.__traceback__
+    while frame is not None:
+        filename = frame.tb_frame.f_code.co_filename
+        if not filename.startswith("<frozen") and not str(Path(filename).resolve()).startswith(library):
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def _slug(nodeid: str) -> str:

@@ -156,6 +156,26 @@ def test_a_backend_that_raises_mid_run_fails_its_test_in_one_line(pytester: pyte
     assert not (pytester.path / "baselines" / "candidates").exists()
 
 
+def test_an_exception_from_the_users_own_code_is_theirs_with_its_traceback(pytester: pytest.Pytester) -> None:
+    """A prompt builder of the user's raising inside ``compare()``: a normal failure pointing at their file and
+    line, never "backend failed", and the message said once."""
+    pytester.makepyfile(
+        myprompts="def build(category, kind):\n    table = {}\n    return table[category]\n",
+        test_mine=(
+            "import myprompts\nfrom pytest_specdec import session\n\n"
+            "def test_mine(specdec, monkeypatch):\n"
+            "    monkeypatch.setattr(session, 'prompts_for', myprompts.build)\n"
+            "    specdec.compare(category='code')\n"
+        ),
+    )
+    result = pytester.runpytest_subprocess(*SIM, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["myprompts.py:3: KeyError"])
+    text = result.stdout.str()
+    assert "failed while measuring" not in text
+    assert "During handling of the above exception" not in text
+
+
 def test_ctrl_c_during_the_end_write_is_reported_and_leaves_whole_files(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TEST)
     pytester.makeconftest(
