@@ -113,7 +113,7 @@ def bare_draft_model(draft: Any, num_draft: int) -> Any:
             proposed = np.empty(num_draft, dtype=np.intc)
             for step in range(num_draft):
                 address = ctypes.cast(draft._ctx.get_logits_ith(-1), ctypes.c_void_p).value
-                proposed[step] = token = int(np.frombuffer(row_type.from_address(address), np.float32).argmax())
+                proposed[step] = token = int(np.argmax(np.frombuffer(row_type.from_address(address), np.float32)))
                 if step + 1 < num_draft:
                     draft.eval([token])
                     self.context.append(token)

@@ -146,7 +146,7 @@ def make_second_model_drafter(draft: Llama, num_draft: int) -> Any:
                 address = ctypes.cast(draft._ctx.get_logits_ith(-1), ctypes.c_void_p).value
                 if not address:  # llama.cpp keeps no logits for that position: one line, never a read of address 0
                     raise BackendRuntimeError("the draft model returned no logits for its last token")
-                proposed[step] = token = int(np.frombuffer(row_type.from_address(address), np.float32).argmax())
+                proposed[step] = token = int(np.argmax(np.frombuffer(row_type.from_address(address), np.float32)))
                 if step + 1 < wanted:
                     draft.eval([token])
                     context.append(token)
