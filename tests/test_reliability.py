@@ -176,6 +176,22 @@ def test_an_exception_from_the_users_own_code_is_theirs_with_its_traceback(pytes
     assert "During handling of the above exception" not in text
 
 
+def test_a_signal_while_the_content_is_encoded_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """Ctrl-C (or SIGTERM, which the plugin turns into one) landing while a large file is encoded: the temporary
+    file was made before the encoding and the try that removes it, and stayed behind."""
+
+    class Interrupted(str):
+        def encode(self, *args: object, **kwargs: object) -> bytes:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "baseline.json"
+    path.write_text("{}\n")
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(path, Interrupted("{}"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.json"]
+    assert path.read_text() == "{}\n"
+
+
 def test_ctrl_c_during_the_end_write_is_reported_and_leaves_whole_files(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TEST)
     pytester.makeconftest(

@@ -99,10 +99,14 @@ def _submit(args: argparse.Namespace) -> int:
             raise SpecdecUsageError(
                 f"a submission still names {found[0]!r} after scrubbing — report this; nothing written"
             )
+    try:  # each machine class and backend names a folder and a file: plain names, checked before any write
+        places = [submission.relative_path for submission in kept]
+    except SpecdecUsageError as error:
+        raise SpecdecUsageError(f"{args.results}: {error} — nothing written") from None
     root = _checkout(args) if args.pr else args.out
     written = []
-    for submission in kept:
-        path = root / submission.relative_path
+    for submission, place in zip(kept, places, strict=True):
+        path = root / place
         write_atomically(path, dumps(submission))
         write_atomically(path.with_suffix(".md"), markdown(submission) + "\n")
         written.append(path)

@@ -390,6 +390,22 @@ def list_baseline_files(root: Path) -> list[Path]:
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a machine class or backend: one path component
 
 
+def check_plain_name(what: str, name: str, where: str) -> str:
+    """``name`` when it is one plain path component (it names a folder or file), else one line naming the file.
+
+    >>> check_plain_name("machine_class", "../../outside", "run.json")
+    Traceback (most recent call last):
+    ...
+    pytest_specdec.errors.SpecdecUsageError: run.json: machine_class '../../outside' is not a plain name (letters, digits, . _ + -) — the file was altered; restore it from version control
+    """
+    if not SAFE_NAME.match(name):
+        raise SpecdecUsageError(
+            f"{where}: {what} {name!r} is not a plain name (letters, digits, . _ + -) — the file was altered; "
+            "restore it from version control"
+        )
+    return name
+
+
 def load_any(path: Path) -> BaselineFile:
     """A baseline file found on disk, whatever its machine class.
 
@@ -399,9 +415,5 @@ def load_any(path: Path) -> BaselineFile:
     data = check_schema(read_json(path), path)
     loaded = validate(BaselineFile, data, str(path))
     for what, name in (("machine_class", loaded.machine_class), ("backend", loaded.backend)):
-        if not SAFE_NAME.match(name):
-            raise SpecdecUsageError(
-                f"{path}: {what} {name!r} is not a plain name (letters, digits, . _ + -) — the file was altered; "
-                "restore it from version control"
-            )
+        check_plain_name(what, name, str(path))
     return loaded

@@ -89,9 +89,12 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     if path.is_dir():
         raise SpecdecUsageError(f"{path} is a folder — name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMPORARY_PREFIX}{path.name}.", suffix=".tmp")
+    # Everything that can take a while (encoding a large file) comes before the temporary file exists, and that
+    # file is made inside the try: a Ctrl-C or SIGTERM at any point leaves no temporary behind.
     data = content.encode("utf-8") if isinstance(content, str) else content
+    temporary = ""
     try:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMPORARY_PREFIX}{path.name}.", suffix=".tmp")
         # mkstemp makes 0600 files: keep a replaced file's mode, else the mode a plain write would give.
         os.chmod(temporary, path.stat().st_mode & 0o7777 if path.exists() else _default_mode())
         with os.fdopen(handle, "wb") as stream:
@@ -100,8 +103,9 @@ def write_atomically(path: Path, content: str | bytes) -> None:
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+        if temporary:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
         raise
 
 

@@ -59,12 +59,17 @@ class Submission:
         """Where it lives in the repository: ``community/<machine class>/<backend>-<digest of its key>.json``."""
         import hashlib
 
-        from pytest_specdec.store.baselines import baseline_key
+        from pytest_specdec.store.baselines import baseline_key, check_plain_name
 
         digest = hashlib.sha256(
             f"{baseline_key(self.comparison)}\0{self.comparison.release}\0{self.submitted}".encode()
         ).hexdigest()[:12]
-        return COMMUNITY / self.machine.machine_class / f"{self.comparison.backend}-{digest}.json"
+        machine = check_plain_name("machine_class", self.machine.machine_class, "the submission")
+        return (
+            COMMUNITY
+            / machine
+            / f"{check_plain_name('backend', self.comparison.backend, 'the submission')}-{digest}.json"
+        )
 
 
 def parse_submission(data: object, where: str) -> Submission:
@@ -92,7 +97,9 @@ def parse_submission(data: object, where: str) -> Submission:
         )
     comparison = data.get("comparison")
     moved = dict(data, comparison=migrate_comparison(comparison)) if isinstance(comparison, dict) else data
-    return validate(Submission, moved, where)
+    submission = validate(Submission, moved, where)
+    submission.relative_path  # noqa: B018 -- its machine class and backend name a folder and a file: plain names
+    return submission
 
 
 def read_submission(path: Path) -> Submission:

@@ -184,6 +184,32 @@ def test_the_impossible_file_is_consistent_but_for_its_counts(
     assert len(check_file(path).reasons) == 1
 
 
+@pytest.mark.parametrize("machine", ["../../outside/x", "/tmp/absolute"])
+def test_a_machine_class_that_is_not_a_plain_name_is_never_a_path(
+    bench_results: Path, submitted: tuple[Path, str, Path], tmp_path: Path, machine: str
+) -> None:
+    """``specdec submit`` builds ``community/<machine class>/`` from the results file: a class that climbs out of
+    ``--out`` (or is absolute) is one line and nothing is written; ``validate`` refuses such a submission too."""
+    data = json.loads(bench_results.read_text())
+    data["machine_class"] = machine
+    hostile = tmp_path / "work" / "results.json"
+    hostile.parent.mkdir()
+    hostile.write_text(json.dumps(data))
+    done = run_specdec("submit", str(hostile), "--repository", "a/b", "--out", str(tmp_path / "work" / "out"),
+                       cwd=tmp_path / "work")  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "is not a plain name" in done.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["results.json"], "nothing written"
+    original = next(iter(sorted(submitted[0].rglob("*.json"))))
+    moved = json.loads(original.read_text())
+    moved["machine"]["machine_class"] = machine
+    (tmp_path / "moved.json").write_text(json.dumps(moved))
+    checked = run_specdec("validate", str(tmp_path / "moved.json"), cwd=tmp_path)
+    assert checked.returncode == 1
+    assert "is not a plain name" in checked.stdout + checked.stderr
+
+
 def test_not_a_submission_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text('{"schema_version": 3, "comparisons": []}')
     done = run_specdec("validate", str(tmp_path / "x.json"), cwd=tmp_path)
