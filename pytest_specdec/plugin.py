@@ -85,7 +85,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         elif option.kind == "list":
             group.addoption(*names, action="append", default=None, dest=dest, metavar="KEY=VALUE", help=option.help)
         else:
-            group.addoption(*names, default=None, dest=dest, help=f"{option.help} (default: {option.default})")
+            said = "" if "(default" in option.help or option.default is None else f" (default: {option.default})"
+            group.addoption(*names, default=None, dest=dest, help=option.help + said)
         ini_type = {"bool": "bool", "list": "args"}.get(option.kind, "string")
         parser.addini(option.ini, option.help, type=ini_type, default=None)  # type: ignore[arg-type]
 

@@ -282,3 +282,17 @@ def test_a_terminal_of_80_or_120_columns_reads_as_described(pytester: pytest.Pyt
     assert "--specdec-columns, shows them)" in shown.replace("\r\n", " ")
     if columns >= 120:
         assert "claim" in header
+
+
+def test_the_json_report_makes_its_folder_as_junitxml_does(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(claim_test("speedup(min=1.0)"))
+    result = pytester.runpytest(*SIM, "--specdec-json=reports/tonight/run.json", "--junitxml=reports/junit/j.xml")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (pytester.path / "reports" / "tonight" / "run.json").is_file()
+    assert (pytester.path / "reports" / "junit" / "j.xml").is_file()
+
+
+def test_help_says_each_default_once(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    assert "(default: None)" not in result.stdout.str()
+    assert not [line for line in result.stdout.lines if line.count("(default") > 1]
