@@ -125,6 +125,13 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("baselines", "str", "baselines", "baselines directory, relative to the rootdir"),
     OptionDef("update_baselines", "bool", False, "accept this run's results as the new baselines"),
+    OptionDef(
+        "accept_inconclusive",
+        "bool",
+        False,
+        "with --specdec-update-baselines, accept inconclusive results "
+        "too (such a baseline can never flip; without this they stay candidates)",
+    ),
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
     OptionDef("drift_min_effect", "float", 0.05, "smallest relative speedup change reported as drift"),
     OptionDef(
@@ -187,6 +194,7 @@ class Settings:
     backend_explicit: bool = False
     baselines: str = "baselines"
     update_baselines: bool = False
+    accept_inconclusive: bool = False
     fail_on_drift: bool = False
     drift_min_effect: float = 0.05
     drift_alpha: float = 0.01
@@ -317,6 +325,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         backend_explicit="backend" in explicit,
         baselines=str(values["baselines"]),
         update_baselines=bool(values["update_baselines"]),
+        accept_inconclusive=bool(values["accept_inconclusive"]),
         fail_on_drift=bool(values["fail_on_drift"]),
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
         drift_alpha=float(values["drift_alpha"]),  # type: ignore[arg-type]

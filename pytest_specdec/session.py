@@ -135,6 +135,7 @@ class SpecdecSession:
         """A session whose ledger follows the settings' baseline options."""
         policy = LedgerPolicy(
             update=settings.update_baselines,
+            accept_inconclusive=settings.accept_inconclusive,
             fail_on_drift=settings.fail_on_drift,
             min_effect=settings.drift_min_effect,
             drift_alpha=settings.drift_alpha,

@@ -28,7 +28,7 @@ from pytest_specdec.store.baselines import (
 from pytest_specdec.store.files import now_iso, remove_stale_temporaries
 from pytest_specdec.store.night_statistics import run_spread
 from pytest_specdec.store.nights import Night, Nights, read_nights
-from pytest_specdec.store.records import Change, ComparisonRecord, Provenance, Role
+from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, Provenance, Role
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class LedgerPolicy:
     """How results are judged against baselines and what gets written."""
 
     update: bool = False  # --specdec-update-baselines
+    accept_inconclusive: bool = False  # --specdec-accept-inconclusive: else an inconclusive result stays a candidate
     fail_on_drift: bool = False
     min_effect: float = 0.05
     drift_alpha: float = 0.01  # drift raised on a quiet night at most this often (the run's false-discovery rate)
@@ -217,6 +218,7 @@ class BaselineLedger:
             leftovers = remove_stale_temporaries(self.store.root)
         accepted: dict[str, dict[str, BaselineEntry]] = {}
         candidates: dict[str, dict[str, BaselineEntry]] = {}
+        held: list[str] = []
         for record in self.records:
             if record.judgement.conclusion.says_nothing_about_speed:
                 continue
@@ -228,22 +230,29 @@ class BaselineLedger:
                 commit_info=self.commit_info,
             )
             is_new = record.check is not None and record.check.change in (Change.NEW, Change.REBASELINE)
-            if self.policy.update:
+            inconclusive = record.judgement.conclusion is Conclusion.INCONCLUSIVE
+            if self.policy.update and inconclusive and not self.policy.accept_inconclusive:
+                candidates.setdefault(record.backend, {})[baseline_key(record)] = entry
+                s = record.speedup
+                held.append(f"{record.nodeid} [{record.category}]: not accepted — inconclusive ({s.estimate:.2f}x "
+                            f"[{s.low:.2f}, {s.high:.2f}]) can never flip, so later runs would read 'unchanged' against "
+                            "it; kept as a candidate (measure more pairs, or accept it with "
+                            "--specdec-accept-inconclusive)")  # fmt: skip
+            elif self.policy.update:
                 accepted.setdefault(record.backend, {})[baseline_key(record)] = entry
             elif is_new:
                 candidates.setdefault(record.backend, {})[baseline_key(record)] = entry
-        lines: list[str] = []
+        lines: list[str] = list(held)
 
         # History first: a run killed between the two writes leaves history lines, never an accepted
         # baseline without its history. A baseline write that fails (a full disk, Ctrl-C) takes the
         # history append back and, for an error, appends the lines again saying what was really accepted:
         # history never says "accepted" for an accept that did not happen.
-        def lines_for(accepting: Collection[str]) -> list[Night]:
+        def lines_for(accepting: Mapping[str, Collection[str]]) -> list[Night]:
             return [
-                Night.of_record(r, self.store.machine_class,
-                             r.backend in accepting and not r.judgement.conclusion.says_nothing_about_speed, when)
+                Night.of_record(r, self.store.machine_class, baseline_key(r) in accepting.get(r.backend, ()), when)
                 for r in self.records
-            ]  # fmt: skip
+            ]
 
         if self.records:
             lines.append(
@@ -263,7 +272,7 @@ class BaselineLedger:
             # failure keeps its "accepted" line; under Ctrl-C too).
             if self.records and self.store.take_back_last_append():
                 with contextlib.suppress(OSError):
-                    self.store.append_history(lines_for(written))
+                    self.store.append_history(lines_for({b: accepted[b] for b in written}))
             if not isinstance(error, OSError):
                 raise
             raise SpecdecUsageError(
@@ -274,7 +283,9 @@ class BaselineLedger:
             path = self.store.write(backend, entries, candidates=True)
             shown = path or self.store.path(backend, candidates=True)
             lines.append(
-                f"{len(entries)} result(s) without a baseline written as candidates to {shown} — "
+                f"{len(entries)} result(s) kept as candidates in {shown}, not accepted (see above)"
+                if self.policy.update
+                else f"{len(entries)} result(s) without a baseline written as candidates to {shown} — "
                 "accept with --specdec-update-baselines"
             )
         if leftovers:

@@ -233,3 +233,22 @@ def test_current_machine_class_is_detected_without_override(monkeypatch: pytest.
     assert detected != MACHINE
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "Apple M1 Max 64GB")
     assert machine_class() == "Apple-M1-Max-64GB"
+
+
+def test_an_inconclusive_result_is_never_accepted_unless_asked(pytester: pytest.Pytester) -> None:
+    """An inconclusive baseline can never flip, so every later run would read "unchanged" against it: an accepting
+    run keeps it a candidate and says why; ``--specdec-accept-inconclusive`` accepts it on purpose."""
+    claim_file(pytester)
+    noisy = (*option("noise", 0.6), "--specdec-max-trials=4")
+    held = run(pytester, "--specdec-update-baselines", *noisy, speedup=1.3)
+    held.assert_outcomes(passed=1, warnings=1)
+    held.stdout.fnmatch_lines(["*not accepted — inconclusive (*) can never flip*--specdec-accept-inconclusive*"])
+    assert not baseline_path(pytester).exists()
+    candidate = pytester.path / "baselines" / "candidates" / MACHINE / "simulated.json"
+    assert json.loads(candidate.read_text())["entries"]
+    history = (pytester.path / "baselines" / "history" / f"{MACHINE}.jsonl").read_text().splitlines()
+    assert [json.loads(line)["accepted"] for line in history] == [False], "history never says it was accepted"
+    asked = run(pytester, "--specdec-update-baselines", "--specdec-accept-inconclusive", *noisy, speedup=1.3)
+    asked.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
+    (entry,) = json.loads(baseline_path(pytester).read_text())["entries"].values()
+    assert entry["result"]["judgement"]["conclusion"] == "inconclusive"
