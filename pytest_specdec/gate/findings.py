@@ -228,9 +228,11 @@ def comparison_findings(
     """
     findings: list[Finding] = []
     for record in run.comparisons:
-        if record.judgement.role is Role.OTHER_PROFILE:
-            continue  # a claim made for another model profile: shown in the summary and on the site, never gating
         key = baseline_key(record)
+        # A claim made for another model profile is shown in the summary and on the site: its verdict never gates,
+        # so neither its flip nor its undecided nights are findings. That SD changed the output or stopped
+        # engaging is the engine's doing whatever the claim, and fails such a row in the plugin too.
+        verdict_gates = record.judgement.role is not Role.OTHER_PROFILE
         conclusion, check = record.judgement.conclusion, record.check
         if conclusion is Conclusion.FAILED:
             findings.append(_about(State.LOSSY, record, record.judgement.failure or "SD changed the output"))
@@ -243,6 +245,8 @@ def comparison_findings(
                     f"engaged ({record.release})",
                 )
             )
+        elif not verdict_gates:
+            continue
         elif check is not None and check.change is Change.FLIP and record in run.flips:
             said = flips.get(key, UNCALLED)
             if said.confirmed:
