@@ -369,8 +369,6 @@ def silent_text(runner: str = "") -> str:
     )
 
 
-SILENT = silent_text()
-
 
 def runner_name(runner: str) -> str:
     """What a runner is called where no night file named its machine class (``runner <label>``)."""

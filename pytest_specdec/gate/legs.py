@@ -89,7 +89,6 @@ class GateConfig:
     window_minutes: int = 0  # a night's time on the runner (0: no budget)
     ungated_nights: int = 3  # nights results may wait for acceptance before the gate goes red
     undecided_nights: int = 3  # nights a claim may stay undecided before an issue opens
-    publish_site: bool = False  # the workflow's publish job puts the scoreboard on GitHub Pages (public)
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
@@ -242,6 +241,8 @@ def read_gate_config(rootdir: Path) -> GateConfig:
     if not isinstance(legs, dict):
         raise SpecdecUsageError("[tool.specdec.gate] legs must be a table ([tool.specdec.gate.legs.BACKEND])")
     profile = specdec.get("profile", "embedded")
+    # publish-site is read by the workflow's shell step alone (.github/scripts/gate.sh): only its type is checked here
+    _typed(table.get("publish-site", False), bool, "[tool.specdec.gate]", "publish-site")
     configured = {backend: _leg(backend, leg) for backend, leg in legs.items()}
     own = frozenset(name for name, value in specdec.items() if isinstance(value, dict) and value.get("model"))
     return GateConfig(
@@ -254,7 +255,6 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         window_minutes=_count(table, "window-minutes", 0),
         ungated_nights=_count(table, "ungated-nights", 3),
         undecided_nights=_count(table, "undecided-nights", 3),
-        publish_site=bool(_typed(table.get("publish-site", False), bool, "[tool.specdec.gate]", "publish-site")),
         default_profile=str(profile),
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),
