@@ -75,6 +75,8 @@ def test_its_options_and_name_show_in_help_and_the_backend_list(installed: dict[
     family = run([sys.executable, "-c", "from pytest_specdec.seed.evidence import backend_family as f; "
                   "print(f('openai-spec'))"], installed, tmp_path)  # fmt: skip
     assert family.stdout.strip() == "vllm"
+    # A test that asks for the plugin: the option is checked then, before anything is measured.
+    (tmp_path / "test_sd.py").write_text("def test_sd(specdec):\n    specdec.compare(category='code')\n")
     unknown = run([str(BIN / "pytest"), "--backend=openai-spec", "--specdec-backend-option=speculative=1"],
                   installed, tmp_path)  # fmt: skip
     assert unknown.returncode == 4
