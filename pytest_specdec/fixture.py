@@ -308,21 +308,23 @@ def raised_in_user_code(error: BaseException) -> bool:
     >>> try:
     ...     {}["missing"]
     ... except KeyError as error:
-    ...     raised_in_user_code(error)  # a doctest's frame is a file of neither kind
-    True
+    ...     raised_in_user_code(error)  # a doctest's frame ("<doctest …>") is no file of the user's
+    False
     """
     import sysconfig
 
     paths = sysconfig.get_paths()
-    library = tuple(
-        str(Path(folder).resolve())
+    library = [
+        Path(folder).resolve()
         for folder in {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
-        | {str(Path(__file__).resolve().parent), *(p for p in sys.path if "site-packages" in p)}
-    )
+        | {str(Path(__file__).resolve().parent)}
+        | {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
+    ]
     frame = error.__traceback__
     while frame is not None:
-        filename = frame.tb_frame.f_code.co_filename
-        if not filename.startswith("<frozen") and not str(Path(filename).resolve()).startswith(library):
+        name = frame.tb_frame.f_code.co_filename
+        # "<string>" (a dataclass's __init__), "<template>" (Jinja) and relative names (Cython) are a library's
+        if Path(name).is_absolute() and not any(Path(name).resolve().is_relative_to(lib) for lib in library):
             return True
         frame = frame.tb_next
     return False

@@ -51,6 +51,7 @@ sigterm_key = pytest.StashKey[Callable[[], None]]()
 servers_key = pytest.StashKey[Callable[[], int]]()
 # A configuration problem, kept until a test asks for the plugin: a session with no specdec test never fails on it.
 problem_key = pytest.StashKey[str]()
+asked_key = pytest.StashKey[bool]()  # whether a collected test uses the plugin: if none does, it writes nothing
 UNDER_XDIST = (
     "pytest-specdec measurements cannot run under pytest-xdist (-n): timings taken beside other workers share "
     "the machine's memory bandwidth and are not worth keeping — run the measuring tests without -n"
@@ -180,11 +181,13 @@ def _expectations(item: pytest.Item) -> Expectations:
     return Expectations(**parsed)
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: a deselected specdec test asks for nothing
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parse every test's markers (bad ones are usage errors) and load the backend once — only when a test asks
     for the plugin: a configuration problem is said then, in one line, before anything is measured."""
     asking = [item for item in items if _asks(item)]
-    for item in items:
+    config.stash[asked_key] = bool(asking)
+    for item in asking:  # an unrelated test's marker of the same name is none of the plugin's business
         item.stash[expectations_key] = _expectations(item)
     if not asking or config.option.collectonly or hasattr(config, "workerinput"):
         return  # under xdist each asking test fails in its fixture, and every other test runs
@@ -323,6 +326,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         or hasattr(config, "workerinput")
     ):
         return  # nothing is measured under xdist: neither its controller nor a worker has anything to keep
+    if not config.stash.get(asked_key, False):
+        return  # no test asked for the plugin: it writes nothing (not even the store's lock)
     specdec_session = config.stash[session_key]
     if timings_key in config.stash:
         path, timed = _timings_path(config), config.stash[timings_key]

@@ -447,3 +447,41 @@ def test_an_unbounded_interval_is_stored_as_standard_json_and_read_back(
     (tmp_path / "run.json").write_text(dumps(run))
     assert "Infinity" not in (tmp_path / "run.json").read_text()
     assert load_run(tmp_path / "run.json").comparisons[0].speedup.high == float("inf")
+
+
+def test_a_history_line_of_a_newer_release_still_counts(tmp_path: Path) -> None:
+    """An axis this release does not know (a newer release wrote the line) and a non-finite pair count: the line
+    is read, the unknown axis left out, and nothing else in the file is lost."""
+    base = {"time": "2026-12-01", "machine_class": "M", "backend": "mlx", "release": "r", "key": "k", "nodeid": "n",
+            "category": "code", "verdict": "holds", "speedup": {"estimate": 1.2, "low": 1.1, "high": 1.3}}  # fmt: skip
+    lines = [base | {"conditions": {"num_draft": 3, "from_the_future": 7}},
+             base | {"speedup": {"estimate": 1.2, "low": 1.1, "high": 1.3, "n": "inf"}}]  # fmt: skip
+    path = tmp_path / "M.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    first, second = read_nights(path)
+    assert first.conditions.dump() == {"num_draft": 3}
+    assert second.speedup.n == 0
+
+
+def test_an_unrelated_tests_marker_and_a_session_without_specdec_tests_touch_nothing(pytester: pytest.Pytester) -> None:
+    """A user's own ``concurrency`` marker is not the plugin's, and a session without a specdec test writes no
+    file (not even the store's lock)."""
+    pytester.makepyfile(
+        'import pytest\n\n@pytest.mark.concurrency("serial")\ndef test_unit():\n    assert 1 + 1 == 2\n'
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    ours = [p for p in pytester.path.rglob("*") if "baselines" in p.parts or p.name.startswith(".specdec")]
+    assert ours == [], "no baselines folder, lock or history"
+
+
+def test_a_library_frame_without_a_file_is_not_the_users_code() -> None:
+    """A dataclass's generated ``__init__`` ("<string>") or a template's frame is a library's, not the user's."""
+    from pytest_specdec.fixture import raised_in_user_code
+
+    namespace: dict[str, object] = {}
+    exec("def fail():\n    raise ValueError('inside a library')\n", namespace)
+    with pytest.raises(ValueError, match="inside a library") as caught:
+        namespace["fail"]()  # type: ignore[operator]
+    below_this_test = caught.value.with_traceback(caught.tb.tb_next)  # as _measure sees it: from the call down
+    assert not raised_in_user_code(below_this_test)

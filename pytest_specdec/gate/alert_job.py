@@ -105,10 +105,10 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
         if not leg.measured:
             return None
         return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
-    if leg.measured and key.subject in leg.shown_only:
+    if leg.measured and key.subject in leg.shown_only and key.state in {s.value for s in State if s.from_the_verdict}:
         return (
             f"Cleared: {key.subject} was measured tonight on {key.machine_class} for another profile's claim "
-            f"(profile {leg.shown_only[key.subject]}): such a row is shown, never gating, and opens no issue."
+            f"(profile {leg.shown_only[key.subject]}): its verdict is shown, never gating, and opens no issue."
         )
     release = leg.agreeing.get(key.subject) if leg.measured else None
     if release is None:

@@ -49,6 +49,11 @@ class State(StrEnum):
     METRIC_CHANGED = "metric changed, not speed"
 
     @property
+    def from_the_verdict(self) -> bool:
+        """Whether the finding is about a claim's verdict (its bounds), not about what the engine did."""
+        return self in (State.FLIP, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED, State.REBASELINE)
+
+    @property
     def turns_red(self) -> bool:
         """Whether the finding, on a required leg, fails the night."""
         return self not in (State.NOT_YET_GATED, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED,
@@ -367,7 +372,6 @@ def silent_text(runner: str = "") -> str:
         f"(runs-on: {labels}) — a runner offline or lost, a job cancelled after GitHub's 24–48 h "
         "queue limit, or a night file refused"
     )
-
 
 
 def runner_name(runner: str) -> str:

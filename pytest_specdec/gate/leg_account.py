@@ -38,7 +38,7 @@ from pytest_specdec.gate.runs import Leg, read_leg
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import finite_json, load_run, read_json, validate, write_atomically
 from pytest_specdec.store.night_statistics import erosions
-from pytest_specdec.store.records import RunRecord
+from pytest_specdec.store.records import Role, RunRecord
 
 NIGHTS_FILE = "nights.jsonl"  # the leg's nights on its runner, each with the gate's word: for the scoreboard
 
@@ -133,7 +133,10 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         awaiting = awaiting_acceptance(run)
         waiting = ungated_finding(awaiting, counted, thresholds)
         findings += [waiting] if waiting else []
+        shown_only = {baseline_key(r) for r in run.comparisons if r.judgement.role is Role.OTHER_PROFILE}
         for trend in erosions(history) if config.alert_on_erosion else ():
+            if trend.key in shown_only:
+                continue  # a claim made for another profile: its bounds are not this leg's to approach
             lines = tuple(n for n in history if n.key == trend.key)
             subject = f"claim {trend.claim_id}" if trend.claim_id else trend.nodeid.split("::")[-1]
             findings.append(

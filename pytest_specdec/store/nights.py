@@ -31,7 +31,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
+from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions, registered_axes
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.records import HISTORY_SCHEMA_VERSION
@@ -130,7 +130,7 @@ class Night:
                 _number(speedup.get("low"), math.nan),
                 _number(speedup.get("high"), math.nan),
                 _number(speedup.get("confidence"), 0.95) or 0.95,
-                int(_number(speedup.get("n"), 0)),
+                _count(speedup.get("n")),
             ),
             machine_class=_text(line, "machine_class"),
             nodeid=_text(line, "nodeid"),
@@ -139,7 +139,7 @@ class Night:
             versions=_texts(line.get("versions")),
             claim_id=line["claim_id"] if isinstance(line.get("claim_id"), str) else None,  # type: ignore[arg-type]
             profile=_text(line, "profile"),
-            conditions=Conditions.load(line.get("conditions") or {}),
+            conditions=_conditions(line.get("conditions")),
             log_se=_optional(line.get("log_se")),
             baseline_tps=_optional(line.get("baseline_tps")),
             treatment_tps=_optional(line.get("treatment_tps")),
@@ -229,6 +229,22 @@ def _number(value: object, default: float) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
+def _count(value: object) -> int:
+    number = _number(value, 0.0)
+    return int(number) if math.isfinite(number) else 0
+
+
+def _conditions(value: object) -> Conditions:
+    """A line's conditions: the axes this release knows (a newer release's axis is left out, not the line)."""
+    if not isinstance(value, Mapping):
+        return DEFAULT_CONDITIONS
+    known = {axis.name for axis in registered_axes()}
+    try:
+        return Conditions.load({name: setting for name, setting in value.items() if name in known})
+    except SpecdecUsageError:  # a value this release reads otherwise: the line still counts, under the defaults
+        return DEFAULT_CONDITIONS
+
+
 def _optional(value: object) -> float | None:
     number = _number(value, math.nan)
     return None if math.isnan(number) else number
@@ -284,14 +300,10 @@ def read_nights(path: Path, torn: list[str] | None = None) -> Nights:
             why = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
             raise SpecdecUsageError(f"{path}:{number} is not valid JSON ({why})") from None
         problem = _problem(parsed)
-        if not problem:
-            try:
-                nights.append(Night.of_line(parsed))
-            except SpecdecUsageError as error:  # conditions of an axis this release does not know
-                problem = str(error)
         if problem:
             raise SpecdecUsageError(
                 f"{path}:{number} is not a pytest-specdec history line ({problem}) — restore the file from version "
                 "control, or remove that line"
             )
+        nights.append(Night.of_line(parsed))
     return tuple(nights)
