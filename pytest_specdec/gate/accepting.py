@@ -18,7 +18,6 @@ from pytest_specdec.gate.lockfile import pin_name, platform_of, read_pins, write
 from pytest_specdec.gate.releases import lock_path
 from pytest_specdec.store.baselines import BaselineStore, load_any
 from pytest_specdec.store.ledger import newer_kept
-from pytest_specdec.store.records import Conclusion
 
 CANDIDATES = "candidates.json"
 
@@ -34,15 +33,8 @@ def accept_from_artifacts(artifacts: Path, baselines: Path) -> tuple[list[str], 
         except SpecdecUsageError as error:
             lines.append(f"refused: {error}")
             continue
-        decided = {
-            key: e for key, e in found.entries.items() if e.result.judgement.conclusion is not Conclusion.INCONCLUSIVE
-        }
-        lines += [f"left as a candidate: {key} — inconclusive, it could never flip (accept it by hand with "
-                  "--specdec-update-baselines --specdec-accept-inconclusive)"
-                  for key in sorted(set(found.entries) - set(decided))]  # fmt: skip
-        if not decided:
+        if not found.entries:
             continue
-        found = replace(found, entries=decided)
         store = BaselineStore(baselines, found.machine_class)
         written = store.write(found.backend, dict(found.entries))
         machines.add(found.machine_class)

@@ -155,19 +155,3 @@ def test_the_lock_step_marks_build_tools_from_its_platforms_locks(tmp_path: Path
     }
     marked = mark_build(ran, tmp_path, "darwin-arm64-py3.12")
     assert {name: pin.build for name, pin in marked.items()} == {"scikit_build_core": True, "numpy": False}
-
-
-def test_an_inconclusive_candidate_is_left_a_candidate(tmp_path: Path, sample_run: RunRecord) -> None:
-    """The accept pull request holds only decided results: an inconclusive one could never flip."""
-    from dataclasses import replace
-
-    from pytest_specdec.store.records import Conclusion
-
-    record = sample_run.comparisons[0]
-    unsure = replace(record, judgement=replace(record.judgement, conclusion=Conclusion.INCONCLUSIVE))
-    _leg(tmp_path, "specdec-mlx", unsure, sample_run.machine_class, Pin("mlx-lm", "0.33.0", ("cd" * 32,)))
-    lines, machines = accept_from_artifacts(tmp_path / "artifacts", tmp_path / "baselines")
-    assert lines == [f"left as a candidate: {baseline_key(unsure)} — inconclusive, it could never flip (accept it by "
-                     "hand with --specdec-update-baselines --specdec-accept-inconclusive)"]  # fmt: skip
-    assert machines == set()
-    assert not (tmp_path / "baselines" / sample_run.machine_class / "mlx.json").exists()
