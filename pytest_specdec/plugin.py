@@ -185,7 +185,9 @@ def _expectations(item: pytest.Item) -> Expectations:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parse every test's markers (bad ones are usage errors) and load the backend once — only when a test asks
     for the plugin: a configuration problem is said then, in one line, before anything is measured."""
-    asking = [item for item in items if _asks(item)]
+    # The backends are looked up once (entry points are scanned per call), not once per collected test.
+    fixtures = frozenset({"specdec", *(spec.fixture_name for spec in registered_backends().values())})
+    asking = [item for item in items if _asks(item, fixtures)]
     config.stash[asked_key] = bool(asking)
     for item in asking:  # an unrelated test's marker of the same name is none of the plugin's business
         item.stash[expectations_key] = _expectations(item)
@@ -207,10 +209,9 @@ def _measuring(item: pytest.Item) -> bool:
     return "specdec" in getattr(item, "fixturenames", ())
 
 
-def _asks(item: pytest.Item) -> bool:
-    """Whether a test uses the plugin: the ``specdec`` fixture or a backend's."""
-    names = set(getattr(item, "fixturenames", ()))
-    return "specdec" in names or any(spec.fixture_name in names for spec in registered_backends().values())
+def _asks(item: pytest.Item, fixtures: frozenset[str]) -> bool:
+    """Whether a test uses the plugin: the ``specdec`` fixture or a backend's (``fixtures``: their names)."""
+    return not fixtures.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 def _refused(config: pytest.Config) -> None:
