@@ -25,6 +25,7 @@ from pathlib import Path
 from pytest_specdec.backends import backend_spec, check_options, known_profiles, profile_pairs, registered_backends
 from pytest_specdec.backends.base import ModelPair
 from pytest_specdec.embedded import models
+from pytest_specdec.embedded.prompt_sets import PromptSet, read_prompt_file
 from pytest_specdec.errors import SpecdecUsageError
 
 Lookup = Callable[[str], object]
@@ -63,6 +64,13 @@ OPTIONS: tuple[OptionDef, ...] = (
         "str",
         None,
         "model profile: embedded, embedded-1b, gemma, seed, or a [tool.specdec.profiles.NAME] table",
+    ),
+    OptionDef(
+        "prompts",
+        "str",
+        None,
+        "a prompt file (TOML or JSON Lines, relative to the rootdir) of your own named prompt sets: compare('SET') "
+        "measures one (docs/writing-claims.md)",
     ),
     OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
     OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
@@ -204,6 +212,7 @@ class Settings:
     notes: str = "few"  # notes under the table: the first few per row, or all
     plain_runtime: str | None = None  # a faster plain runtime on the same weights (plain arm of the verdict)
     plain_model: str | None = None
+    prompts: str | None = None  # the prompt file, relative to the rootdir
 
 
 def _notes_choice(value: str) -> str:
@@ -335,9 +344,17 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         notes=_notes_choice(str(values["notes"])),
         plain_runtime=str(values["plain_runtime"]) if values["plain_runtime"] else None,
         plain_model=str(values["plain_model"]) if values["plain_model"] else None,
+        prompts=str(values["prompts"]) if values["prompts"] else None,
     )
     validate(settings)
     return settings
+
+
+def prompt_sets(settings: Settings, rootdir: Path) -> dict[str, PromptSet]:
+    """The named sets of the prompt file the settings name (none without one); a bad file is one line."""
+    if not settings.prompts:
+        return {}
+    return read_prompt_file(rootdir / settings.prompts, "--specdec-prompts / [tool.specdec] prompts")
 
 
 def profile_pair(name: str, backend: str, pyproject: Mapping[str, object]) -> ModelPair:

@@ -22,6 +22,7 @@ from pytest_specdec.backends import backend_spec
 from pytest_specdec.backends.base import Arm, Backend, BackendSpec
 from pytest_specdec.backends.kinds import SpeculationKind, run_kind
 from pytest_specdec.claims import Expectations, QuantityVerdict, SpeedupBounds, judge_quantity
+from pytest_specdec.embedded.prompt_sets import PromptSet
 from pytest_specdec.errors import (
     NO_RESULT_KEPT,
     BackendRuntimeError,
@@ -80,8 +81,9 @@ class SpecdecFixture:
 
     def compare(
         self,
-        category: str = "code",
+        category: str | None = None,
         *,
+        prompts: Sequence[str] | str | None = None,
         target: str | None = None,
         draft: str | None = None,
         max_tokens: int | None = None,
@@ -91,6 +93,11 @@ class SpecdecFixture:
         **conditions: object,
     ) -> Result:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
+
+        ``category`` is a built-in content class (``code`` by default, ``copy``, ``prose``, ``unpredictable``,
+        ``creative``, ``tool-call``, ``all``) or a set of your prompt file (``[tool.specdec] prompts``).
+        ``prompts`` measures your own texts instead (a list), or names a set of the prompt file; ``category``
+        then says what content they are (``custom`` by default). The set's digest is part of the key.
 
         ``max_trials`` caps the pairs below ``--specdec-max-trials`` for a comparison that needs no decision
         on its speedup (claim g reads only the plain arm).
@@ -103,9 +110,10 @@ class SpecdecFixture:
         ``context`` (that many tokens of text before every prompt; a length beyond the model's window
         or this machine's memory skips the test with the numbers).
         """
+        category, chosen = self._prompt_choice(category, prompts, "compare")
         spec = ComparisonSpec(
             category, target, draft, max_tokens, baseline, treatment, max_trials,
-            conditions=self._conditions(conditions, "compare"),
+            conditions=self._conditions(conditions, "compare"), prompt_set=chosen,
         )  # fmt: skip
         other_plain = self._session.plain_runtime_arm(spec) if baseline is None and treatment is None else None
         if other_plain is not None:
@@ -123,8 +131,9 @@ class SpecdecFixture:
 
     def sweep(
         self,
-        category: str = "code",
+        category: str | None = None,
         *,
+        prompts: Sequence[str] | str | None = None,
         max_tokens: int | None = None,
         max_trials: int | None = None,
         plot: str | Path | None = None,
@@ -138,7 +147,8 @@ class SpecdecFixture:
 
         Other axes keep the test's markers' values (a temperature sweep takes the marker's top-p).
         """
-        return self._sweep(category, axis, max_tokens=max_tokens, max_trials=max_trials, plot=plot, where="sweep")
+        return self._sweep(category, axis, max_tokens=max_tokens, max_trials=max_trials, plot=plot, where="sweep",
+                           prompts=prompts)  # fmt: skip
 
     def temperature_sweep(
         self,
@@ -174,7 +184,7 @@ class SpecdecFixture:
 
     def _sweep(
         self,
-        category: str,
+        category: str | None,
         given: Mapping[str, Sequence[object]],
         *,
         max_tokens: int | None,
@@ -182,7 +192,9 @@ class SpecdecFixture:
         plot: str | Path | None = None,
         where: str,
         marked: Conditions | None = None,
+        prompts: Sequence[str] | str | None = None,
     ) -> list[Result]:
+        category, chosen = self._prompt_choice(category, prompts, where)
         try:
             axis, values = sweep_axis(given, where)
             base = self._expectations().conditions if marked is None else marked
@@ -192,7 +204,8 @@ class SpecdecFixture:
         results, skipped = [], []
         for conditions in settings:
             try:
-                spec = ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, conditions=conditions)
+                spec = ComparisonSpec(category, max_tokens=max_tokens, max_trials=max_trials, conditions=conditions,
+                                      prompt_set=chosen)  # fmt: skip
                 results.append(self._measure(spec, skip_unmeasurable=False))
             except NotMeasurableHere as error:
                 skipped.append(str(error))
@@ -221,6 +234,13 @@ class SpecdecFixture:
         """Fail the test in one line, and say in the results why it kept nothing (the gate reads that, not the line)."""
         self._session.unmeasured.append(UnmeasuredTest(stored_nodeid(self._request.node), kind, line))
         pytest.fail(f"{line} — {NO_RESULT_KEPT}", pytrace=False)
+
+    def _prompt_choice(self, category: str | None, prompts: object, where: str) -> tuple[str, PromptSet | None]:
+        """The content class and the user's prompt set asked for; a bad choice fails the test in one line."""
+        try:
+            return self._session.prompt_choice(category, prompts)
+        except SpecdecUsageError as error:
+            self._kept_nothing(Unmeasured.REFUSED, f"{where}(): {error}")
 
     def _expectations(self) -> Expectations:
         found: Expectations = self._request.node.stash.get(expectations_key, Expectations())

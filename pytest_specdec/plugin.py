@@ -29,7 +29,7 @@ from pytest_specdec.backends import (
 from pytest_specdec.backends.base import Backend, ModelPair
 from pytest_specdec.backends.server_process import interrupt_on_sigterm, server_scope
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
-from pytest_specdec.config import all_options, build_settings, read_pyproject, requested_backend
+from pytest_specdec.config import all_options, build_settings, prompt_sets, read_pyproject, requested_backend
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
 from pytest_specdec.hardware import environment_fitness, machine_class
@@ -132,10 +132,11 @@ def pytest_configure(config: pytest.Config) -> None:
         check_output_folders(settings.outputs, config.invocation_params.dir)
         root = default_root(config.rootpath, settings.baselines)
         check_store_folder(root)
+        sets = prompt_sets(settings, config.rootpath)
     except SpecdecUsageError as error:
         config.stash[problem_key] = str(error)
         return
-    config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root)
+    config.stash[session_key] = SpecdecSession.create(settings, machine_class(), root, sets)
     config.stash[session_key].command = ("pytest", *config.invocation_params.args)
     # SIGTERM (a CI cancel, `kill`) stops the run as Ctrl-C does: the same teardown stops managed servers.
     config.stash[sigterm_key] = interrupt_on_sigterm()

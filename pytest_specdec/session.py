@@ -10,7 +10,7 @@ module only wires them and remembers what happened. Nothing here imports pytest.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import MAX_TOKENS_LIMIT, TRIALS_LIMIT, Settings
+from pytest_specdec.embedded.prompt_sets import PromptSet, choose, digest_of
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
@@ -64,6 +65,7 @@ class ComparisonSpec:
     max_trials: int | None = None
     reference: bool = False  # judged and shown, never gating
     conditions: Conditions | None = None  # None: the test's markers'
+    prompt_set: PromptSet | None = None  # the user's prompts (``category`` is their content class); None: built-in
 
     def check(self) -> None:
         """The same limits as the command line's, one line naming the argument (before anything runs)."""
@@ -129,10 +131,17 @@ class SpecdecSession:
     unmeasured: list[UnmeasuredTest] = field(default_factory=list)  # tests that kept no result, and why
     started: str = field(default_factory=now_iso)
     command: tuple[str, ...] = ()  # the run's command line as typed: kept with its results
+    prompt_sets: Mapping[str, PromptSet] = field(default_factory=dict)  # the prompt file's sets, by name
 
     @classmethod
-    def create(cls, settings: Settings, machine_class: str, baselines_root: Path) -> SpecdecSession:
-        """A session whose ledger follows the settings' baseline options."""
+    def create(
+        cls,
+        settings: Settings,
+        machine_class: str,
+        baselines_root: Path,
+        prompt_sets: Mapping[str, PromptSet] | None = None,
+    ) -> SpecdecSession:
+        """A session whose ledger follows the settings' baseline options, with the prompt file's sets."""
         policy = LedgerPolicy(
             update=settings.update_baselines,
             accept_inconclusive=settings.accept_inconclusive,
@@ -143,7 +152,12 @@ class SpecdecSession:
         store = BaselineStore(baselines_root, machine_class)
         pool = BackendPool(settings.backend, settings.pair, settings.backend_options)
         more = (Path(settings.run_history),) if settings.run_history else ()
-        return cls(settings, machine_class, BaselineLedger(store, policy, history_sources=more), pool)
+        ledger = BaselineLedger(store, policy, history_sources=more)
+        return cls(settings, machine_class, ledger, pool, prompt_sets=dict(prompt_sets or {}))
+
+    def prompt_choice(self, category: str | None, prompts: object) -> tuple[str, PromptSet | None]:
+        """The content class and the user's set that ``compare(category, prompts=...)`` names (``None``: built-in)."""
+        return choose(category, prompts, self.prompt_sets, self.settings.prompts)
 
     @property
     def records(self) -> list[ComparisonRecord]:
@@ -180,9 +194,14 @@ class SpecdecSession:
         settings = self.settings
         conditions = expect.conditions if spec.conditions is None else spec.conditions
         baseline, treatment = self.arms(spec, conditions)
+        chosen = spec.prompt_set  # the user's texts as given; the built-in set in the form the model reads
+        prompts = (
+            chosen.prompts if chosen else prompts_for(spec.category, "continuation" if base_model else "instruction")
+        )
         return ComparisonPlan(
             category=spec.category,
-            prompts=prompts_for(spec.category, "continuation" if base_model else "instruction"),
+            prompts=prompts,
+            prompt_digest=digest_of(prompts),
             baseline=baseline,
             treatment=treatment,
             max_tokens=settings.max_tokens if spec.max_tokens is None else spec.max_tokens,
@@ -198,7 +217,8 @@ class SpecdecSession:
             precision=settings.precision,
             near_tie_logits=settings.near_tie,
             distribution_generations=settings.distribution_samples,
-            conditions=conditions.with_(num_draft=treatment.num_draft),  # γ as the SD arm drafts it (a given γ too)
+            # γ as the SD arm drafts it (a given γ too); the user's prompt set by name and digest
+            conditions=conditions.with_(num_draft=treatment.num_draft, prompt_set=chosen.label if chosen else None),
         )
 
     def compare(
@@ -270,8 +290,8 @@ class SpecdecSession:
             record_outcome(
                 nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
                 model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, comparison, fingerprint, base_model=self.pool.is_base_model(backend),
-                             weight_bytes=self.pool.weight_bytes(backend)),
+                scope=_scope(self.settings.profile, comparison, fingerprint, spec.prompt_set,
+                             base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend)),
             )
         )  # fmt: skip
         result = Result(comparison, record, self.ledger.decide(record))
@@ -317,12 +337,21 @@ class SpecdecSession:
 
 
 def _scope(
-    profile: str, comparison: Comparison, fingerprint: Fingerprint, *, base_model: bool, weight_bytes: int | None = None
+    profile: str,
+    comparison: Comparison,
+    fingerprint: Fingerprint,
+    chosen: PromptSet | None,
+    *,
+    base_model: bool,
+    weight_bytes: int | None = None,
 ) -> dict[str, str]:
     plan = comparison.plan
     loaded = fingerprint.details.get("n_ctx")  # the context the backend held (llama.cpp sizes its caches by it)
     return {
-        "prompts": "continuation" if base_model else "instruction",
+        # the prompts' form: the user's texts as given, or the built-in set for an instruction or a base model
+        "prompts": "given" if chosen else "continuation" if base_model else "instruction",
+        "prompt_set": chosen.name if chosen else plan.category,  # the texts never leave the machine; their digest does
+        "prompt_digest": plan.prompt_digest,
         "profile": profile,
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,

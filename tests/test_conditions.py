@@ -38,6 +38,7 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
     "metric": st.sampled_from(["decode", "end-to-end"]),
     "context": st.integers(0, 1 << 20),
     "concurrency": st.integers(1, 64),
+    "prompt_set": st.from_regex(r"[a-z][a-z0-9-]{0,8}#[0-9a-f]{12}", fullmatch=True),
 }
 
 

@@ -116,6 +116,10 @@ class Axis(Generic[V]):
         """The value in keys, rows and sweeps: ``ctx=8K``."""
         return f"{self.name}={value}"
 
+    def row_label(self, value: V) -> str:
+        """The value among a row's conditions (its key label, unless a shorter one reads better)."""
+        return self.label(value)
+
     def statement(self, value: V) -> str:
         """What a verdict's statement adds under this value: ``, behind 8192 tokens of context``."""
         return f", {self.label(value)}"
@@ -251,7 +255,7 @@ class Conditions:
     @property
     def labels(self) -> tuple[str, ...]:
         """The labels a row shows among its conditions (axes with a column of their own left out)."""
-        return tuple(axis.label(value) for axis, value in self.items() if not axis.own_column)
+        return tuple(axis.row_label(value) for axis, value in self.items() if not axis.own_column)
 
     def statement(self) -> str:
         """What a verdict's statement adds: ``" at T=0.7, end to end, behind 8192 tokens of context"``."""
@@ -348,7 +352,7 @@ def from_keywords(given: Mapping[str, object], marked: Conditions, where: str) -
 
 def sweep_axis(given: Mapping[str, Sequence[object]], where: str = "sweep") -> tuple[Axis[Any], Sequence[object]]:
     """The one axis a sweep names (``sweep(context=[0, 2048])``) and its values, or one line saying what is wrong."""
-    primary = [a.keyword for a in registered_axes()]
+    primary = [a.keyword for a in registered_axes() if a.keywords]
     if len(given) != 1:
         raise SpecdecUsageError(
             f"{where}() takes one axis and its values, e.g. {where}(num_draft=[1, 2, 4]) — the axes are "

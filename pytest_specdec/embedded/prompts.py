@@ -4,7 +4,9 @@
 - ``copy``: rewrite or extract from a given text, so most of the answer is already
   in the prompt (prompt-lookup drafting should shine here);
 - ``prose``: open-ended explanation in natural language;
-- ``unpredictable``: answers with little structure to guess (random-looking lists).
+- ``unpredictable``: answers with little structure to guess (random-looking lists);
+- ``creative``: stories and verse, where published Mac figures put SD below plain decoding;
+- ``tool-call``: a function call as JSON (a fixed schema around a few free values).
 
 Instruction-tuned models get instructions (:data:`SUITE`). A **base** model (one with
 no chat template, such as the PyPI Gemma 3 270M) does not follow instructions, it
@@ -117,11 +119,50 @@ SUITE: tuple[Prompt, ...] = (
         "unpredictable",
         "Give a random mix of twenty colours, animals and cities, in no particular order.",
     ),
+    Prompt("creative-1", "creative", "Write a short poem about a lighthouse in a storm, with an unexpected last line."),
+    Prompt(
+        "creative-2", "creative", "Tell a fable about a fox who learns to count, ending with a moral nobody expects."
+    ),
+    Prompt(
+        "creative-3", "creative", "Write the opening paragraph of a mystery set on a night train through the mountains."
+    ),
+    Prompt(
+        "creative-4", "creative", "Describe a dream in which the furniture of a house argues about who is most useful."
+    ),
+    Prompt(
+        "tool-call-1",
+        "tool-call",
+        'Tools: get_weather(city: str, unit: "C" | "F"). Answer only with the JSON call for: the weather in Lisbon in '
+        "Celsius.",
+    ),
+    Prompt(
+        "tool-call-2",
+        "tool-call",
+        'Answer only with a JSON object {"name": ..., "arguments": {...}} calling search_orders with customer_id 4821, '
+        'status "shipped" and limit 20.',
+    ),
+    Prompt(
+        "tool-call-3",
+        "tool-call",
+        "Answer only with the JSON call of create_event(title, start, end, attendees) for a design review with Ana "
+        "and Kofi next Tuesday from 10:00 to 11:00 (ISO 8601 times).",
+    ),
+    Prompt(
+        "tool-call-4",
+        "tool-call",
+        "Answer only with a JSON array of two tool calls: add_item with sku M6-20 and qty 480, then add_item with sku "
+        "W-M6 and qty 1200.",
+    ),
 )
 
 _PASSAGE = (
     "The lighthouse keeper climbs the spiral stairs at dusk, trims the wick, polishes the lens and "
     "writes the weather in the log before the first ship rounds the point."
+)
+
+_CALLS = (
+    '{"name": "get_weather", "arguments": {"city": "Quito", "unit": "C"}}\n'
+    '{"name": "search_orders", "arguments": {"customer_id": 1093, "status": "open", "limit": 5}}\n'
 )
 
 CONTINUATION_SUITE: tuple[Prompt, ...] = (
@@ -161,9 +202,18 @@ CONTINUATION_SUITE: tuple[Prompt, ...] = (
     Prompt("unpredictable-2", "unpredictable", "4821 0937 5512 7704 3168 9245 0081 6639"),
     Prompt("unpredictable-3", "unpredictable", "Okonkwo\nVaelstrom\nTiruvenkat\nHalloran\nMbeki-Sands\n"),
     Prompt("unpredictable-4", "unpredictable", "teal, Lisbon, heron, ochre, Quito, lynx, crimson,"),
+    Prompt("creative-1", "creative", "The storm found the lighthouse at midnight, and the keeper, who had never"),
+    Prompt("creative-2", "creative", "Once there was a fox who wanted to count the stars. Every night she"),
+    Prompt("creative-3", "creative", "The night train climbed into the mountains, and in compartment seven a woman"),
+    Prompt("creative-4", "creative", "In the dream, the armchair spoke first. 'Without me,' it said,"),
+    Prompt("tool-call-1", "tool-call", _CALLS + '{"name": "get_weather", "arguments": {"city": "Lisbon", "unit": '),
+    Prompt("tool-call-2", "tool-call", _CALLS + '{"name": "search_orders", "arguments": {"customer_id": 4821, '),
+    Prompt("tool-call-3", "tool-call", _CALLS + '{"name": "create_event", "arguments": {"title": "Design review", '),
+    Prompt("tool-call-4", "tool-call", _CALLS + '{"name": "add_item", "arguments": {"sku": "M6-20", "qty": 480}}\n{'),
 )
 
-CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable")
+CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable", "creative", "tool-call")
+FILLER_CATEGORIES = CATEGORIES[:4]  # a context prefix's text (measure.context): the classes it was measured with
 STYLES: dict[str, tuple[Prompt, ...]] = {"instruction": SUITE, "continuation": CONTINUATION_SUITE}
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from pytest_specdec.backends import previous_release
 from pytest_specdec.backends.base import Arm, ModelPair, OldRelease
 from pytest_specdec.backends.release_pair import ReleasePair
+from pytest_specdec.config import read_pyproject
+from pytest_specdec.embedded.prompt_sets import PromptSet, read_prompt_file
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import BackendRuntimeError, SpecdecUsageError
 from pytest_specdec.gate.ab_call import Blame, Call, blame, settles
@@ -93,18 +95,35 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _plan(record: ComparisonRecord, pairs: int) -> ComparisonPlan:
-    """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …).
+def _plan(record: ComparisonRecord, pairs: int, sets: Mapping[str, PromptSet]) -> ComparisonPlan:
+    """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …), on its
+    very prompts: the built-in ones, or the user's set from the prompt file if its texts are unchanged.
 
     It looks first at :data:`AB_PAIRS` pairs and at each doubling up to ``pairs``.
     """
-    kind = record.design.prompts
+    design = record.design
+    if design.prompts == "given":  # the texts never leave the machine: read them again, and check the digest
+        chosen = sets.get(design.prompt_set)
+        if chosen is None or chosen.digest != design.prompt_digest:
+            raise SpecdecUsageError(
+                f"the prompt set {design.prompt_set!r} it measured is not in the prompt file ([tool.specdec] prompts) "
+                "with the same texts"
+            )
+        prompts = chosen.prompts
+    else:
+        prompts = prompts_for(record.category, design.prompts)
     return ComparisonPlan(
-        record.category, prompts_for(record.category, kind), Arm("plain"),
+        record.category, prompts, Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),
         max_tokens=record.design.max_tokens, min_trials=min(AB_PAIRS, pairs), max_trials=pairs,
         confidence=record.speedup.confidence, conditions=record.conditions,
     )  # fmt: skip
+
+
+def user_prompt_sets() -> dict[str, PromptSet]:
+    """The sets of the prompt file that ``[tool.specdec] prompts`` names in this repository (none if it names none)."""
+    name = read_pyproject(Path.cwd()).get("prompts")
+    return read_prompt_file(Path(name), "[tool.specdec] prompts") if isinstance(name, str) and name else {}
 
 
 @contextmanager
@@ -188,7 +207,7 @@ def ab_flips(
         count, said = (pairs or {}).get(key) or ab_pairs(0, 0.0, None)
         judged = _judged_bound(record, baselines, machine_class)
         try:
-            plan = _plan(record, count)
+            plan = _plan(record, count, user_prompt_sets())
             options = {**backend_options(arguments), **record.conditions.backend_options()}
             with release_options(leg, old, options, out / "server-logs") as (new, before):
                 releases = ReleasePair(

@@ -112,6 +112,8 @@ class ComparisonPlan:
     # prompt, and tokens each (studies/sampling_check_rates.py measured its error rates at these).
     distribution_generations: int = 128
     distribution_tokens: int = 16
+    # SHA-256 of the prompts' texts as the set gave them (before a context prefix): kept with the record.
+    prompt_digest: str = ""
 
     def __post_init__(self) -> None:
         if self.conditions.get(NUM_DRAFT) is None:  # γ is the SD arm's, where the conditions leave it to the arm

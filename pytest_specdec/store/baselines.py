@@ -100,6 +100,22 @@ def _check(
     )
 
 
+def _differences(old: ComparisonRecord, new: ComparisonRecord) -> list[str]:
+    """What separates two results of one test: each condition, the models and their digest, ``old → new``."""
+    said = []
+    before, after = dict(old.conditions.items()), dict(new.conditions.items())
+    for axis in sorted(before.keys() | after.keys(), key=lambda a: a.order):
+        if before.get(axis, axis.default) != after.get(axis, axis.default):
+            said.append(f"{axis.label(before.get(axis, axis.default))} → {axis.label(after.get(axis, axis.default))}")
+    for what, was, now in (
+        ("models", f"{old.target} + {old.draft}", f"{new.target} + {new.draft}"),
+        ("model digest", old.model_digest, new.model_digest),
+    ):
+        if was != now:
+            said.append(f"{what} {was} → {now}")
+    return said
+
+
 def _interval_text(record: ComparisonRecord) -> str:
     s = record.speedup
     return f"{s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}]"
@@ -118,8 +134,10 @@ def compare_with_baseline(
     machine_class: str,
     *,
     nights: Nights = (),
+    nearest: tuple[str, str] | None = None,
 ) -> CheckRecord:
-    """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline.
+    """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline (naming the ``nearest``
+    accepted key of the same test and what differs, where one is: :meth:`BaselineStore.nearest`).
 
     The baseline ran on another night: a flip that does not stand beyond the machine's run-to-run spread
     (tonight's speedup interval widened by it, from the key's ``nights``) says so and only warns
@@ -129,10 +147,16 @@ def compare_with_baseline(
     """
     if entry is None or entry.provenance is Provenance.PUBLISHED:
         # A published figure is evidence, shown beside a result, never a baseline to flip against.
+        replaces = (
+            f"; it differs from the accepted {nearest[0]} only in {nearest[1]} — if it replaces that one, accept it "
+            "and remove the old entry"
+            if nearest
+            else ""
+        )
         return _check(
             Change.NEW,
             f"not yet gated: no accepted baseline for {new.nodeid} [{_scope_text(new)}] on "
-            f"{machine_class} — accept with --specdec-update-baselines",
+            f"{machine_class} — accept with --specdec-update-baselines{replaces}",
         )
     old = entry.result
     if entry.provenance is Provenance.MEASURED and old.protocol != new.protocol:
@@ -250,6 +274,20 @@ class BaselineStore:
     def lookup(self, record: ComparisonRecord) -> BaselineEntry | None:
         """The accepted entry for ``record``'s key (``None``: not yet gated)."""
         return self.load(record.backend).entries.get(baseline_key(record))
+
+    def nearest(self, record: ComparisonRecord) -> tuple[str, str] | None:
+        """The accepted key of the same test and category that differs least from ``record``'s (a changed prompt
+        set, γ, option, model), and the differences: ``prompts=a#1f… → prompts=a#9c…``; ``None`` if none is near."""
+        found = []
+        for key, entry in self.load(record.backend).entries.items():
+            old = entry.result
+            same_test = (old.nodeid, old.category) == (record.nodeid, record.category)
+            if entry.provenance is Provenance.PUBLISHED or not same_test:
+                continue
+            differences = _differences(old, record)
+            if differences and len(differences) <= 2 and key != baseline_key(record):
+                found.append((len(differences), key, "; ".join(differences)))
+        return min(found)[1:] if found else None
 
     def write(self, backend: str, entries: Mapping[str, BaselineEntry], *, candidates: bool = False) -> Path | None:
         """Merge ``entries`` into a file under the lock; ``None`` when nothing changed."""

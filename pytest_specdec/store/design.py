@@ -32,7 +32,9 @@ class Design:
     (64, (16, 32), None, ("scope 'target_bytes' is 'big', not a whole number",))
     """
 
-    prompts: str = "instruction"  # the prompt set's form: instruction, or continuation for a base model
+    prompts: str = "instruction"  # the prompts' form: instruction, continuation for a base model, or given (a user's)
+    prompt_set: str = ""  # the set's name: the category for the built-in prompts, else the user's set
+    prompt_digest: str = ""  # SHA-256 of its texts (results written before it was kept: "")
     profile: str = ""
     baseline: str = ""  # the arms' labels
     treatment: str = ""
@@ -69,6 +71,8 @@ class Design:
                 problems.append(f"scope 'looks' is {scope['looks']!r}, not pair counts separated by commas")
         return cls(
             prompts=scope.get("prompts") or "instruction",
+            prompt_set=scope.get("prompt_set", ""),
+            prompt_digest=scope.get("prompt_digest", ""),
             profile=scope.get("profile", ""),
             baseline=scope.get("baseline", ""),
             treatment=scope.get("treatment", ""),

@@ -101,7 +101,9 @@ class BaselineLedger:
             self.records.append(record)
             return record
         entry = self.store.lookup(record)
-        check = compare_with_baseline(record, entry, self.store.machine_class, nights=self.nights(record))
+        nearest = self.store.nearest(record) if entry is None else None
+        check = compare_with_baseline(record, entry, self.store.machine_class, nights=self.nights(record),
+                                      nearest=nearest)  # fmt: skip
         checked = replace(record, check=check)
         self.records.append(checked)
         return checked
