@@ -291,7 +291,8 @@ class SpecdecSession:
                 nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
                 model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
                 scope=_scope(self.settings.profile, comparison, fingerprint, spec.prompt_set,
-                             base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend)),
+                             base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend),
+                             arm_options=self.pool.arm_options(backend)),
             )
         )  # fmt: skip
         result = Result(comparison, record, self.ledger.decide(record))
@@ -344,6 +345,7 @@ def _scope(
     *,
     base_model: bool,
     weight_bytes: int | None = None,
+    arm_options: str = "",
 ) -> dict[str, str]:
     plan = comparison.plan
     loaded = fingerprint.details.get("n_ctx")  # the context the backend held (llama.cpp sizes its caches by it)
@@ -352,6 +354,7 @@ def _scope(
         "prompts": "given" if chosen else "continuation" if base_model else "instruction",
         "prompt_set": chosen.name if chosen else plan.category,  # the texts never leave the machine; their digest does
         "prompt_digest": plan.prompt_digest,
+        "arm_options": arm_options,  # the backend options that change an arm, as loaded: compared with the baseline's
         "profile": profile,
         "baseline": plan.baseline.label,
         "treatment": plan.treatment.label,

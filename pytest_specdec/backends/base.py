@@ -233,13 +233,17 @@ class OptionSpec:
     """One ``--specdec-backend-option KEY=VALUE`` a backend reads: its type and help.
 
     ``flag`` also gives it a command-line option of its own, ``--specdec-<flag>`` (with
-    an ini twin), for options users set on every run (``ollama_host``).
+    an ini twin), for options users set on every run (``ollama_host``). ``arm``: the option
+    changes what an arm runs (a spec type, threads, a context size), so each result records
+    its value and a baseline measured under another value is never read as "unchanged";
+    where it only reaches the engine (a URL, a timeout) it is not.
     """
 
     key: str
     kind: str  # "str", "int", "float" or "bool"
     help: str
     flag: str | None = None
+    arm: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pytest_specdec.backends import load_backend
+from pytest_specdec.backends import backend_spec, load_backend
 from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, arm_runtime, needs_router
 from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, KnowsWeightBytes, ModelPair
 
@@ -82,6 +82,17 @@ class BackendPool:
         if key not in self._digests:
             self._digests[key] = backend.model_digest()
         return self._digests[key]
+
+    def arm_options(self, backend: Backend) -> str:
+        """The options it was loaded with that change what an arm runs (``OptionSpec.arm``), as ``ngram=3;spec=ngram``
+        (a router: each arm's, joined by ``|``); "" where none was set."""
+        if isinstance(backend, ArmRouter):
+            return "|".join(self.arm_options(member) for member in backend.members)
+        for (name, _, options), loaded in self._backends.items():
+            if loaded is backend:
+                changes_arm = {option.key for option in backend_spec(name).options if option.arm}
+                return ";".join(f"{key}={value}" for key, value in options if key in changes_arm)
+        return ""
 
     def is_base_model(self, backend: Backend) -> bool:
         """Whether the target is a base model (read when it loaded; a router asks its first arm)."""

@@ -168,6 +168,15 @@ def compare_with_baseline(
             "--specdec-update-baselines",
             entry,
         )
+    changed = option_changes(old.design.arm_options, new.design.arm_options)
+    if changed:
+        return _check(
+            Change.REBASELINE,
+            f"option changed: {changed} — the baseline ({_interval_text(old)}, {old.release}) ran its arms with "
+            "other options, so this is neither a flip nor a re-confirmation; written as a candidate, accept it "
+            "with --specdec-update-baselines",
+            entry,
+        )
     before = old.judgement.bound_verdicts
     flipped = flipped_bounds(new, old)
     spread = run_spread(nights)
@@ -216,6 +225,30 @@ def compare_with_baseline(
             p_value,
         )
     return _check(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+
+
+def option_changes(old: str | None, new: str | None) -> str:
+    """``ngram 2 → 3; flash_attn (unset) → true``: what changed between two results' arm options ("" where
+    nothing did, or where the baseline was measured before they were kept).
+
+    >>> option_changes("ngram=2;spec=ngram", "ngram=3;spec=ngram"), option_changes(None, "ngram=3")
+    ('ngram 2 → 3', '')
+    """
+    if old is None or new is None or old == new:
+        return ""
+
+    def parsed(text: str) -> dict[str, str]:
+        return dict(item.partition("=")[::2] for item in text.replace("|", ";").split(";") if item)
+
+    before, after = parsed(old), parsed(new)
+    return (
+        "; ".join(
+            f"{key} {before.get(key, '(unset)')} → {after.get(key, '(unset)')}"
+            for key in sorted(before.keys() | after.keys())
+            if before.get(key) != after.get(key)
+        )
+        or f"{old} → {new}"
+    )
 
 
 def flipped_bounds(new: ComparisonRecord, old: ComparisonRecord) -> list[BoundRecord]:

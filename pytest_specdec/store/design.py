@@ -35,6 +35,7 @@ class Design:
     prompts: str = "instruction"  # the prompts' form: instruction, continuation for a base model, or given (a user's)
     prompt_set: str = ""  # the set's name: the category for the built-in prompts, else the user's set
     prompt_digest: str = ""  # SHA-256 of its texts (results written before it was kept: "")
+    arm_options: str | None = None  # the backend options that change an arm, "k=v;k=v" (None: not kept then)
     profile: str = ""
     baseline: str = ""  # the arms' labels
     treatment: str = ""
@@ -73,6 +74,7 @@ class Design:
             prompts=scope.get("prompts") or "instruction",
             prompt_set=scope.get("prompt_set", ""),
             prompt_digest=scope.get("prompt_digest", ""),
+            arm_options=scope.get("arm_options"),
             profile=scope.get("profile", ""),
             baseline=scope.get("baseline", ""),
             treatment=scope.get("treatment", ""),

@@ -401,3 +401,19 @@ def test_a_measured_stream_is_the_first_token_then_the_rest_sent_before_the_libr
     assert llm.draft_model is None
     single = list(aligned.generate(GenerationRequest(prompt, arm, 1, every_token=False)))
     assert [b.token_ids for b in single] == [every[0]]
+
+
+def test_a_changed_arm_option_reads_option_changed_never_unchanged(pytester: pytest.Pytester) -> None:
+    """``ngram=3`` against a baseline measured at ``ngram=2`` (the issue's own case), through the plugin; a
+    timeout, which only reaches the engine, is not recorded."""
+    pytester.makepyfile("def test_copy(specdec):\n    specdec.compare('copy', max_tokens=8)\n")
+    common = ("--backend=llama-cpp", "--specdec-min-trials=4", "--specdec-max-trials=4", "-p", "no:cacheprovider",
+              "--specdec-backend-option", "spec=prompt-lookup", "--specdec-backend-option", "n_ctx=512")  # fmt: skip
+    pytester.runpytest(*common, "--specdec-backend-option", "ngram=2", "--specdec-update-baselines",
+                       "--specdec-accept-inconclusive").assert_outcomes(passed=1)  # fmt: skip
+    again = pytester.runpytest(*common, "--specdec-backend-option", "ngram=3", "--specdec-json=run.json")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*option changed: ngram 2 → 3*written as a candidate*"])
+    (record,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    assert record["scope"]["arm_options"] == "n_ctx=512;ngram=3;spec=prompt-lookup"
+    assert record["check"]["change"] == "re-baseline"

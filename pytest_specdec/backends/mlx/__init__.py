@@ -16,7 +16,7 @@ SPEC = BackendSpec(
     distributions=("mlx", "mlx-lm"),
     # mx.device_info() from mlx 0.30.4; mlx_lm.utils._download from mlx-lm 0.28.3
     minimum={"mlx": "0.30.4", "mlx-lm": "0.28.3"},
-    options=(OptionSpec("chat_template", "bool", "wrap instruction prompts in the model's chat template"),),
+    options=(OptionSpec("chat_template", "bool", "wrap instruction prompts in the model's chat template", arm=True),),
     pairs={
         "embedded": ModelPair(DEFAULT_TARGET, DEFAULT_DRAFT),
         # The GGUF converted for mlx-lm; the draft is its own first 15 of 18 layers (early exit).

@@ -16,7 +16,9 @@ SPEC = BackendSpec(
     options=(
         OptionSpec("plain_url", "str", "a running mlx-vlm server without a drafter (with sd_url=)"),
         OptionSpec("sd_url", "str", "a running mlx-vlm server started with --draft-model (with plain_url=)"),
-        OptionSpec("draft_kind", "str", "--draft-kind of the server the plugin starts: dflash, eagle3 or mtp"),
+        OptionSpec(
+            "draft_kind", "str", "--draft-kind of the server the plugin starts: dflash, eagle3 or mtp", arm=True
+        ),
         OptionSpec("python", "str", "the interpreter that runs mlx_vlm.server (default: this one)"),
         OptionSpec("timeout", "float", "seconds a request may take in all"),
         OptionSpec("stream", "bool", "stream completions (tokens as they arrive)"),

@@ -15,9 +15,11 @@ SPEC = BackendSpec(
     options=(
         OptionSpec("host", "str", "Ollama server URL (default: $OLLAMA_HOST or 127.0.0.1:11434)", flag="ollama_host"),
         OptionSpec("timeout", "float", "seconds a request may take"),
-        OptionSpec("sd", "str", "option (draft_num_predict on one tag) or tag (two tags: plain_model= is plain)"),
-        OptionSpec("plain_model", "str", "the plain tag when sd=tag"),
-        OptionSpec("raw", "bool", "send prompts raw (no template)"),
+        OptionSpec(
+            "sd", "str", "option (draft_num_predict on one tag) or tag (two tags: plain_model= is plain)", arm=True
+        ),
+        OptionSpec("plain_model", "str", "the plain tag when sd=tag", arm=True),
+        OptionSpec("raw", "bool", "send prompts raw (no template)", arm=True),
         OptionSpec(
             "serve",
             "bool",
