@@ -20,7 +20,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from pytest_specdec.store.records import (
 )
 
 LOCK_TIMEOUT_S = 60.0
+MODEL_FILES = (".gguf", ".safetensors", ".bin", ".npz")  # a name ending so is a file, not a hub id
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,39 @@ def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
     """``nodeid [category, γ=3, T=0.7, target + draft @digest]``: what makes results comparable.
 
     Every axis its conditions set is in the key (γ always): a comparison under defaults keeps
-    the key it had before any later axis existed.
+    the key it had before any later axis existed. The models are named by their file or hub name
+    (:func:`model_name`) and told apart by their digest: the same weights at another path are the same key.
     """
-    models = record.target + (f" + {record.draft}" if record.draft else "")
+    models = model_name(record.target) + (f" + {model_name(record.draft)}" if record.draft else "")
     return f"{record.nodeid} [{_scope_text(record)}, {models} @{digest or record.model_digest}]"
+
+
+def model_name(model: str) -> str:
+    """A model as a key names it: a path by its last part, a hub id (``org/name``) or anything else as written.
+
+    >>> model_name("/tmp/gemma/gemma-3-270m-q4_k_m.gguf"), model_name("models/t.gguf"), model_name("embedded:target")
+    ('gemma-3-270m-q4_k_m.gguf', 't.gguf', 'embedded:target')
+    >>> model_name("mlx-community/Qwen2.5-7B-Instruct-4bit")
+    'mlx-community/Qwen2.5-7B-Instruct-4bit'
+    """
+    text = model.rstrip("/")
+    last = text.rsplit("/", 1)[-1]
+    is_path = text.startswith(("/", "~", ".")) or text.count("/") > 1 or last.endswith(MODEL_FILES)
+    return last if "/" in text and is_path else model
+
+
+def current_key(key: str) -> str:
+    """A key as this release writes it: one written with the models' paths names them as :func:`baseline_key` does
+    (files and history lines written before are read with the keys their results have now).
+
+    >>> current_key("t.py::t [code, γ=3, /tmp/a/t.gguf + ~/m/d.gguf @1a+2b]")
+    't.py::t [code, γ=3, t.gguf + d.gguf @1a+2b]'
+    """
+    head, at, digest = key.rpartition(" @")
+    scope, comma, models = head.rpartition(", ")
+    if not at or not comma or not digest.endswith("]"):
+        return key
+    return f"{scope}, {' + '.join(model_name(m) for m in models.split(' + '))} @{digest}"
 
 
 def _scope_text(record: ComparisonRecord) -> str:
@@ -432,7 +462,8 @@ def read_baseline_file(path: Path, machine_class: str, backend: str) -> Baseline
             "move it back to its own folder"
         )
     check_protocols(loaded, path)
-    return loaded
+    renamed = {current_key(key): entry for key, entry in loaded.entries.items()}
+    return loaded if renamed.keys() == loaded.entries.keys() else replace(loaded, entries=renamed)
 
 
 def check_protocols(loaded: BaselineFile, path: Path) -> None:

@@ -116,7 +116,10 @@ class Night:
         """A parsed line back, migrated: a field a line of an earlier release lacks takes the value it then meant.
 
         :func:`read_nights` has checked the fields every reader uses; a line built by hand may leave them out.
+        A key written with the models' paths is read as this release writes it.
         """
+        from pytest_specdec.store.baselines import current_key
+
         s = line.get("speedup")
         speedup = s if isinstance(s, Mapping) else {}
         protocol = line.get("protocol", 1)
@@ -124,7 +127,7 @@ class Night:
             time=_text(line, "time"),
             backend=_text(line, "backend"),
             release=_text(line, "release"),
-            key=_text(line, "key"),
+            key=current_key(_text(line, "key")),
             speedup=Interval(
                 _number(speedup.get("estimate"), math.nan),
                 _number(speedup.get("low"), math.nan),

@@ -41,11 +41,30 @@ def test_the_plan_of_a_flips_re_measurement_carries_its_records_conditions(
     make_record: Callable[..., ComparisonRecord], conditions: dict[str, object]
 ) -> None:
     record = make_record("code", 1.5, "refuted", None)
-    assert _plan(record, 768).conditions == record.conditions  # greedy decode at a short prompt, γ=3
+    assert _plan(record, 768, {}).conditions == record.conditions  # greedy decode at a short prompt, γ=3
     flipped = replace(record, conditions=record.conditions.with_(**conditions))
-    assert _plan(flipped, 768).conditions == flipped.conditions
-    assert _plan(flipped, 768).treatment.num_draft == 3
-    assert (_plan(flipped, 768).min_trials, _plan(flipped, 768).max_trials) == (96, 768), "looks from 96 to the cap"
+    assert _plan(flipped, 768, {}).conditions == flipped.conditions
+    assert _plan(flipped, 768, {}).treatment.num_draft == 3
+    assert (_plan(flipped, 768, {}).min_trials, _plan(flipped, 768, {}).max_trials) == (96, 768), (
+        "looks from 96 to the cap"
+    )
+
+
+def test_a_flip_on_the_users_prompt_set_is_measured_again_on_its_texts_only_if_their_digest_is_unchanged(
+    make_record: Callable[..., ComparisonRecord],
+) -> None:
+    from pytest_specdec.embedded.prompt_sets import PromptSet, inline_set
+    from pytest_specdec.errors import SpecdecUsageError
+
+    mine = PromptSet("support", "prose", inline_set(["Reply politely.", "Say sorry."], "prose").prompts, "p.toml")
+    record = make_record("prose", 1.5, "refuted", None)
+    record = replace(record, scope={**record.scope, "prompts": "given", "prompt_set": "support",
+                                    "prompt_digest": mine.digest})  # fmt: skip
+    assert _plan(record, 96, {"support": mine}).prompts == mine.prompts
+    edited = replace(mine, prompts=inline_set(["Reply politely!", "Say sorry."], "prose").prompts)
+    for sets in ({}, {"support": edited}):
+        with pytest.raises(SpecdecUsageError, match="prompt set 'support' it measured is not in the prompt file"):
+            _plan(record, 96, sets)
 
 
 @pytest.mark.parametrize(
