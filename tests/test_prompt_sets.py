@@ -120,7 +120,7 @@ def test_a_prompt_file_set_is_measured_keyed_by_digest_and_an_edit_names_the_key
 ) -> None:
     pytester.makepyprojecttoml('[tool.specdec]\nprompts = "sd-prompts.toml"\n')
     (pytester.path / "sd-prompts.toml").write_text(PROMPT_FILE, encoding="utf-8")
-    pytester.makepyfile(test_claims=CLAIMS)
+    pytester.makepyfile(test_support_claims=CLAIMS)
     first = pytester.runpytest(*SIM, "--specdec-json=run.json", "--specdec-update-baselines")
     first.assert_outcomes(passed=2)
     records = _records(pytester)
@@ -141,7 +141,7 @@ def test_a_prompt_file_set_is_measured_keyed_by_digest_and_an_edit_names_the_key
 
     (pytester.path / "sd-prompts.toml").write_text(PROMPT_FILE.replace("4410", "4411"), encoding="utf-8")
     edited = read_prompt_file(pytester.path / "sd-prompts.toml", "x")["support"]
-    second = pytester.runpytest(*SIM, "--specdec-json=run.json", "-k", "support")
+    second = pytester.runpytest(*SIM, "--specdec-json=run.json", "test_support_claims.py::test_support")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(
         [f"*not yet gated*only in prompts={support.label} → prompts={edited.label}*remove the old entry*"]
@@ -152,7 +152,7 @@ def test_a_bad_prompt_file_fails_only_the_specdec_tests_in_one_line(pytester: py
     pytester.makepyprojecttoml('[tool.specdec]\nprompts = "missing.toml"\n')
     pytester.makepyfile(test_unit="def test_plain():\n    assert 1 + 1 == 2\n")
     pytester.runpytest(*SIM).assert_outcomes(passed=1)
-    pytester.makepyfile(test_claims=CLAIMS)
+    pytester.makepyfile(test_support_claims=CLAIMS)
     result = pytester.runpytest(*SIM)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*prompt file */missing.toml (--specdec-prompts / *) does not exist*"])
@@ -204,3 +204,26 @@ def test_the_writing_claims_page_example_runs_as_written(pytester: pytest.Pytest
     result = pytester.runpytest(*SIM, "test_claims_of_mine.py")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_sd_on_my_code_prompts: *x on inline*"])
+
+
+def test_a_new_content_class_leaves_the_embedded_models_and_the_context_filler_as_they_were(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The synthetic models' tokenizer (so their weights' shape and digest, in every embedded key) and a context
+    prefix's text come from the first four classes: a fifth class's prompts change neither."""
+    from pytest_specdec.embedded import prompts
+    from pytest_specdec.embedded.models import build_tokenizer
+    from pytest_specdec.measure.context import prefix_text
+
+    def count(text: str) -> int:
+        return len(text.split())
+
+    before = (build_tokenizer().to_str(), prefix_text(300, count, 3))
+    extra = prompts.Prompt("limerick-1", "limerick", "There once was a tokenizer trained on whatever was new " * 8)
+    monkeypatch.setattr(prompts, "SUITE", (*prompts.SUITE, extra))
+    monkeypatch.setattr(prompts, "CONTINUATION_SUITE", (*prompts.CONTINUATION_SUITE, extra))
+    from pytest_specdec.measure import context
+
+    monkeypatch.setattr(context, "SUITE", prompts.SUITE)
+    monkeypatch.setattr(context, "CONTINUATION_SUITE", prompts.CONTINUATION_SUITE)
+    assert (build_tokenizer().to_str(), prefix_text(300, count, 3)) == before

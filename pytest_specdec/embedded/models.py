@@ -215,10 +215,10 @@ def hf_config(spec: SyntheticSpec, vocab_size: int) -> dict[str, object]:
 
 
 def build_tokenizer() -> Tokenizer:
-    """A byte-level BPE tokenizer trained on the prompt suite (deterministic)."""
+    """A byte-level BPE tokenizer trained on the prompt suite's first four classes (deterministic)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from pytest_specdec.embedded.prompts import SUITE
+    from pytest_specdec.embedded.prompts import FIRST_CATEGORIES, SUITE
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -229,7 +229,7 @@ def build_tokenizer() -> Tokenizer:
         special_tokens=["<eos>"],
         show_progress=False,
     )
-    tokenizer.train_from_iterator([prompt.text for prompt in SUITE], trainer=trainer)
+    tokenizer.train_from_iterator([p.text for p in SUITE if p.category in FIRST_CATEGORIES], trainer=trainer)
     return tokenizer
 
 

@@ -213,7 +213,9 @@ CONTINUATION_SUITE: tuple[Prompt, ...] = (
 )
 
 CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable", "creative", "tool-call")
-FILLER_CATEGORIES = CATEGORIES[:4]  # a context prefix's text (measure.context): the classes it was measured with
+# The classes the embedded models' tokenizer is trained on and a context prefix is cut from: the suite as it was
+# before creative and tool-call, so the synthetic models (and their digests, in every key) and prefixes stay the same.
+FIRST_CATEGORIES = CATEGORIES[:4]
 STYLES: dict[str, tuple[Prompt, ...]] = {"instruction": SUITE, "continuation": CONTINUATION_SUITE}
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pytest_specdec.backends.base import Backend
 from pytest_specdec.backends.context import CONTEXT_METHODS, KnowsContext
-from pytest_specdec.embedded.prompts import CONTINUATION_SUITE, FILLER_CATEGORIES, SUITE, Prompt
+from pytest_specdec.embedded.prompts import CONTINUATION_SUITE, FIRST_CATEGORIES, SUITE, Prompt
 from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.roofline import MemoryFit
 
@@ -31,7 +31,7 @@ EXTRA_BLOCKS = 8  # blocks added past the estimate before a count that does not 
 def _filler(start: int) -> str:
     """The suite's texts joined, starting at text ``start`` (each prompt's prefix starts elsewhere)."""
     # The first four content classes only: the filler keeps the text its context results were measured on.
-    texts = [p.text for p in (*SUITE, *CONTINUATION_SUITE) if p.category in FILLER_CATEGORIES]
+    texts = [p.text for p in (*SUITE, *CONTINUATION_SUITE) if p.category in FIRST_CATEGORIES]
     start %= len(texts)
     return "\n\n".join(texts[start:] + texts[:start]) + "\n\n"
 
