@@ -50,6 +50,29 @@ def test_baselines_list_show_and_diff(
     assert "0.94x [0.89, 0.99] (mlx-lm 0.33.0)" in capsys.readouterr().out
 
 
+def test_baselines_accept_takes_the_reviewed_candidates_as_they_are_and_holds_back_inconclusive_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_record: Callable[..., ComparisonRecord]
+) -> None:
+    store = accepted_store(tmp_path, make_record)
+    decided, open_ = make_record("code", 1.41, "refuted", None), make_record("prose", 1.2, "inconclusive", None)
+    keys = {name: baseline_key(r) for name, r in (("decided", decided), ("open", open_))}
+    store.write("mlx", {keys["decided"]: BaselineEntry(decided, Provenance.MEASURED, "2026-11-30"),
+                        keys["open"]: BaselineEntry(open_, Provenance.MEASURED, "2026-11-30")}, candidates=True)  # fmt: skip
+    assert (tmp_path / "candidates" / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert main(["baselines", "accept", "--dir", str(tmp_path), "no-such-test"]) == 2
+    assert "no candidate whose key contains 'no-such-test'" in capsys.readouterr().err
+    assert main(["baselines", "accept", "--dir", str(tmp_path)]) == 0
+    said = capsys.readouterr().out
+    assert f"not accepted: {keys['open']} — inconclusive" in said
+    assert "accepted 1 candidate(s) for Apple-M1-Max-64GB/mlx: wrote" in said
+    fresh = BaselineStore(tmp_path, "Apple-M1-Max-64GB")
+    assert fresh.lookup(decided) is not None and fresh.lookup(decided).result.speedup == decided.speedup  # type: ignore[union-attr]
+    assert fresh.lookup(open_) is None
+    assert main(["baselines", "accept", "--dir", str(tmp_path), "--accept-inconclusive", "[prose]"]) == 0
+    assert BaselineStore(tmp_path, "Apple-M1-Max-64GB").lookup(open_) is not None
+    assert not store.path("mlx", candidates=True).exists(), "accepted candidates leave the candidates file"
+
+
 def test_report_renders_markdown_and_png_and_exits_1_on_a_flip(tmp_path: Path, sample_run: RunRecord) -> None:
     results = tmp_path / "results.json"
     results.write_text(dumps(sample_run))
@@ -134,7 +157,7 @@ def test_second_session_waits_for_the_lock_then_gives_up_clearly(
     store = accepted_store(tmp_path, make_record)
     before = store.path("mlx").read_bytes()
     waiting = BaselineStore(tmp_path, "Apple-M1-Max-64GB", lock_timeout_s=0.2)
-    with FileLock(str(tmp_path / ".specdec.lock")):
+    with FileLock(str(tmp_path / "history" / ".specdec.lock")):
         record = make_record("prose", 1.0, "holds", None)
         with pytest.raises(SpecdecUsageError, match=r"is locked by another pytest-specdec session for over 0\.2 s"):
             waiting.write("mlx", {baseline_key(record): BaselineEntry(record, "measured", "now")})

@@ -3,8 +3,12 @@
 Layout under the baselines directory (``baselines/`` at the rootdir by default)::
 
     <machine class>/<backend>.json             accepted baselines (commit these)
-    candidates/<machine class>/<backend>.json  results without a baseline, for review
-    history/<machine class>.jsonl              every result of every run, append-only
+    candidates/<machine class>/<backend>.json  results without a baseline, for review (ignored by git)
+    history/<machine class>.jsonl              every result of every run, append-only (ignored by git)
+    history/.specdec.lock                      the lock, made only by a session that writes
+
+``candidates/`` and ``history/`` each get a ``.gitignore`` when the plugin first writes there (a local run
+dirties no tracked file); nothing is written beside the accepted files but what is accepted.
 
 A baseline file is ``{"schema_version": 3, "machine_class", "backend", "entries"}``
 with one :class:`BaselineEntry` per key (node id, prompt category, γ, model pair and
@@ -324,6 +328,11 @@ class BaselineStore:
         base = self.root / "candidates" if candidates else self.root
         return base / self.machine_class / f"{backend}.json"
 
+    def candidates_path(self, backend: str) -> Path:
+        """Where one backend's candidates are written: made with its ``.gitignore`` (:func:`local_folder`)."""
+        local_folder(self.root / "candidates")
+        return self.path(backend, candidates=True)
+
     def history_path(self) -> Path:
         """The append-only history of this machine class."""
         return self.root / "history" / f"{self.machine_class}.jsonl"
@@ -354,7 +363,7 @@ class BaselineStore:
 
     def write(self, backend: str, entries: Mapping[str, BaselineEntry], *, candidates: bool = False) -> Path | None:
         """Merge ``entries`` into a file under the lock; ``None`` when nothing changed."""
-        path = self.path(backend, candidates=candidates)
+        path = self.candidates_path(backend) if candidates else self.path(backend)
         with self.locked():
             current = read_baseline_file(path, self.machine_class, backend)
             # A baseline measured under a newer protocol is never replaced by an older one's.
@@ -435,12 +444,13 @@ class BaselineStore:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """An exclusive lock on the baselines directory, shared with other sessions."""
+        """An exclusive lock on the baselines directory, shared with other sessions: taken only to write, in the
+        ignored ``history/`` folder (never a file beside the accepted ones)."""
         from filelock import FileLock, Timeout
 
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self.root / ".specdec.lock"), timeout=self.lock_timeout_s)
+            folder = local_folder(self.root / "history")
+            lock = FileLock(str(folder / ".specdec.lock"), timeout=self.lock_timeout_s)
             with lock:
                 yield
         except Timeout:
@@ -448,6 +458,22 @@ class BaselineStore:
                 f"{self.root} is locked by another pytest-specdec session for over {self.lock_timeout_s:g} s — "
                 "wait for it to finish, then run again"
             ) from None
+
+
+LOCAL_ONLY = """\
+# Written by pytest-specdec: this machine's own results, not for review. Commit the accepted
+# files one folder up (baselines/<machine class>/<backend>.json); remove this file to commit these too.
+*
+"""
+
+
+def local_folder(folder: Path) -> Path:
+    """``folder``, made with a ``.gitignore`` that keeps its files out of commits (an existing one is kept as is)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        write_atomically(ignore, LOCAL_ONLY)
+    return folder
 
 
 def read_baseline_file(path: Path, machine_class: str, backend: str) -> BaselineFile:

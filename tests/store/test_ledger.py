@@ -65,7 +65,8 @@ def test_an_interrupted_session_keeps_its_finished_comparisons_as_history_only(
     kept = [json.loads(text) for text in history.read_text().splitlines()]
     assert [(k["category"], k["interrupted"], k["accepted"]) for k in kept] == [("code", True, False),
                                                                              ("prose", True, False)]  # fmt: skip
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".specdec.lock", "history"], "no baseline, no candidate"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history"], "no baseline, no candidate, no lock beside them"
+    assert sorted(p.name for p in (tmp_path / "history").iterdir()) == [".gitignore", ".specdec.lock", "M.jsonl"]
     assert ledger(tmp_path).finish(interrupted=True, collected=set()).lines == (
         "interrupted before any comparison finished: nothing to keep",
     )
