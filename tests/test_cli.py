@@ -66,7 +66,9 @@ def test_baselines_accept_takes_the_reviewed_candidates_as_they_are_and_holds_ba
     assert f"not accepted: {keys['open']} — inconclusive" in said
     assert "accepted 1 candidate(s) for Apple-M1-Max-64GB/mlx: wrote" in said
     fresh = BaselineStore(tmp_path, "Apple-M1-Max-64GB")
-    assert fresh.lookup(decided) is not None and fresh.lookup(decided).result.speedup == decided.speedup  # type: ignore[union-attr]
+    taken = fresh.lookup(decided)
+    assert taken is not None
+    assert taken.result.speedup == decided.speedup
     assert fresh.lookup(open_) is None
     assert main(["baselines", "accept", "--dir", str(tmp_path), "--accept-inconclusive", "[prose]"]) == 0
     assert BaselineStore(tmp_path, "Apple-M1-Max-64GB").lookup(open_) is not None
