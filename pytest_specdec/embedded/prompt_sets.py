@@ -50,7 +50,6 @@ class PromptSet:
     name: str
     content: str
     prompts: tuple[Prompt, ...]
-    origin: str  # the prompt file it came from, or "compare()"
 
     @property
     def digest(self) -> str:
@@ -88,7 +87,7 @@ def inline_set(texts: object, content: str | None) -> PromptSet:
     """The texts given to ``compare(prompts=[...])`` as the set ``inline`` of ``content`` (``custom``)."""
     where = "compare(prompts=...)"
     content = _plain(content or CUSTOM, "the content class", where)
-    return PromptSet("inline", content, _texts("inline", content, texts, where), "compare()")
+    return PromptSet("inline", content, _texts("inline", content, texts, where))
 
 
 def read_prompt_file(path: Path, flag: str) -> dict[str, PromptSet]:
@@ -101,7 +100,7 @@ def read_prompt_file(path: Path, flag: str) -> dict[str, PromptSet]:
     except (OSError, UnicodeDecodeError) as error:
         raise SpecdecUsageError(f"{where} cannot be read ({error}) — give a UTF-8 text file") from None
     if path.suffix == ".jsonl":
-        return _read_jsonl(text, path, where)
+        return _read_jsonl(text, where)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -115,11 +114,11 @@ def read_prompt_file(path: Path, flag: str) -> dict[str, PromptSet]:
         if not isinstance(table, dict) or set(table) - {"content", "prompts"}:
             raise SpecdecUsageError(f'{where}: [sets.{name}] takes content = "CLASS" and prompts = [...] only')
         content = _plain(table.get("content", CUSTOM), "the content class", where)
-        found[name] = PromptSet(name, content, _texts(name, content, table.get("prompts"), where), str(path))
+        found[name] = PromptSet(name, content, _texts(name, content, table.get("prompts"), where))
     return found
 
 
-def _read_jsonl(text: str, path: Path, where: str) -> dict[str, PromptSet]:
+def _read_jsonl(text: str, where: str) -> dict[str, PromptSet]:
     texts: dict[str, list[str]] = {}
     contents: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
@@ -141,7 +140,7 @@ def _read_jsonl(text: str, path: Path, where: str) -> dict[str, PromptSet]:
     if not texts:
         raise SpecdecUsageError(f"{where} holds no prompts")
     return {
-        name: PromptSet(name, contents[name], _texts(name, contents[name], items, where), str(path))
+        name: PromptSet(name, contents[name], _texts(name, contents[name], items, where))
         for name, items in texts.items()
     }
 

@@ -77,8 +77,12 @@ def baseline_key(record: ComparisonRecord, digest: str | None = None) -> str:
     the key it had before any later axis existed. The models are named by their file or hub name
     (:func:`model_name`) and told apart by their digest: the same weights at another path are the same key.
     """
-    models = model_name(record.target) + (f" + {model_name(record.draft)}" if record.draft else "")
-    return f"{record.nodeid} [{_scope_text(record)}, {models} @{digest or record.model_digest}]"
+    return f"{record.nodeid} [{_scope_text(record)}, {_models(record)} @{digest or record.model_digest}]"
+
+
+def _models(record: ComparisonRecord) -> str:
+    """``target + draft`` as a key names them (:func:`model_name`)."""
+    return model_name(record.target) + (f" + {model_name(record.draft)}" if record.draft else "")
 
 
 def model_name(model: str) -> str:
@@ -141,8 +145,9 @@ def _differences(old: ComparisonRecord, new: ComparisonRecord) -> list[str]:
     for axis in sorted(before.keys() | after.keys(), key=lambda a: a.order):
         if before.get(axis, axis.default) != after.get(axis, axis.default):
             said.append(f"{axis.label(before.get(axis, axis.default))} → {axis.label(after.get(axis, axis.default))}")
+    # the models as keys name them: a file moved to another folder is no difference
     for what, was, now in (
-        ("models", f"{old.target} + {old.draft}", f"{new.target} + {new.draft}"),
+        ("models", _models(old), _models(new)),
         ("model digest", old.model_digest, new.model_digest),
     ):
         if was != now:

@@ -56,7 +56,7 @@ def test_a_flip_on_the_users_prompt_set_is_measured_again_on_its_texts_only_if_t
     from pytest_specdec.embedded.prompt_sets import PromptSet, inline_set
     from pytest_specdec.errors import SpecdecUsageError
 
-    mine = PromptSet("support", "prose", inline_set(["Reply politely.", "Say sorry."], "prose").prompts, "p.toml")
+    mine = PromptSet("support", "prose", inline_set(["Reply politely.", "Say sorry."], "prose").prompts)
     record = make_record("prose", 1.5, "refuted", None)
     record = replace(record, scope={**record.scope, "prompts": "given", "prompt_set": "support",
                                     "prompt_digest": mine.digest})  # fmt: skip

@@ -46,3 +46,17 @@ def test_history_lines_written_with_paths_read_with_the_keys_of_now(tmp_path: Pa
     (tmp_path / "M.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     (night,) = read_nights(tmp_path / "M.jsonl")
     assert night.key == "t.py::t [code, γ=3, g.gguf @d339]"
+
+
+def test_the_nearest_accepted_key_names_what_changed_and_not_a_folder_the_model_moved_from(
+    tmp_path: Path, make_record: Callable[..., ComparisonRecord]
+) -> None:
+    from pytest_specdec.store.baselines import BaselineEntry
+    from pytest_specdec.store.records import Provenance
+
+    old = replace(make_record("code", 1.5, "holds", None), target="/a/model.gguf", draft=None)
+    store = BaselineStore(tmp_path, "M")
+    store.write("mlx", {baseline_key(old): BaselineEntry(old, Provenance.MEASURED, "2026-12-01")})
+    moved = replace(old, target="/b/model.gguf", conditions=old.conditions.with_(num_draft=4))
+    assert store.nearest(moved) == (baseline_key(old), "γ=3 → γ=4")
+    assert store.nearest(old) is None, "its own key is no other key"
