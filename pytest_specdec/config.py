@@ -17,6 +17,8 @@ per-backend model pairs::
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +73,13 @@ OPTIONS: tuple[OptionDef, ...] = (
         None,
         "a prompt file (TOML or JSON Lines, relative to the rootdir) of your own named prompt sets: compare('SET') "
         "measures one (docs/writing-claims.md)",
+    ),
+    OptionDef(
+        "time_budget",
+        "str",
+        None,
+        "wall time for the run's comparisons, e.g. 10m: shared among the measuring tests in turns; each stops at "
+        "the last look that fits its share, the distribution check counted (a CI job's limit, with room to spare)",
     ),
     OptionDef("num_draft", "int", 3, "draft tokens per speculative step (γ)"),
     OptionDef("max_tokens", "int", 32, "tokens decoded per generation (fixed budget, greedy)"),
@@ -213,6 +222,23 @@ class Settings:
     plain_runtime: str | None = None  # a faster plain runtime on the same weights (plain arm of the verdict)
     plain_model: str | None = None
     prompts: str | None = None  # the prompt file, relative to the rootdir
+    time_budget_s: float | None = None  # --specdec-time-budget in seconds
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str, flag: str = "--specdec-time-budget") -> float:
+    """Seconds in ``text``: ``90``, ``90s``, ``10m``, ``1.5h``.
+
+    >>> parse_duration("10m")
+    600.0
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*", text)
+    seconds = float(found.group(1)) * _UNITS[found.group(2) or ""] if found else math.nan
+    if not seconds > 0:
+        raise SpecdecUsageError(f"{flag} {text!r} is not a duration — give one such as 600, 90s, 10m or 1.5h")
+    return seconds
 
 
 def _notes_choice(value: str) -> str:
@@ -345,6 +371,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         plain_runtime=str(values["plain_runtime"]) if values["plain_runtime"] else None,
         plain_model=str(values["plain_model"]) if values["plain_model"] else None,
         prompts=str(values["prompts"]) if values["prompts"] else None,
+        time_budget_s=parse_duration(str(values["time_budget"])) if values["time_budget"] else None,
     )
     validate(settings)
     return settings

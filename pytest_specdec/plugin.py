@@ -237,9 +237,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config.stash[timings_key] = {}
     expected = expect(measuring, read_timings(_timings_path(config)))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    specdec = config.stash[session_key]
+    said = [f"specdec: {specdec.settings.backend}: {expected.text}"]
+    if specdec.budget is not None:
+        specdec.budget.tests = len(measuring)
+        said.append(f"specdec: time budget {report.duration(specdec.budget.total_s)} for {len(measuring)} test(s), "
+                    "shared in turns: each comparison stops at the last look that fits its share")  # fmt: skip
     if reporter is not None:
-        said = f"specdec: {config.stash[session_key].settings.backend}: {expected.text}"
-        for line in report.wrapped([said], reporter._tw.fullwidth):
+        for line in report.wrapped(said, reporter._tw.fullwidth):
             reporter.write_line(line)
 
 

@@ -33,7 +33,8 @@ from pytest_specdec.embedded.prompt_sets import PromptSet, choose, digest_of
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
-from pytest_specdec.measure import Comparison, ComparisonPlan, Progress, run_comparison
+from pytest_specdec.measure import Comparison, ComparisonPlan, CutShort, Progress, run_comparison
+from pytest_specdec.measure.budget import TimeBudget
 from pytest_specdec.measure.realise import Room, realise
 from pytest_specdec.render.conditions import condition_notes
 from pytest_specdec.seed.evidence import beside_result
@@ -132,6 +133,7 @@ class SpecdecSession:
     started: str = field(default_factory=now_iso)
     command: tuple[str, ...] = ()  # the run's command line as typed: kept with its results
     prompt_sets: Mapping[str, PromptSet] = field(default_factory=dict)  # the prompt file's sets, by name
+    budget: TimeBudget | None = None  # --specdec-time-budget, shared among the measuring tests
 
     @classmethod
     def create(
@@ -153,7 +155,8 @@ class SpecdecSession:
         pool = BackendPool(settings.backend, settings.pair, settings.backend_options)
         more = (Path(settings.run_history),) if settings.run_history else ()
         ledger = BaselineLedger(store, policy, history_sources=more)
-        return cls(settings, machine_class, ledger, pool, prompt_sets=dict(prompt_sets or {}))
+        budget = TimeBudget(settings.time_budget_s) if settings.time_budget_s is not None else None
+        return cls(settings, machine_class, ledger, pool, prompt_sets=dict(prompt_sets or {}), budget=budget)
 
     def prompt_choice(self, category: str | None, prompts: object) -> tuple[str, PromptSet | None]:
         """The content class and the user's set that ``compare(category, prompts=...)`` names (``None``: built-in)."""
@@ -254,8 +257,14 @@ class SpecdecSession:
         # Before anything runs: each condition put into effect (a context prefix inside the window and the memory).
         room = Room(self.pool.weight_bytes(backend) or 0, machine_profile().usable_bytes)
         plan = realise(plan, backend, room)
+        if self.budget is not None:
+            plan = replace(plan, time_budget_s=self.budget.share(nodeid))
         swapped_before = swap_ins()
-        comparison = run_comparison(backend, plan, progress)
+        try:
+            comparison = run_comparison(backend, plan, progress)
+        except CutShort as cut:  # its pairs so far are kept (the run keeps them as an interrupted history line)
+            self.ledger.check(self._record(nodeid, spec, expect, backend, cut.comparison, cut_short=True))
+            raise
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
         swapped_after = swap_ins()
         if swapped_before is not None and swapped_after is not None and swapped_after > swapped_before:
@@ -263,12 +272,47 @@ class SpecdecSession:
                 f"not measurable: the machine swapped ({swapped_after - swapped_before} pages swapped in during the "
                 "comparison) — the models did not fit beside what else runs; close it, or measure a smaller pair"
             )
+        record = self.ledger.check(
+            self._record(
+                nodeid, spec, expect, backend, comparison, unmeasurable=unmeasurable, engagement_notes=engagement_notes
+            )
+        )
+        result = Result(comparison, record, self.ledger.decide(record))
+        self.results.append(result)
+        return result
+
+    def _record(
+        self,
+        nodeid: str,
+        spec: ComparisonSpec,
+        expect: Expectations,
+        backend: Backend,
+        comparison: Comparison,
+        *,
+        unmeasurable: str | None = None,
+        engagement_notes: Sequence[str] = (),
+        cut_short: bool = False,
+    ) -> ComparisonRecord:
+        """The comparison judged, explained and recorded as the run keeps it; one ``cut_short`` (Ctrl-C, SIGTERM)
+        is judged and recorded as its pairs stand, never explained further (that would run the engine again)."""
+        plan = comparison.plan
         fingerprint = backend.fingerprint()
         judgement = judge_outcome(
             self.settings, fingerprint, comparison, expect, unmeasurable=unmeasurable, reference=spec.reference
         )
-        notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + engagement_notes
+        scope = _scope(self.settings.profile, comparison, fingerprint, spec.prompt_set,
+                       base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend),
+                       arm_options=self.pool.arm_options(backend))  # fmt: skip
+        if cut_short:
+            return record_outcome(
+                nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
+                model_digest=self.pool.digest(backend), scope=scope,
+                notes=[f"{comparison.stopped}: kept in the history as interrupted, never accepted or gating"],
+            )  # fmt: skip
+        notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + list(engagement_notes)
         notes += condition_notes(comparison)
+        if "time budget" in comparison.stopped:  # fewer pairs than the trials allowed: the budget's doing
+            notes.append(f"{comparison.stopped} (--specdec-time-budget)")
         if self.settings.num_draft_explicit and plan.treatment.num_draft == ADAPTIVE and plan.treatment.speculative:
             notes.append(f"γ={self.settings.num_draft} (--specdec-num-draft or [tool.specdec]) does not apply: "
                          f"{backend.name} picks each draft's length itself here")  # fmt: skip
@@ -286,18 +330,11 @@ class SpecdecSession:
                 self.machine_class, self.settings.backend, s.estimate, s.low, s.high,
                 sampling=comparison.plan.sampling.label(),
             )  # fmt: skip
-        record = self.ledger.check(
-            record_outcome(
-                nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
-                model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
-                scope=_scope(self.settings.profile, comparison, fingerprint, spec.prompt_set,
-                             base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend),
-                             arm_options=self.pool.arm_options(backend)),
-            )
+        return record_outcome(
+            nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
+            model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
+            scope=scope,
         )  # fmt: skip
-        result = Result(comparison, record, self.ledger.decide(record))
-        self.results.append(result)
-        return result
 
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:
         """Carry the end-of-run drift decisions into the results the report shows."""

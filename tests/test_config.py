@@ -38,6 +38,11 @@ def test_backend_tables_give_the_model_pair_and_options() -> None:
     assert settings(cli={"backend_option": ("speedup=3",)}, pyproject=pyproject).backend_options == {"speedup": "3"}
 
 
+@pytest.mark.parametrize(("text", "seconds"), [("600", 600.0), ("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0)])
+def test_a_time_budget_reads_seconds_minutes_or_hours(text: str, seconds: float) -> None:
+    assert settings(cli={"time_budget": text}).time_budget_s == seconds
+
+
 def test_profiles_choose_models_per_backend() -> None:
     gemma = settings(cli={"backend": "llama-cpp", "profile": "gemma"})
     assert gemma.pair == ModelPair(GEMMA_GGUF, None)
@@ -57,6 +62,8 @@ def test_profiles_choose_models_per_backend() -> None:
         ({"plot": "out.txt"}, "must name a .png file"),
         ({"backend_option": ("novalue",)}, "must look like KEY=VALUE"),
         ({"backend": "nonsense"}, "nonsense"),
+        ({"time_budget": "soon"}, "--specdec-time-budget 'soon' is not a duration — give one such as 600, 90s, 10m"),
+        ({"time_budget": "0m"}, "'0m' is not a duration"),
     ],
 )
 def test_bad_values_are_one_line_errors(cli: Mapping[str, object], message: str) -> None:

@@ -23,8 +23,18 @@ from pytest_specdec.backends.base import (
     ModelPair,
     TokenBurst,
 )
+from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.embedded.prompts import Prompt
-from pytest_specdec.measure import END_TO_END, ComparisonPlan, Progress, check_output, run_comparison, run_trial
+from pytest_specdec.measure import (
+    END_TO_END,
+    ComparisonPlan,
+    CutShort,
+    Progress,
+    check_output,
+    run_comparison,
+    run_trial,
+)
+from pytest_specdec.render.report import progress_line
 
 PROMPTS = tuple(Prompt(f"p{i}", "code", f"prompt number {i}") for i in range(4))
 PLAIN, SD = Arm("plain"), Arm("sd", speculative=True, num_draft=3)
@@ -258,3 +268,81 @@ def test_a_runtime_that_compiles_per_shape_is_warmed_on_every_prompt_at_full_len
     warm = 2 * len(PROMPTS)
     assert backend.calls[:warm] == [(arm, p.text) for p in PROMPTS for arm in ("plain", "sd")]
     assert set(backend.lengths[:warm]) == {plan().max_tokens}, "at the full token budget"
+
+
+@pytest.mark.parametrize(("budget_s", "looks_run"), [(10.0, 1), (12.0, 2), (None, 3)])
+def test_a_time_budget_stops_at_the_last_look_that_fits_it(budget_s: float | None, looks_run: int) -> None:
+    """A pair takes 0.44 s (plain 0.26, SD 0.18) and so does the warm-up; looks at 16, 24 and 32 pairs end at
+    7.48, 11.00 and 14.52 s."""
+    clock = FakeClock()
+    never = plan(max_trials=32, stop_when=lambda *_: False, time_budget_s=budget_s)
+    comparison = run_comparison(ScriptedBackend(clock), never, clock=clock)
+    assert len(comparison.pairs) == 8 + 8 * looks_run
+    if budget_s is None:
+        assert comparison.stopped == "trial budget used up"
+    else:
+        assert comparison.stopped == (
+            f"stopped at look {looks_run} of 3: the next look would end past this comparison's time budget "
+            f"({budget_s:.0f} s)"
+        )
+        assert clock.now <= budget_s
+
+
+def test_a_time_budget_spent_before_the_first_look_still_measures_it() -> None:
+    clock = FakeClock()
+    spent = plan(max_trials=32, stop_when=lambda *_: False, time_budget_s=0.0)
+    comparison = run_comparison(ScriptedBackend(clock), spent, clock=clock)
+    assert len(comparison.pairs) == comparison.looks[0] == 16
+    assert comparison.stopped.startswith("stopped at look 1 of 3")
+
+
+@dataclass
+class InterruptedBackend(ScriptedBackend):
+    """Ctrl-C (or SIGTERM, raised as it) arrives during its ``stop_at``-th generation."""
+
+    stop_at: int = 0
+
+    def generate(self, request: GenerationRequest) -> GenerationStream:
+        if len(self.calls) + 1 == self.stop_at:
+            raise KeyboardInterrupt
+        return (yield from ScriptedBackend.generate(self, request))
+
+
+@pytest.mark.parametrize("stop_at", [2, 5, 13])
+def test_an_interrupt_during_the_pairs_carries_the_pairs_measured_so_far(stop_at: int) -> None:
+    """Generation 1-2 are the warm-up; pair i is generations 2i+1 and 2i+2: fewer than two whole pairs carry none."""
+    clock = FakeClock()
+    whole = (stop_at - 3) // 2
+    backend = InterruptedBackend(clock, stop_at=stop_at)
+    if whole < 2:
+        with pytest.raises(KeyboardInterrupt) as plain:
+            run_comparison(backend, plan(), clock=clock)
+        assert type(plain.value) is KeyboardInterrupt
+        return
+    with pytest.raises(CutShort) as cut:
+        run_comparison(backend, plan(), clock=clock)
+    partial = cut.value.comparison
+    assert len(partial.pairs) == whole
+    assert partial.stopped == f"interrupted after {whole} of at most 16 pairs"
+    assert partial.speedup.estimate == pytest.approx(0.020 / 0.010), "decode rates: 20 ms a token plain, 10 SD"
+    assert type(cut.value.__cause__) is KeyboardInterrupt
+
+
+def test_progress_counts_the_distribution_check_from_the_first_pair() -> None:
+    """Sampled SD whose draws differ per seed: the check after the pairs is in every time-left estimate."""
+
+    @dataclass
+    class Sampler(ScriptedBackend):
+        def sampled_draws_per_seed(self) -> str:
+            return "differ"
+
+    clock = FakeClock()
+    seen: list[Progress] = []
+    sampled = plan(min_trials=8, max_trials=8, stop_when=lambda *_: False, distribution_generations=4)
+    sampled = sampled.under(sampling=Sampling(0.7))
+    run_comparison(Sampler(clock), sampled, progress=seen.append, clock=clock)
+    pairs = [p for p in seen if p.stage == "pair"]
+    # a pair is 0.44 s for 8 tokens a generation; the check draws 4 × 4 prompts × 2 arms of 16 tokens
+    assert pairs[-1].after_s == pytest.approx(0.44 * 4 * 4 * 16 / 8)
+    line = progress_line(pairs[0], 0.44)
+    assert "of it the distribution check" in line

@@ -17,7 +17,10 @@
 7. **Group-sequential stopping** after whole blocks
    (:mod:`~pytest_specdec.sequential`): the interval at each look is a repeated
    confidence interval, valid whenever the run stops; a bound that can no longer be
-   decided within the budget stops being waited for (futility).
+   decided within the budget stops being waited for (futility), and a time budget
+   (:mod:`~pytest_specdec.measure.budget`) stops the pairs at the last look that fits it.
+8. **Cut short**: Ctrl-C or SIGTERM during the pairs raises :class:`CutShort`, which carries
+   the comparison of the pairs measured so far (two or more), for the history.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from pytest_specdec.axes.num_draft import NUM_DRAFT
 from pytest_specdec.axes.sampling import SAMPLING, Sampling
 from pytest_specdec.backends.base import Arm, Backend, CompilesPerShape, GenerationRequest
 from pytest_specdec.embedded.prompts import Prompt
+from pytest_specdec.measure.budget import distribution_seconds, stop_for_time
 from pytest_specdec.measure.looks import decided, futile_at, look_at
 from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless
-from pytest_specdec.measure.sampled import check_method, pair_seed
+from pytest_specdec.measure.sampled import DISTRIBUTION, check_method, pair_seed
 from pytest_specdec.measure.streams import run_streams
 from pytest_specdec.measure.trial import StreamTiming, Trial, timed_generation
 from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
@@ -114,6 +118,8 @@ class ComparisonPlan:
     distribution_tokens: int = 16
     # SHA-256 of the prompts' texts as the set gave them (before a context prefix): kept with the record.
     prompt_digest: str = ""
+    # Seconds this comparison may take, warm-up and distribution check included (None: no time budget).
+    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.conditions.get(NUM_DRAFT) is None:  # γ is the SD arm's, where the conditions leave it to the arm
@@ -168,6 +174,7 @@ class Progress:
     planned_max: int
     interval: Interval | None
     stage: str = "pair"  # or "engagement probe": the rounds that look for a sign of SD after the pairs
+    after_s: float = 0.0  # the distribution check's expected seconds after the pairs, from their rate so far
 
 
 @dataclass(frozen=True)
@@ -275,6 +282,7 @@ def run_comparison(
     8 tokens per prompt) left each prompt's first SD generation 5–20× slower than its
     later ones (docs/measurements.md); a full warm-up per prompt does not.
     """
+    started = clock()
     plan = plan.with_order()
     method = check_method(backend, plan.sampling.greedy)  # a backend that cannot sample is refused first
     every = isinstance(backend, CompilesPerShape) and backend.compiles_per_shape()
@@ -283,15 +291,35 @@ def run_comparison(
         for arm in (plan.baseline, plan.treatment):
             run_trial(backend, prompt, arm, plan, clock, seed=warm_seed)
     looks = look_schedule(len(plan.prompts), plan.min_trials, plan.max_trials)
-    pairs, stopped = _interleaved_pairs(backend, plan, looks, progress, clock)
-    final = look_at(plan, pairs, looks)
-    other = plan.under(metric=DECODE if plan.speedup_of == END_TO_END else END_TO_END)
+    pairs: list[Pair] = []
+    try:
+        stopped = _interleaved_pairs(backend, plan, looks, progress, clock, into=pairs, timing=(started, method))
+    except KeyboardInterrupt as interrupt:
+        if len(pairs) < 2:
+            raise
+        said = f"interrupted after {len(pairs)} of at most {looks[-1]} pairs"
+        raise CutShort(_summary(plan, pairs, looks, check_output(pairs), said)) from interrupt
 
     def shown(done: int, total: int) -> None:
         if progress is not None:
             progress(Progress(plan.category, done, total, None, stage="distribution check"))
 
-    output = lossless(backend, plan, pairs, method, shown)
+    return _summary(plan, pairs, looks, lossless(backend, plan, pairs, method, shown), stopped)
+
+
+class CutShort(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during the pairs: :attr:`comparison` is what its pairs so far measured (its cause is the
+    interrupt itself, which the caller re-raises once it has kept the comparison)."""
+
+    def __init__(self, comparison: Comparison) -> None:
+        super().__init__(comparison.stopped)
+        self.comparison = comparison
+
+
+def _summary(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...], output: OutputCheck,
+             stopped: str) -> Comparison:  # fmt: skip
+    final = look_at(plan, pairs, looks)
+    other = plan.under(metric=DECODE if plan.speedup_of == END_TO_END else END_TO_END)
     return Comparison(
         plan=plan,
         pairs=tuple(pairs),
@@ -307,14 +335,29 @@ def run_comparison(
     )
 
 
+def _after_pairs_s(plan: ComparisonPlan, method: str, per_pair_s: float) -> float:
+    """The distribution check's expected seconds where one runs (sampled SD whose draws differ per seed)."""
+    if method != DISTRIBUTION:
+        return 0.0
+    return distribution_seconds(
+        per_pair_s, plan.distribution_generations, len(plan.prompts), plan.distribution_tokens, plan.max_tokens
+    )
+
+
 def _interleaved_pairs(
     backend: Backend,
     plan: ComparisonPlan,
     looks: tuple[int, ...],
     progress: Callable[[Progress], None] | None,
     clock: Clock,
-) -> tuple[list[Pair], str]:
-    pairs: list[Pair] = []
+    *,
+    into: list[Pair],
+    timing: tuple[float, str],
+) -> str:
+    """Append pairs to ``into`` until a look decides, is futile, fails a check or runs out of time or pairs; say
+    why it stopped (``timing``: when the comparison began by ``clock``, and which lossless check follows)."""
+    started, method = timing
+    pairs, began = into, clock()
     schedule = pair_schedule(len(plan.prompts), looks[-1], plan.order)
     for index in range(looks[-1]):
         prompt_index, sd_first = schedule[index]
@@ -326,28 +369,37 @@ def _interleaved_pairs(
         pairs.append(Pair(index, prompt.id, arms[0].label, baseline, treatment))
         shown = progress is not None or len(pairs) in looks  # the interval is computed only to be shown or used
         look = look_at(plan, pairs, looks) if len(pairs) >= 2 and shown else None
+        now = clock()
+        per_pair_s = (now - began) / len(pairs)
+        after_s = _after_pairs_s(plan, method, per_pair_s)
         if progress is not None:
-            progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None))
+            progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None, after_s=after_s))
         # Sampled pairs that part are not yet a failure: the distribution check decides (measure.sampled).
         if (
             plan.require_identical_output
             and plan.sampling.greedy
             and not check_output(pairs[-1:], backend, plan).identical
         ):
-            return pairs, "stopped: the arms produced different tokens"
+            return "stopped: the arms produced different tokens"
         if len(pairs) in looks and look is not None:
+            at = f"look {looks.index(len(pairs)) + 1} of {len(looks)}"
             if plan.treatment.speculative and _engaged(pairs) is False:
-                return pairs, "stopped: the SD arm never drafted"
+                return "stopped: the SD arm never drafted"
             if not plan.baseline.speculative and baseline_drafted(pairs):
-                return pairs, "stopped: the plain arm drafted"
+                return "stopped: the plain arm drafted"
             if decided(plan, look):
-                return pairs, f"decided at look {looks.index(len(pairs)) + 1} of {len(looks)}"
+                return f"decided at {at}"
             if futile_at(plan, look, looks):
-                return (
-                    pairs,
-                    f"futile at look {looks.index(len(pairs)) + 1} of {len(looks)}: the bound cannot be decided within the budget",
-                )
-    return pairs, "trial budget used up"
+                return f"futile at {at}: the bound cannot be decided within the budget"
+            budget = plan.time_budget_s
+            later = [n for n in looks if n > len(pairs)]
+            if (
+                budget is not None
+                and later
+                and stop_for_time(now - started, budget, per_pair_s, later[0] - len(pairs), after_s)
+            ):
+                return f"stopped at {at}: the next look would end past this comparison's time budget ({budget:.0f} s)"
+    return "trial budget used up"
 
 
 __all__ = [
@@ -356,6 +408,7 @@ __all__ = [
     "Comparison",
     "ComparisonPlan",
     "Conditions",
+    "CutShort",
     "ExplainsDivergence",
     "OutputCheck",
     "Pair",

@@ -398,7 +398,7 @@ def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
         timing = ""
         if elapsed_s is not None:
             left = elapsed_s / update.done * (update.planned_max - update.done)
-            timing = f", {_duration(elapsed_s)}" + (f", ~{_duration(left)} left" if left >= 1 else "")
+            timing = f", {duration(elapsed_s)}" + (f", ~{duration(left)} left" if left >= 1 else "")
         return f"specdec {update.category}: {update.stage} {update.done}/{update.planned_max}{timing}"
     if update.stage != "pair":  # "specdec code: engagement probe 3/8": no speedup, no time left to guess
         return f"specdec {update.category}: {update.stage} {update.done}/{update.planned_max}"
@@ -408,13 +408,15 @@ def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
     meaningful = interval is not None and interval.low > 0.0 and interval.high < 3.0 * interval.low
     shown = f", speedup {interval_cell(interval)}" if meaningful else ""
     timing = ""
-    if elapsed_s is not None:
-        left = elapsed_s / update.done * (update.planned_max - update.done)
-        timing = f", {_duration(elapsed_s)}" + (f", at most ~{_duration(left)} left" if left >= 1 else "")
+    if elapsed_s is not None:  # the distribution check after the pairs counts from the first pair on
+        left = elapsed_s / update.done * (update.planned_max - update.done) + update.after_s
+        check = f" ({duration(update.after_s)} of it the distribution check)" if update.after_s >= 1 else ""
+        timing = f", {duration(elapsed_s)}" + (f", at most ~{duration(left)} left{check}" if left >= 1 else "")
     return f"specdec {update.category}: pair {update.done}/{update.planned_max}{shown}{timing}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``41 s``, ``6 min``: a time for a person to read."""
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 

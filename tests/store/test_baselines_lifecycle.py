@@ -8,6 +8,9 @@ conclusion can be injected.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +214,53 @@ def test_interrupted_run_keeps_its_finished_comparisons_and_accepts_nothing(pyte
     assert baseline_path(pytester).read_bytes() == before, "nothing accepted"
     added = history.read_text().removeprefix(lines_before).splitlines()
     assert [json.loads(line)["interrupted"] for line in added] == [True]
+
+
+def test_sigterm_mid_comparison_keeps_its_pairs_as_an_interrupted_history_line(pytester: pytest.Pytester) -> None:
+    """A CI job's limit (SIGTERM) during the pairs: the comparison keeps what it measured, with its interval, as
+    an interrupted history line; the accepted file is untouched and nothing becomes a candidate."""
+    claim_file(pytester)
+    run(pytester, "--specdec-update-baselines").assert_outcomes(passed=1)
+    before = baseline_path(pytester).read_bytes()
+    history = pytester.path / "baselines" / "history" / f"{MACHINE}.jsonl"
+    lines_before = history.read_text()
+    command = [sys.executable, "-m", "pytest", "test_claim.py", *SIM, *option("speedup", 1.0), *option("release", "1.0"),
+               "--specdec-min-trials=20000", "--specdec-max-trials=20000", "--specdec-precision=0.0001"]  # fmt: skip
+    with subprocess.Popen(command, cwd=pytester.path, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        shown = []
+        for line in child.stdout:  # the live line (every 1000th pair off a terminal) says the pairs are under way
+            shown.append(line)
+            if "specdec code: pair 1000/20000" in line:
+                child.send_signal(signal.SIGTERM)
+                break
+        rest = child.communicate(timeout=120)[0]
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, "".join(shown) + rest
+    assert "Traceback" not in rest
+    assert "interrupted: kept the 1 finished comparison(s) as history lines" in rest
+    assert baseline_path(pytester).read_bytes() == before, "nothing accepted"
+    assert not (pytester.path / "baselines" / "candidates").exists() or not any(
+        (pytester.path / "baselines" / "candidates").glob("*.json")
+    )
+    (added,) = [json.loads(line) for line in history.read_text().removeprefix(lines_before).splitlines()]
+    assert added["interrupted"] is True
+    assert 1000 <= added["speedup"]["n"] < 20000, "the pairs measured before the signal, not a whole comparison"
+    assert added["speedup"]["low"] < 1.0 < added["speedup"]["high"]
+
+
+def test_a_time_budget_is_shared_by_the_tests_and_stops_each_at_a_look(pytester: pytest.Pytester) -> None:
+    measure = "def test_sd(specdec):\n    specdec.compare(category='code')\n"  # no bound: only precision stops it
+    pytester.makepyfile(test_one=measure, test_two=measure)
+    result = run(pytester, "--specdec-time-budget=2s", "--specdec-min-trials=16", "--specdec-max-trials=1024",
+                 "--specdec-precision=0.0001", "--specdec-json=run.json")  # fmt: skip
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["specdec: time budget 2 s for 2 test(s), shared in turns*"])
+    records = json.loads((pytester.path / "run.json").read_text())["comparisons"]
+    for record in records:
+        (said,) = [n for n in record["notes"] if "time budget" in n]
+        assert said.startswith("stopped at look ")
+        assert said.endswith("(--specdec-time-budget)")
+        assert 16 <= record["speedup"]["n"] < 1024
 
 
 def test_stale_baselines_are_reported_when_the_whole_suite_ran(pytester: pytest.Pytester) -> None:
