@@ -139,8 +139,9 @@ def roofline_note(size: int | None, plain_tps: float) -> str | None:
         return None  # weights of unknown size (a server the user started): no roofline to state
     ceiling = roofline_tps(machine.bandwidth_gbs, size)
     return (
-        f"plain arm at {plain_tps / ceiling:.2f} of its roofline ({ceiling:.0f} tok/s from "
-        f"{size / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s, {machine.bandwidth_source})"
+        f"plain arm at {plain_tps / ceiling:.2f} of its roofline: it ran {plain_tps:.0f} tok/s where "
+        f"{size / 1e9:.2f} GB of weights at {machine.bandwidth_gbs:.0f} GB/s ({machine.bandwidth_source}) would "
+        f"allow {ceiling:.0f} — a ceiling from the weights' size, not a rate measured"
     )
 
 

@@ -19,6 +19,7 @@ from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions, marker_keywords
 from pytest_specdec.backends.base import Fingerprint, ModelPair
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.machine_load import MachineLoad
 from pytest_specdec.measure import Comparison, StopRule
 from pytest_specdec.measure.sampled import lossless_failure
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
@@ -312,6 +313,7 @@ def record_outcome(
     notes: Sequence[str] = (),
     theory: TheoryRecord | None = None,
     scope: Mapping[str, str] | None = None,
+    load: MachineLoad | None = None,
 ) -> ComparisonRecord:
     """The record that baselines, reports and the gate keep of a judged comparison: the one result shape."""
     c = comparison
@@ -359,4 +361,5 @@ def record_outcome(
         conditions=c.plan.conditions,
         other_speedup=c.other_metric,
         protocol=MEASUREMENT_PROTOCOL,
+        load=load,
     )

@@ -399,7 +399,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     width = terminalreporter._tw.fullwidth
     every = session.settings.notes == "all" or config.option.verbose > 0
-    notes = report.terminal_notes(records, width, every=every) + report.wrapped(session.notes + finished, width)
+    busy = report.wrapped(report.busy_lines(records), width)  # first: every timing below is read in its light
+    notes = busy + report.terminal_notes(records, width, every=every) + report.wrapped(session.notes + finished, width)
     if notes:
         terminalreporter.write_sep("-", "specdec notes")
         for line in notes:

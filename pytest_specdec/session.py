@@ -33,6 +33,7 @@ from pytest_specdec.embedded.prompt_sets import PromptSet, choose, digest_of
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
+from pytest_specdec.machine_load import LoadProbe, MachineLoad
 from pytest_specdec.measure import Comparison, ComparisonPlan, CutShort, Progress, run_comparison
 from pytest_specdec.measure.budget import TimeBudget
 from pytest_specdec.measure.realise import Room, realise
@@ -259,12 +260,14 @@ class SpecdecSession:
         plan = realise(plan, backend, room)
         if self.budget is not None:
             plan = replace(plan, time_budget_s=self.budget.share(nodeid))
-        swapped_before = swap_ins()
+        swapped_before, probe = swap_ins(), LoadProbe()
         try:
             comparison = run_comparison(backend, plan, progress)
         except CutShort as cut:  # its pairs so far are kept (the run keeps them as an interrupted history line)
-            self.ledger.check(self._record(nodeid, spec, expect, backend, cut.comparison, cut_short=True))
+            load = probe.finish()
+            self.ledger.check(self._record(nodeid, spec, expect, backend, cut.comparison, load=load, cut_short=True))
             raise
+        load = probe.finish()  # the pairs' and checks' time, not the engagement probe's
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
         swapped_after = swap_ins()
         if swapped_before is not None and swapped_after is not None and swapped_after > swapped_before:
@@ -274,7 +277,14 @@ class SpecdecSession:
             )
         record = self.ledger.check(
             self._record(
-                nodeid, spec, expect, backend, comparison, unmeasurable=unmeasurable, engagement_notes=engagement_notes
+                nodeid,
+                spec,
+                expect,
+                backend,
+                comparison,
+                load=load,
+                unmeasurable=unmeasurable,
+                engagement_notes=engagement_notes,
             )
         )
         result = Result(comparison, record, self.ledger.decide(record))
@@ -289,6 +299,7 @@ class SpecdecSession:
         backend: Backend,
         comparison: Comparison,
         *,
+        load: MachineLoad | None = None,
         unmeasurable: str | None = None,
         engagement_notes: Sequence[str] = (),
         cut_short: bool = False,
@@ -306,7 +317,7 @@ class SpecdecSession:
         if cut_short:
             return record_outcome(
                 nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
-                model_digest=self.pool.digest(backend), scope=scope,
+                model_digest=self.pool.digest(backend), scope=scope, load=load,
                 notes=[f"{comparison.stopped}: kept in the history as interrupted, never accepted or gating"],
             )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + list(engagement_notes)
@@ -333,7 +344,7 @@ class SpecdecSession:
         return record_outcome(
             nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
             model_digest=self.pool.digest(backend), notes=notes, theory=self.analysis.theory(backend, comparison),
-            scope=scope,
+            scope=scope, load=load,
         )  # fmt: skip
 
     def mark_drifted(self, drifted: Sequence[ComparisonRecord]) -> None:

@@ -392,6 +392,22 @@ def claim_answers(records: Sequence[ComparisonRecord], width: int = 120) -> list
     return lines
 
 
+def busy_lines(records: Sequence[ComparisonRecord]) -> list[str]:
+    """Above the verdict table: the comparisons measured while the machine was busy, and why (none: nothing).
+
+    >>> busy_lines([])
+    []
+    """
+    busy = [(r, r.load.busy) for r in records if r.load is not None and r.load.busy]
+    if not busy:
+        return []
+    head = (
+        f"the machine was busy while {len(busy)} of {len(records)} comparison(s) measured: their timings are "
+        "shared with other work, not this machine's alone — measure again with the machine otherwise idle"
+    )
+    return [head, *[f"  {row_label(r)}: {why}" for r, why in busy]]
+
+
 def progress_line(update: Progress, elapsed_s: float | None = None) -> str:
     """``specdec code: pair 7 of at most 72, speedup 1.52x [1.31, 1.76], 41 s, at most ~6 min left``."""
     if update.stage == "distribution check":  # generations of one length each: the rate so far tells the rest
@@ -452,6 +468,16 @@ def markdown_report(run: RunRecord, *, source: str = "") -> str:
         lines += [f"## Failed ({len(failures)})", ""]
         lines += [f"- `{r.nodeid}` [{r.category}]: {_markdown_cell(r.judgement.failure or '')}" for r in failures]
         lines.append("")
+    busy = busy_lines(records)
+    if busy:
+        lines += [
+            "## ⚠ The machine was busy",
+            "",
+            busy[0],
+            "",
+            *[f"- {_markdown_cell(b.strip())}" for b in busy[1:]],
+            "",
+        ]
     with_baseline = has_baselines(records)
     headers = (*HEADERS, *BASELINE_HEADERS) if with_baseline else HEADERS
     rows = [[_markdown_cell(cell) for cell in row] for row in verdict_rows(records, with_baseline=with_baseline)]

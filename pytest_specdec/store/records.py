@@ -39,6 +39,7 @@ from typing import Any
 
 from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
 from pytest_specdec.axes.num_draft import NUM_DRAFT
+from pytest_specdec.machine_load import MachineLoad
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.design import Design
 
@@ -271,6 +272,7 @@ class ComparisonRecord:
     # it was kept, or where fewer than two pairs ran.
     other_speedup: Interval | None = None
     protocol: int = 1  # MEASUREMENT_PROTOCOL it was measured under (absent in files written before it: 1)
+    load: MachineLoad | None = None  # how busy the machine was while it measured (None: not read, or before it was)
 
     @property
     def log_ratios(self) -> list[float]:
