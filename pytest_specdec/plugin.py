@@ -154,10 +154,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
     fitness = environment_fitness()
     power = ", ".join(f"{k}={v}" for k, v in fitness.details.items())
+    own = "" if settings.num_draft_explicit else " (or the engine's own default)"  # the row says which ran
     lines = [
         f"specdec: backend={settings.backend} ({versions}), profile={settings.profile}"
         + (f", environment: {fitness.reason}{' (' + power + ')' if power else ''}" if fitness.details else ""),
-        f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}, "
+        f"specdec: target={settings.pair.target}, draft={settings.pair.draft}, γ={settings.num_draft}{own}, "
         f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
         *(f"specdec: warning: {line}" for line in broken_backends().values()),
     ]

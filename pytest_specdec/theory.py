@@ -136,7 +136,7 @@ def dominant_cause(
             "a drafter that is cheaper or dearer than timed)"
         )
     miss = predicted / measured.estimate - 1.0
-    off = "" if abs(miss) <= AGREEMENT else f" (the model is {miss:+.0%} off the measurement)"
+    off = "" if abs(miss) <= AGREEMENT else f" (the theory is {miss:+.0%} off the measurement)"
     if measured.estimate >= 1.0:
         return f"SD wins: {gain:.2f} tokens per step for a cost of {cost:.2f} plain steps{off}"
     draft = gamma * (c + draft_overhead)

@@ -77,7 +77,7 @@ def test_explanation_names_the_dominant_cause() -> None:
     assert "break-even α" in win.describe()
     off = explain(0.9, 3, costs, Interval(1.5, 1.4, 1.6, 0.95, 9))
     assert not off.agrees
-    assert "(the model is +97% off the measurement)" in off.describe()
+    assert "(the theory is +97% off the measurement)" in off.describe()
 
 
 def test_the_cause_follows_from_the_numbers_it_quotes() -> None:

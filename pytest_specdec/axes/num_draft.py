@@ -44,8 +44,8 @@ class DraftLength(Axis[int | None]):
         return 3
 
     def label(self, value: int | None) -> str:
-        """``γ=3`` (``γ=0`` where the engine chose, as keys have always said)."""
-        return f"γ={value}"
+        """``γ=3``, or ``γ=upstream`` where the engine chose each draft's length (keys said ``γ=0`` before)."""
+        return f"γ={draft_label(value or 0)}" if value is not None else "γ=None"
 
     def statement(self, value: int | None) -> str:
         return ""
@@ -59,8 +59,8 @@ class DraftLength(Axis[int | None]):
 
 
 def draft_label(num_draft: int) -> str:
-    """``3``, or ``adaptive`` where the engine chose the length itself."""
-    return "adaptive" if num_draft == ADAPTIVE else str(num_draft)
+    """``3``, or ``upstream`` where the engine chose the length itself (the engine's own word for it, not ours)."""
+    return "upstream" if num_draft == ADAPTIVE else str(num_draft)
 
 
 AXIS = NUM_DRAFT = DraftLength()

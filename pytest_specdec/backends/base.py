@@ -187,7 +187,7 @@ class AdaptsDraftLength(Protocol):
     """A backend whose engine picks the draft length itself, each round: γ is not a knob there."""
 
     def adapts_draft_length(self) -> bool:
-        """True where no γ is sent and none applies (the record says "adaptive", never a γ)."""
+        """True where no γ is sent and none applies (the record says "upstream", never a γ)."""
         ...
 
 

@@ -105,7 +105,10 @@ def current_key(key: str) -> str:
 
     >>> current_key("t.py::t [code, γ=3, /tmp/a/t.gguf + ~/m/d.gguf @1a+2b]")
     't.py::t [code, γ=3, t.gguf + d.gguf @1a+2b]'
+    >>> current_key("t.py::t [code, γ=0, t.gguf @1a]")
+    't.py::t [code, γ=upstream, t.gguf @1a]'
     """
+    key = key.replace(", γ=0,", ", γ=upstream,")  # the engine chose the draft length: γ=0 until 0.5
     head, at, digest = key.rpartition(" @")
     scope, comma, models = head.rpartition(", ")
     if not at or not comma or not digest.endswith("]"):
@@ -161,7 +164,13 @@ def _interval_text(record: ComparisonRecord) -> str:
 
 
 def release_change(old: str, new: str) -> str:
-    """``mlx-lm 0.32.2 → 0.33.0`` (the shared name is said once)."""
+    """``mlx-lm 0.32.2 → 0.33.0`` (the shared name is said once); no arrow where no release changed.
+
+    >>> release_change("simulated 1.0", "simulated 1.0")
+    'simulated 1.0 (no release changed)'
+    """
+    if old == new:
+        return f"{new} (no release changed)"
     old_name, _, _ = old.rpartition(" ")
     new_name, _, new_version = new.rpartition(" ")
     return f"{old} → {new_version}" if old_name and old_name == new_name else f"{old} → {new}"

@@ -50,7 +50,7 @@ def test_a_comparison_on_the_mlx_engine_is_recorded_as_adaptive(
     assert result.ret in (0, 1)  # the verdict is whatever was measured
     (comparison,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
     assert comparison["conditions"]["num_draft"] == 0
-    result.stdout.fnmatch_lines(["*ollama *copy* adaptive *"])
+    result.stdout.fnmatch_lines(["*ollama *copy* upstream *"])
 
 
 def test_a_gamma_on_the_mlx_engine_is_refused_in_one_line(pytester: pytest.Pytester, ollama: StandinServer) -> None:
@@ -77,7 +77,7 @@ def test_a_gamma_from_the_command_line_that_cannot_apply_is_said(
     result = pytester.runpytest(*SD_TAG, f"--specdec-ollama-host={ollama.url}", "--specdec-num-draft=5",
                                 "--specdec-notes=all", "--specdec-json=run.json")  # fmt: skip
     (comparison,) = json.loads((pytester.path / "run.json").read_text())["comparisons"]
-    assert comparison["conditions"]["num_draft"] == 0, "the record says adaptive, never the γ that did not run"
+    assert comparison["conditions"]["num_draft"] == 0, "the record says upstream, never the γ that did not run"
     assert any(note.startswith("γ=5 (--specdec-num-draft or [tool.specdec]) does not apply: ollama picks")
                for note in comparison["notes"])  # fmt: skip
     result.stdout.fnmatch_lines(["*γ=5 (--specdec-num-draft*does not apply*"])

@@ -113,7 +113,7 @@ def test_an_ngram_arm_runs_upstreams_own_lengths_unless_tuned(gemma: Path) -> No
     12–48 tokens, none before 62 tokens of history; read back from the server's /metrics, not assumed."""
     backend = LlamaServerBackend(ModelPair(str(gemma)), {"spec_type": "ngram-simple"})
     try:
-        assert backend.adapts_draft_length(), "γ does not apply: the record says adaptive"
+        assert backend.adapts_draft_length(), "γ does not apply: the record says upstream"
         _, short = run(backend, Arm("sd", True, 0), 16, "def f(x):\n    return x")
         said = backend.speculation_evidence()
         repeated = "for item in items:\n    total = total + item.price * item.count\n" * 6

@@ -5,7 +5,7 @@
 what a user running ``llama-server --spec-type ngram-simple`` gets: a 12-token lookup, drafts of
 12–48 tokens and none before 62 tokens of history (``common_ngram_simple_draft``,
 ``common/ngram-map.cpp``; defaults in ``common/common.h``). The engine then picks each draft's
-length, so γ does not apply and the record says "adaptive". Backend option ``tuned=true`` puts γ
+length, so γ does not apply and the record says "upstream". Backend option ``tuned=true`` puts γ
 on the lookup and draft lengths instead (:func:`~pytest_specdec.backends.llama_server.knobs.draft_length`);
 that arm is labelled "tuned" and keeps the γ in its key. ``draft-*`` types take γ on
 ``--spec-draft-n-max``, whose upstream default (3) is the plugin's default γ.

@@ -5,7 +5,7 @@ not per request, so each arm has its own server: started by the plugin (the targ
 ``--specdec-draft`` as the drafter; ``draft_kind=`` as given, else mlx-vlm's own choice), or two a
 user started (``plain_url=``, ``sd_url=``). Both get the same greedy chat completion for the model the server
 has loaded (another name would make it load that one instead). The drafter's block size is left to
-the server (a ceiling it adapts each round), so the default arm is "adaptive". Counts are the server's
+the server (a ceiling it adapts each round), so the default arm is "upstream". Counts are the server's
 own per-request ``timings.draft_n`` / ``draft_n_accepted`` (exact one request at a time, which is how
 the plugin sends them): ``null`` means no speculative round ran. The release is the server's
 (``/openapi.json`` ``info.version``); the kind is the SD server's ``draft_kind`` (``/v1/settings``).
