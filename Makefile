@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.python-$(PYVER)
 install: $(VENV)/.installed
 
 # The document's claims on the embedded default, a few minutes; the long sweeps are `make sweeps`.
-# It keeps the whole run in bench-results.json: `specdec submit bench-results.json` shares it.
+# It keeps the whole run in bench-results.json: `pytest-specdec submit bench-results.json` shares it.
 bench: $(VENV)/.installed
 	$(PY) -m pytest benchmarks/ --backend=mlx -p no:cacheprovider -m "not sweep" --specdec-json=bench-results.json
 

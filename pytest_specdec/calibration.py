@@ -1,4 +1,4 @@
-"""``specdec calibrate``: this machine's noise, and what the default design can decide with it.
+"""``pytest-specdec calibrate``: this machine's noise, and what the default design can decide with it.
 
 It runs A/A pairs on the configured backend — the plain arm twice, back to back, on
 the category's prompts, in the design's pair order — so every pair's ratio is pure

@@ -250,7 +250,7 @@ def _judgement(
             f"inconclusive after {len(comparison.pairs)} pairs: speedup {speedup.estimate:.2f}x "
             f"[{speedup.low:.2f}, {speedup.high:.2f}] on {comparison.statement} vs {expect.speedup.describe()} — "
             + (
-                "the bound cannot be decided within the budget at this noise (see specdec calibrate)"
+                "the bound cannot be decided within the budget at this noise (see pytest-specdec calibrate)"
                 if futile
                 else "raise --specdec-max-trials"
             )

@@ -55,7 +55,10 @@ class OptionDef:
 
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef(
-        "backend", "str", "mlx", "backend to measure: one of the registered backends (specdec backends lists them)"
+        "backend",
+        "str",
+        "mlx",
+        "backend to measure: one of the registered backends (pytest-specdec backends lists them)",
     ),
     OptionDef(
         "model", "str", None, "target model: a path, a hub id, or embedded:NAME (default: the embedded synthetic pair)"

@@ -1,4 +1,4 @@
-"""``specdec calibrate``: A/A pairs give the noise; replays of the design give error and power."""
+"""``pytest-specdec calibrate``: A/A pairs give the noise; replays of the design give error and power."""
 
 from __future__ import annotations
 

@@ -233,3 +233,24 @@ def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.Ca
         assert "! ollama (selected): no server answered — start it (ollama serve) or pass its URL" in lines
         assert status == 1
         assert any(line.startswith("optional: mlx: ") for line in lines)
+
+
+def test_the_docs_name_the_command_that_cannot_clash_with_pypis_specdec() -> None:
+    """PyPI's unrelated ``specdec`` (0.2.0, a speculative decoder) installs a ``specdec`` command: the docs say
+    ``pytest-specdec``, which the wheel installs beside its ``specdec`` alias."""
+    import re
+    import tomllib
+
+    repo = Path(__file__).resolve().parent.parent
+    scripts = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["pytest-specdec"] == scripts["specdec"] == "pytest_specdec.cli:main"
+    pages = [repo / "README.md", repo / "baselines" / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    # (a workflow's name, "Actions → specdec gate → Run workflow", is no command)
+    bare = re.compile(r"(?<![-\w/.])specdec (backends|doctor|baselines|report|plot-history|claims|evidence|calibrate|"
+                      r"gate|site|submit|validate|pytest|standin)\b(?! →)")  # fmt: skip
+    found = [f"{page.name}: {m.group(0)}" for page in pages for m in bare.finditer(page.read_text(encoding="utf-8"))]
+    assert found == []
+    usage = subprocess.run(
+        [sys.executable, "-m", "pytest_specdec.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert usage.stdout.startswith("usage: pytest-specdec ")

@@ -82,7 +82,7 @@ def test_every_bad_argument_is_one_line_and_the_store_is_unchanged(tmp_path_fact
                 status = done.code if isinstance(done.code, int) else 2
         err = said_err.getvalue()
         assert "Traceback" not in err + said_out.getvalue(), argv
-        errors = [line for line in err.splitlines() if line.startswith("specdec") and "error:" in line]
+        errors = [line for line in err.splitlines() if line.startswith("pytest-specdec") and "error:" in line]
         assert len(errors) <= 1, (argv, err)
         if status not in (0, None):
             assert errors, (argv, status, err)

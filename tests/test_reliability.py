@@ -310,7 +310,7 @@ def test_files_that_are_not_what_a_command_needs_are_one_line(
 
 
 def test_a_closed_pipe_ends_the_command_quietly() -> None:
-    """``specdec evidence | head``: the reader went away before the first write."""
+    """``pytest-specdec evidence | head``: the reader went away before the first write."""
     import os
     import subprocess
     import sys

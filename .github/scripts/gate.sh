@@ -19,7 +19,7 @@
 #   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
 #   verdict       every leg's night.json validated; the night's colour; issues; webhook
 #   propose       the night's candidates into baselines/ and the lock, one pull request per machine class
-#   site          the scoreboard (specdec site) of baselines/, tonight's results and the runners' nights,
+#   site          the scoreboard (pytest-specdec site) of baselines/, tonight's results and the runners' nights,
 #                 for the publish job
 #   watchdog      red, and one issue, when no night has completed for 48 hours
 # The community workflow (hosted, contents: read): validate-submissions   specdec validate on every file

@@ -32,7 +32,7 @@ def hardware() -> ModuleType:
 
 
 def platform_of(lock: Path) -> str:  # pytest_specdec.gate.lockfile's, which cannot be imported yet
-    """The lock's ``# platform:`` line (``""``: none, a lock written by ``specdec gate lock`` before it had one)."""
+    """The lock's ``# platform:`` line (``""``: none, a lock written by ``pytest-specdec gate lock`` before it had one)."""
     for line in lock.read_text(encoding="utf-8").splitlines():
         if line.startswith("# platform:"):
             return line.removeprefix("# platform:").strip()

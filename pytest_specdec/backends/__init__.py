@@ -68,7 +68,7 @@ def registered_backends() -> dict[str, BackendSpec]:
 
 
 def broken_backends() -> dict[str, str]:
-    """Each declared backend that cannot be loaded, with its one line (said by ``specdec backends``, doctor and
+    """Each declared backend that cannot be loaded, with its one line (said by ``pytest-specdec backends``, doctor and
     the run's header; an error only when that backend is asked for)."""
     return _entry_points()[1]
 

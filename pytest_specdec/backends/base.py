@@ -289,7 +289,7 @@ class BackendSpec:
 
     name: str
     target: str  # "module:Class" of the adapter
-    summary: str = ""  # one line for --help and `specdec backends`
+    summary: str = ""  # one line for --help and `pytest-specdec backends`
     requires: tuple[str, ...] = ()  # top-level modules its runtime needs
     extra: str | None = None  # the pytest-specdec extra that installs them
     distributions: tuple[str, ...] = ()  # distributions whose versions it reports
@@ -315,7 +315,7 @@ class BackendSpec:
     # "module:function" (old_venv: Path | None, before: {label: release}) -> OldRelease | None:
     # where a server's previous release still runs tonight (a kept Homebrew keg, the old venv).
     previous_release: str | None = None
-    # "module:function" returning more ``specdec doctor`` lines (``!`` first where action is needed).
+    # "module:function" returning more ``pytest-specdec doctor`` lines (``!`` first where action is needed).
     doctor: str | None = None
 
     @property

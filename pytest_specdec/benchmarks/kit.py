@@ -2,7 +2,7 @@
 (by what the backend does: ``only_where``).
 
 ``CLAIMS`` holds each claim's quote and section (``pytest_specdec.seed.document``), so the
-markers and ``specdec claims`` say the same thing.
+markers and ``pytest-specdec claims`` say the same thing.
 """
 
 from __future__ import annotations
@@ -50,5 +50,5 @@ def _skip_unless(specdec: SpecdecFixture, applies: bool) -> None:
     if not applies:
         pytest.skip(
             f"does not apply to --backend={specdec.backend_name} --specdec-profile={specdec.profile} "
-            "(specdec claims says where each claim applies)"
+            "(pytest-specdec claims says where each claim applies)"
         )

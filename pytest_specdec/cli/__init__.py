@@ -18,7 +18,7 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def run_pytest(argv: Sequence[str]) -> int:
-    """``specdec pytest ARGS``: pytest in this process, the backend's native libraries loaded first.
+    """``pytest-specdec pytest ARGS``: pytest in this process, the backend's native libraries loaded first.
 
     On CUDA images where numpy's native libraries, once loaded, make llama.cpp's first
     ``Llama(...)`` crash, any pytest plugin that imports numpy at start-up (jaxtyping,
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pytest_specdec.backends.standin.__main__ import kinds
     from pytest_specdec.cli import backends, baselines, community, doctor, gate, report, research, site
 
-    parser = argparse.ArgumentParser(prog="specdec", description="pytest-specdec baselines, reports and history")
+    parser = argparse.ArgumentParser(prog="pytest-specdec", description="pytest-specdec baselines, reports and history")
     commands = parser.add_subparsers(dest="command", required=True)
     for module in (backends, doctor, baselines, report, research, gate, site, community):
         module.register(commands)
@@ -71,7 +71,7 @@ def _say_error(text: str) -> None:
     """One line on stderr: a control character in a path or a value (a newline, a carriage return) is shown
     escaped, never let loose to break the line."""
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    print(f"specdec: error: {shown}", file=sys.stderr)
+    print(f"pytest-specdec: error: {shown}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

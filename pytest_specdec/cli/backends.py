@@ -1,4 +1,4 @@
-"""``specdec backends``: every registered backend, its extra, releases and options, read from its spec."""
+"""``pytest-specdec backends``: every registered backend, its extra, releases and options, read from its spec."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def backends(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec backends [NAME]``."""
+    """``pytest-specdec backends [NAME]``."""
     parser = commands.add_parser("backends", help="list the registered backends and their options")
     parser.add_argument("name", nargs="?", help="one backend")
     parser.set_defaults(handler=backends)

@@ -1,4 +1,4 @@
-"""``specdec baselines list|show|diff|accept``: accepted baselines and candidates."""
+"""``pytest-specdec baselines list|show|diff|accept``: accepted baselines and candidates."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def show(args: argparse.Namespace) -> int:
         matches += [(path, key, entry) for key, entry in stored.entries.items() if args.key in key]
     if not matches:
         raise SpecdecUsageError(
-            f"no baseline under {args.dir} has a key containing {args.key!r} — see 'specdec baselines list'"
+            f"no baseline under {args.dir} has a key containing {args.key!r} — see 'pytest-specdec baselines list'"
         )
     for path, key, entry in matches:
         print(f"# {path}: {key}")
@@ -86,14 +86,16 @@ def _candidate_files(root: Path) -> list[BaselineFile]:
 
 
 def accept(args: argparse.Namespace) -> int:
-    """The candidates you reviewed (``specdec baselines diff``) accepted as they are, without measuring again: those
+    """The candidates you reviewed (``pytest-specdec baselines diff``) accepted as they are, without measuring again: those
     whose key contains one of ``KEY`` (every one without), inconclusive ones only with ``--accept-inconclusive``."""
     pending = _candidate_files(args.dir)
     chosen = [(f, key, e) for f in pending for key, e in sorted(f.entries.items())
               if not args.key or any(part in key for part in args.key)]  # fmt: skip
     if not chosen:
         what = f"whose key contains {' or '.join(map(repr, args.key))} " if args.key else ""
-        raise SpecdecUsageError(f"no candidate {what}under {args.dir / 'candidates'} — see 'specdec baselines diff'")
+        raise SpecdecUsageError(
+            f"no candidate {what}under {args.dir / 'candidates'} — see 'pytest-specdec baselines diff'"
+        )
     taken: dict[tuple[str, str], dict[str, BaselineEntry]] = {}
     for stored, key, entry in chosen:
         if entry.result.judgement.conclusion is Conclusion.INCONCLUSIVE and not args.accept_inconclusive:
@@ -141,7 +143,7 @@ def _diff_rows(pending: BaselineFile, accepted: BaselineFile) -> list[list[str]]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec baselines``."""
+    """``pytest-specdec baselines``."""
     baselines = commands.add_parser("baselines", help="inspect accepted baselines and candidates")
     actions = baselines.add_subparsers(dest="action", required=True)
     for name, handler, help_text in (

@@ -1,4 +1,4 @@
-"""``specdec submit RESULTS.json`` and ``specdec validate FILE…``: share a result, and check one from the file alone."""
+"""``pytest-specdec submit RESULTS.json`` and ``pytest-specdec validate FILE…``: share a result, and check one from the file alone."""
 
 from __future__ import annotations
 

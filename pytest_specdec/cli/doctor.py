@@ -1,4 +1,4 @@
-"""``specdec doctor``: before a first run on a Mac, what is here and what to do, one line each.
+"""``pytest-specdec doctor``: before a first run on a Mac, what is here and what to do, one line each.
 
 The Python, the machine (chip, memory usable by the GPU, power source and thermal state),
 then the backend you selected (``--backend``; else ``[tool.specdec] backend`` in
@@ -140,7 +140,7 @@ def doctor(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec doctor``."""
+    """``pytest-specdec doctor``."""
     parser = commands.add_parser("doctor", help="what is installed, what fits, and what to do before a first run")
     parser.add_argument("--backend", help="the backend to check (default: [tool.specdec] backend, else mlx)")
     parser.set_defaults(handler=doctor)

@@ -1,4 +1,4 @@
-"""``specdec gate STEP``: the steps of the CI gate, in the order the workflow runs them.
+"""``pytest-specdec gate STEP``: the steps of the CI gate, in the order the workflow runs them.
 
 The measuring job of a leg: install → upgrade (when backends should move) → measure →
 confirm → night → summary; ``lock`` after an accepting run. The alert job's ``verdict``
@@ -226,7 +226,7 @@ def step(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec gate STEP``: a leg's steps (``--backend``, ``--out``), then the night's (:mod:`.gate_night`)."""
+    """``pytest-specdec gate STEP``: a leg's steps (``--backend``, ``--out``), then the night's (:mod:`.gate_night`)."""
     from pytest_specdec.cli import gate_night
 
     leg = argparse.ArgumentParser(add_help=False)

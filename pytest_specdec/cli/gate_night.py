@@ -1,4 +1,4 @@
-"""``specdec gate night|verdict|accept-candidates|watchdog|adopt-issues|init``: the night as a whole.
+"""``pytest-specdec gate night|verdict|accept-candidates|watchdog|adopt-issues|init``: the night as a whole.
 
 ``night`` ends the measuring job of one leg (its ``night.json``); ``verdict`` and
 ``accept-candidates`` run in the alert job, which holds the write token and reads only
@@ -140,7 +140,7 @@ def init(args: argparse.Namespace) -> int:
 
 
 def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: argparse.ArgumentParser) -> None:
-    """The night's commands under ``specdec gate``; ``leg`` holds the per-leg arguments."""
+    """The night's commands under ``pytest-specdec gate``; ``leg`` holds the per-leg arguments."""
     parser = gate.add_parser("night", parents=[leg], help="the leg's night.json (ends the measuring job)")
     parser.set_defaults(handler=night)
     parser = gate.add_parser("verdict", help="read every leg's night.json, decide the colour, open issues")

@@ -1,4 +1,4 @@
-"""``specdec report`` and ``specdec plot-history``: stored results rendered again."""
+"""``pytest-specdec report`` and ``pytest-specdec plot-history``: stored results rendered again."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def plot_history(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec report`` and ``specdec plot-history``."""
+    """``pytest-specdec report`` and ``pytest-specdec plot-history``."""
     parser = commands.add_parser("report", help="render --specdec-json results, baselines or candidates files")
     parser.add_argument("results", type=Path, nargs="+",
                         help="--specdec-json, baselines or candidates files (several: a section each)")  # fmt: skip

@@ -1,4 +1,4 @@
-"""``specdec claims``, ``evidence`` and ``calibrate``: the document, the world's figures, this machine."""
+"""``pytest-specdec claims``, ``evidence`` and ``calibrate``: the document, the world's figures, this machine."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def evidence(args: argparse.Namespace) -> int:
 
 
 def _submitted(folder: Path, machine: str) -> None:
-    """Submitted results (``specdec submit``'s files) that ``specdec validate`` finds consistent, per machine class:
+    """Submitted results (``pytest-specdec submit``'s files) that ``pytest-specdec validate`` finds consistent, per machine class:
     paired measurements, submitted and not reproduced."""
     from pytest_specdec.community.checks import check_submission
     from pytest_specdec.store.submissions import list_submissions, read_submission
@@ -144,7 +144,7 @@ def calibrate(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``specdec claims``, ``specdec evidence`` and ``specdec calibrate``."""
+    """``pytest-specdec claims``, ``pytest-specdec evidence`` and ``pytest-specdec calibrate``."""
     parser = commands.add_parser("claims", help="every claim of the seed document with its latest verdict")
     parser.add_argument("--dir", type=Path, default=Path("baselines"), help="baselines directory (reads history/)")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table")

@@ -1,4 +1,4 @@
-"""``specdec site OUT/``: the scoreboard as a static site (``--open`` for a local look)."""
+"""``pytest-specdec site OUT/``: the scoreboard as a static site (``--open`` for a local look)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Results anyone can contribute: ``specdec submit`` writes them, ``specdec validate`` checks them from the file alone.
+"""Results anyone can contribute: ``pytest-specdec submit`` writes them, ``pytest-specdec validate`` checks them from the file alone.
 
 :mod:`~pytest_specdec.community.submit` turns a results file into one submission per comparison
 (:mod:`pytest_specdec.store.submissions`), with what names its owner stripped;

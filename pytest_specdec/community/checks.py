@@ -1,4 +1,4 @@
-"""``specdec validate``: is a submitted comparison consistent? Decided from the file alone, nothing run.
+"""``pytest-specdec validate``: is a submitted comparison consistent? Decided from the file alone, nothing run.
 
 Each check reads what the file keeps and gives one line per reason to reject it:
 
@@ -53,7 +53,7 @@ VERSION = re.compile(r"^(?:v?\d+(?:\.\d+)*(?:[-.+]?[A-Za-z0-9.]+)?|b\d+(?:-[0-9a
 
 @dataclass(frozen=True)
 class Validation:
-    """What ``specdec validate`` decided about one file."""
+    """What ``pytest-specdec validate`` decided about one file."""
 
     where: str
     reasons: tuple[str, ...]  # one line per reason to reject; empty: consistent

@@ -1,4 +1,4 @@
-"""``specdec submit``'s work: a results file as submissions, stripped of whatever names the person or machine.
+"""``pytest-specdec submit``'s work: a results file as submissions, stripped of whatever names the person or machine.
 
 What a submission keeps is chosen field by field (:func:`submissions_of`): the comparison as
 the results file has it, the machine's chip, memory, OS and Python, the command that ran it.
@@ -255,7 +255,7 @@ def markdown(submission: Submission) -> str:
             f"- **Models**: {models} (digest `{c.model_digest}`)",
             f"- **Machine**: `{m.machine_class}`, {m.os}, {m.arch}, Python {m.python}",
             f"- **Command**: `{submission.command}`",
-            f"- **File**: `{submission.relative_path.as_posix()}` — check it with `specdec validate FILE`",
+            f"- **File**: `{submission.relative_path.as_posix()}` — check it with `pytest-specdec validate FILE`",
             "",
             "Submitted, not reproduced: the file is checked for consistency, not for having been measured.",
         ]
@@ -272,7 +272,7 @@ def issue_url(submissions: Iterable[Submission], repository: str) -> str:
     chips = sorted({s.machine.chip for s in shown}) or ["a Mac"]
     title = f"Submitted result: SD on {', '.join(chips)} ({len(shown)} comparison(s))"
     body = "\n\n".join(markdown(s) for s in shown)
-    body += "\n\nThe submission files are attached (or in a pull request): `specdec validate` reads them."
+    body += "\n\nThe submission files are attached (or in a pull request): `pytest-specdec validate` reads them."
     base = f"https://github.com/{repository}/issues/new?"
     cut = "\n\n(cut to fit a URL: the files hold it all)"
     while len(base + urlencode({"title": title, "body": body, "labels": "submission"})) > ISSUE_URL_LIMIT:

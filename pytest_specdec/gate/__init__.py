@@ -1,4 +1,4 @@
-"""The CI gate's logic, for ``.github/workflows/specdec-gate.yml`` (``specdec gate …``).
+"""The CI gate's logic, for ``.github/workflows/specdec-gate.yml`` (``pytest-specdec gate …``).
 
 * :mod:`~pytest_specdec.gate.legs` — what each backend's leg measures on this runner
   (``[tool.specdec.gate]``), the profile check, and the servers the gate starts.

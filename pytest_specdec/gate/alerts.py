@@ -137,7 +137,7 @@ def legacy_key(title: str, states: frozenset[str] = STATE_WORDS) -> AlertKey | N
 
 
 def adopt_legacy(gh: str, states: frozenset[str] = STATE_WORDS) -> dict[AlertKey, KnownIssue]:
-    """The gate's open issues from before keys (``specdec gate adopt-issues``, once after upgrading), each found
+    """The gate's open issues from before keys (``pytest-specdec gate adopt-issues``, once after upgrading), each found
     by its title's exact shape and given the label and a marker line, so the nightly verdict finds it by the
     label from then on; a key whose cause is :data:`LEGACY_CAUSE` stands for any cause of its state."""
     issues = gh_json(gh, "issue", "list", "--state", "open", "--limit", "1000", "--json", "number,title,body")

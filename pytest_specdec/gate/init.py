@@ -1,4 +1,4 @@
-"""``specdec gate init``: ``[tool.specdec.gate]`` legs for the machine it runs on.
+"""``pytest-specdec gate init``: ``[tool.specdec.gate]`` legs for the machine it runs on.
 
 For every registered backend it looks at what is here, and says it in a comment above
 the leg: whether the runtime is installed, the releases its servers report, which of
@@ -130,8 +130,8 @@ def _look(spec: BackendSpec, usable: float) -> Found:
 
 NO_LEG = (
     "no leg: no installed backend has a model profile's models here (each backend's line above says what is "
-    "missing) — pull a profile's models (specdec doctor --backend NAME says which), or add "
-    "[tool.specdec.profiles.NAME] with your own, then run specdec gate init again"
+    "missing) — pull a profile's models (pytest-specdec doctor --backend NAME says which), or add "
+    "[tool.specdec.profiles.NAME] with your own, then run pytest-specdec gate init again"
 )
 
 
@@ -145,7 +145,7 @@ def gate_table() -> tuple[str, int]:
     found = [look(spec, usable) for _, spec in sorted(registered_backends().items())]  # each says what it lacks
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     lines = [
-        f"# written by `specdec gate init` on {machine_class()}, {stamp}",
+        f"# written by `pytest-specdec gate init` on {machine_class()}, {stamp}",
         "[tool.specdec.gate]",
         "window-minutes = 300  # a night's time on the runner; claims beyond it are dropped, and said so",
         "ungated-nights = 3  # nights results may wait for acceptance before the night is red",
@@ -175,7 +175,7 @@ def append_to_pyproject(path: Path, text: str) -> str:
     import tomllib
 
     raw = path.read_bytes() if path.is_file() else b""
-    keep = "nothing was written; print the legs with 'specdec gate init' and add them by hand"
+    keep = "nothing was written; print the legs with 'pytest-specdec gate init' and add them by hand"
     try:
         current = raw.decode("utf-8")
         found: object = tomllib.loads(current)
@@ -184,7 +184,7 @@ def append_to_pyproject(path: Path, text: str) -> str:
         if found is not None:
             raise SpecdecUsageError(
                 f"{path} already has [tool.specdec.gate] — remove that table first, or print the legs with "
-                "'specdec gate init' and merge them by hand"
+                "'pytest-specdec gate init' and merge them by hand"
             )
     except UnicodeDecodeError as error:
         raise SpecdecUsageError(f"{path} is not UTF-8 (byte {error.start}) — {keep}") from None

@@ -176,7 +176,7 @@ def write_night(night: LegNight, out: Path) -> Path:
 def write_nights(night: LegNight, out: Path) -> Path:
     """Keep the gate's word on tonight's results in the runner's state, and put the leg's nights on this runner,
     each with that word, in the artifact (``nights.jsonl``): the scoreboard marks a "flip not confirmed" night
-    as such, not as a flip (``specdec site --history``)."""
+    as such, not as a flip (``pytest-specdec site --history``)."""
     results = out / "results.json"
     if night.measured and results.is_file():
         finished = load_run(results).finished

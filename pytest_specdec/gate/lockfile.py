@@ -26,7 +26,7 @@ from pytest_specdec.store.files import write_atomically
 
 LOCK_HEADER = (
     "# platform: {platform}\n"
-    "# written by 'specdec gate lock' from the environment an accepted run measured with; set-up installs\n"
+    "# written by 'pytest-specdec gate lock' from the environment an accepted run measured with; set-up installs\n"
     "# exactly these (pip install --require-hashes --no-deps; the lines marked '# build' first, then the rest\n"
     "# with --no-build-isolation: a locked sdist builds against locked, hashed build requirements).\n"
     "# Change it through the accept pull request.\n"

@@ -83,7 +83,7 @@ def speedup_readings(
 ) -> tuple[Interval, Interval | None]:
     """The interval the verdicts read (about ``reading``: these prompts, or prompts like these) and the other.
 
-    The one computation :func:`look_at` makes and ``specdec validate`` repeats from a file's pairs alone.
+    The one computation :func:`look_at` makes and ``pytest-specdec validate`` repeats from a file's pairs alone.
     """
     these = ratio_interval(estimate, z, confidence, pairs)
     population = random_effects(estimate)

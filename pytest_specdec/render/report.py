@@ -1,7 +1,7 @@
 """Pure renderers: records in, text out. No pytest, no I/O.
 
 The same records drive the terminal summary, the Markdown for
-``$GITHUB_STEP_SUMMARY`` and ``specdec report``, so a saved run renders exactly as
+``$GITHUB_STEP_SUMMARY`` and ``pytest-specdec report``, so a saved run renders exactly as
 it did live.
 """
 

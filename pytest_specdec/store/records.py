@@ -126,7 +126,7 @@ class Provenance(StrEnum):
 @dataclass(frozen=True)
 class SampleRecord:
     """One paired trial: both arms' decode tok/s on one prompt, each arm's time to first token and, where kept,
-    the counts a reader needs to recompute the comparison from its pairs alone (``specdec validate``)."""
+    the counts a reader needs to recompute the comparison from its pairs alone (``pytest-specdec validate``)."""
 
     prompt_id: str
     first: str

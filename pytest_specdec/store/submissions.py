@@ -1,4 +1,4 @@
-"""A submitted result: one comparison, self-describing, as ``specdec submit`` writes it and anyone can read.
+"""A submitted result: one comparison, self-describing, as ``pytest-specdec submit`` writes it and anyone can read.
 
 A submission is one file per comparison under ``community/<machine class>/``: the comparison
 exactly as a results file keeps it (:class:`~pytest_specdec.store.records.ComparisonRecord`,

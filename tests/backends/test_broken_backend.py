@@ -50,7 +50,7 @@ def test_the_other_backends_keep_working_and_the_broken_one_is_one_line(
     assert f"warning: {LINE}" in listed.stdout
     assert "simulated: " in listed.stdout
     asked = run([sys.executable, "-m", "pytest_specdec.cli", "backends", "broken"], broken_site, tmp_path)
-    assert (asked.returncode, asked.stderr.strip()) == (2, f"specdec: error: {LINE}")
+    assert (asked.returncode, asked.stderr.strip()) == (2, f"pytest-specdec: error: {LINE}")
     measured = run([sys.executable, "-m", "pytest", "test_claim.py", "-p", "no:cacheprovider", "--backend=simulated",
                     "--specdec-max-trials=8"], broken_site, tmp_path)  # fmt: skip
     assert measured.returncode == 0, measured.stdout[-2000:] + measured.stderr

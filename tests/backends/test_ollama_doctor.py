@@ -1,4 +1,4 @@
-"""``specdec doctor``'s Ollama lines against the stand-in: which tags toggle SD, and how to pair the rest."""
+"""``pytest-specdec doctor``'s Ollama lines against the stand-in: which tags toggle SD, and how to pair the rest."""
 
 from __future__ import annotations
 

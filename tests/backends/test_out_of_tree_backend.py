@@ -3,7 +3,7 @@
 ``tests/thirdparty/specdec-openai-spec`` is a small package that registers an
 OpenAI-compatible server with vLLM's speculative counters by entry point. It is
 installed here with pip (``--target``) and every part of the plugin is asked about it:
-``pytest --help``, ``specdec backends``, ``specdec standin``, a measured comparison with
+``pytest --help``, ``pytest-specdec backends``, ``pytest-specdec standin``, a measured comparison with
 its report, the gate's leg (its server started from the spec's serve recipe) and the
 evidence family.
 """
@@ -85,7 +85,7 @@ def test_its_options_and_name_show_in_help_and_the_backend_list(installed: dict[
 
 @pytest.fixture
 def standin(installed: dict[str, str]) -> Iterator[str]:
-    """Its stand-in server, started by ``specdec standin``; its URL."""
+    """Its stand-in server, started by ``pytest-specdec standin``; its URL."""
     port = free_port()
     server = subprocess.Popen(
         [str(BIN / "specdec"), "standin", "openai-spec", "--port", str(port)],

@@ -1,4 +1,4 @@
-"""The gate takes the servers Mac owners run as legs: ``specdec gate measure`` and ``night`` on an ``lmstudio`` and
+"""The gate takes the servers Mac owners run as legs: ``pytest-specdec gate measure`` and ``night`` on an ``lmstudio`` and
 an ``mlx-vlm`` leg through their stand-ins (tests/backends/test_mlx_vlm.py runs the real mlx-vlm), and on an
 ``mlx-server`` leg through the real mlx_lm.server."""
 

@@ -1,4 +1,4 @@
-"""``specdec submit`` and ``specdec validate`` on a real run of the shipped benchmarks: what is shared, what is
+"""``pytest-specdec submit`` and ``pytest-specdec validate`` on a real run of the shipped benchmarks: what is shared, what is
 refused, and one line per reason for each way a file can be tampered with."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def run_specdec(*args: str, cwd: Path, env: dict[str, str] | None = None) -> sub
 
 @pytest.fixture(scope="module")
 def submitted(bench_results: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
-    """``specdec submit`` run as the planted user, in an empty folder: (the folder, its output, the home)."""
+    """``pytest-specdec submit`` run as the planted user, in an empty folder: (the folder, its output, the home)."""
     base = tmp_path_factory.mktemp("submit")
     home = base / "Users" / PLANTED_USER
     home.mkdir(parents=True)
@@ -188,7 +188,7 @@ def test_the_impossible_file_is_consistent_but_for_its_counts(
 def test_a_machine_class_that_is_not_a_plain_name_is_never_a_path(
     bench_results: Path, submitted: tuple[Path, str, Path], tmp_path: Path, machine: str
 ) -> None:
-    """``specdec submit`` builds ``community/<machine class>/`` from the results file: a class that climbs out of
+    """``pytest-specdec submit`` builds ``community/<machine class>/`` from the results file: a class that climbs out of
     ``--out`` (or is absolute) is one line and nothing is written; ``validate`` refuses such a submission too."""
     data = json.loads(bench_results.read_text())
     data["machine_class"] = machine

@@ -305,7 +305,7 @@ def test_a_night_on_another_profile_neither_clears_nor_continues_that_profiles_a
 def test_the_issues_opened_before_keys_are_adopted_once_and_then_go_on_and_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``specdec gate adopt-issues`` finds the gate's open issues from before marker lines by their titles' exact
+    """``pytest-specdec gate adopt-issues`` finds the gate's open issues from before marker lines by their titles' exact
     shape (a state word of the gate's, or the watchdog's), labels them and adds a marker; a user's issue and a
     closed one are left alone. The adopted flip then takes tonight's flip of any cause and closes when cleared."""
     issues = [

@@ -1,4 +1,4 @@
-"""``specdec gate init``: legs for what this machine has, a comment per backend, and never over a table."""
+"""``pytest-specdec gate init``: legs for what this machine has, a comment per backend, and never over a table."""
 
 from __future__ import annotations
 

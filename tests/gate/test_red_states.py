@@ -1,6 +1,6 @@
 """Each red state of a required leg, in its own word and with its own issue, through the night's steps.
 
-The steps that decide a night, run as the workflow runs them (``specdec gate measure``,
+The steps that decide a night, run as the workflow runs them (``pytest-specdec gate measure``,
 ``night``, ``verdict``; ``confirm`` has nothing to re-run when no flip was measured,
 ``lock`` records the environment), on the simulated backend with the fault in the library:
 a backend that fails mid-run and a run cut short really crash or are really interrupted

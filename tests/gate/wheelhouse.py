@@ -3,7 +3,7 @@
 The act tests run offline, so the one night that installs every package from a hashed lock
 needs wheels on disk: each installed distribution of the project's dependency closure is
 packed back into a wheel (its files as RECORD lists them, a fresh RECORD, the WHEEL tag it was
-installed from). The lock is then those wheels' hashes, as ``specdec gate lock`` writes one.
+installed from). The lock is then those wheels' hashes, as ``pytest-specdec gate lock`` writes one.
 """
 
 from __future__ import annotations

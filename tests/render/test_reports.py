@@ -237,7 +237,7 @@ def test_the_live_line_shows_an_interval_only_once_it_says_something() -> None:
 
 
 def test_markdown_report_carries_the_notes_the_terminal_prints_under_its_table(sample_run: RunRecord) -> None:
-    """End to end, the lossless check and the sweeps' lines reach the step summary and ``specdec report``."""
+    """End to end, the lossless check and the sweeps' lines reach the step summary and ``pytest-specdec report``."""
     first, flipped = sample_run.comparisons
     code = replace(flipped, notes=("end-to-end speedup 1.02x [0.95, 1.10] | prefill-bound",))
     prose = replace(first, judgement=replace(first.judgement, warning="only 3 prompts measured"))

@@ -1,4 +1,4 @@
-"""The scoreboard (``specdec site``): built from this repository's own baselines plus a store the suite measures,
+"""The scoreboard (``pytest-specdec site``): built from this repository's own baselines plus a store the suite measures,
 opened in a real browser (Debian's chromium, headless, through chromium-driver and Selenium)."""
 
 from __future__ import annotations

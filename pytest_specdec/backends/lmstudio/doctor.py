@@ -1,4 +1,4 @@
-"""``specdec doctor``'s LM Studio lines: whether its server answers, its release, and which models are loaded.
+"""``pytest-specdec doctor``'s LM Studio lines: whether its server answers, its release, and which models are loaded.
 
 Asks through the ``lmstudio`` SDK, as the backend does: the host in ``$LMSTUDIO_HOST``, else the SDK's own
 probe of LM Studio's default ports (``/lmstudio-greeting``); ``listLoaded`` for the loaded models.

@@ -1,4 +1,4 @@
-"""``specdec doctor``'s Ollama lines: which pulled tags can toggle SD, and how to pair the rest.
+"""``pytest-specdec doctor``'s Ollama lines: which pulled tags can toggle SD, and how to pair the rest.
 
 Asks the running server (``OLLAMA_HOST``, default 127.0.0.1:11434) for its release
 (``/api/version``), its tags (``/api/tags``) and each tag's ``/api/show``, and applies the

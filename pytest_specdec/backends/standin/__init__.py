@@ -3,6 +3,6 @@
 
 A backend whose server cannot run on the machines that test this plugin keeps its
 stand-in handler in its own folder (``backends/ollama/standin.py``) and names it in its
-spec; ``python -m pytest_specdec.backends.standin NAME`` (or ``specdec standin NAME``)
+spec; ``python -m pytest_specdec.backends.standin NAME`` (or ``pytest-specdec standin NAME``)
 serves any of them. Each handler follows the real server's source and cites it.
 """

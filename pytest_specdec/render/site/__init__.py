@@ -1,4 +1,4 @@
-"""``specdec site OUT/``: the scoreboard, a static site every browser opens (``file://`` or GitHub Pages).
+"""``pytest-specdec site OUT/``: the scoreboard, a static site every browser opens (``file://`` or GitHub Pages).
 
 :mod:`.data` gathers the store into frozen rows; :mod:`.pages` renders them with Jinja2 and draws SVG plots.
 

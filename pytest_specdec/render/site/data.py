@@ -5,7 +5,7 @@ Sources: ``baselines/<machine class>/<backend>.json`` (the accepted results), ``
 (tonight's readings, newer than any accepted one), history files of a runner's nights (the gate's
 ``nights.jsonl``: each line may carry the gate's word on that night, ``gate``, such as "flip not confirmed"),
 the seed's ``evidence.json`` (published figures, per chip) and submitted results (``community/<machine
-class>/*.json``, written by ``specdec submit``: rows of their own beside the owned runners', "submitted, not
+class>/*.json``, written by ``pytest-specdec submit``: rows of their own beside the owned runners', "submitted, not
 reproduced", the newest of each key and class shown with every submission of its release pooled into one
 answer). A file that cannot be read — missing, torn, of a future protocol — is skipped and named; the rest is built.
 """
@@ -60,7 +60,7 @@ class Row:
     machine_class: str
     record: ComparisonRecord
     when: str  # ISO time of the reading
-    source: str  # "accepted" (a baseline), "tonight" (a results file) or "submitted" (specdec submit's file)
+    source: str  # "accepted" (a baseline), "tonight" (a results file) or "submitted" (pytest-specdec submit's file)
     accepted: ComparisonRecord | None  # the accepted result of this key, when there is one
     told: str = ""  # the gate's word on this reading's night ("flip not confirmed" …), when a gate said one
     pooled: Pooled | None = None  # a submitted row: every submission of its key, class and release as one answer
@@ -96,7 +96,7 @@ class Row:
 
     @property
     def submitted(self) -> bool:
-        """A result someone submitted (``specdec submit``): checked for consistency, not reproduced here."""
+        """A result someone submitted (``pytest-specdec submit``): checked for consistency, not reproduced here."""
         return self.source == SUBMITTED
 
     @property
@@ -163,7 +163,7 @@ def _tonight(results: Iterable[Path], skipped: list[str]) -> list[tuple[str, str
     return found
 
 
-Admit = Callable[[Submission], str | None]  # why a submission is not shown (``specdec validate``'s first reason)
+Admit = Callable[[Submission], str | None]  # why a submission is not shown (``pytest-specdec validate``'s first reason)
 
 
 def _submitted(folder: Path | None, skipped: list[str], admit: Admit | None) -> list[tuple[str, str, ComparisonRecord]]:
