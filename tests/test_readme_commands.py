@@ -11,22 +11,18 @@ README's tag replaced by one the stand-in serves (no ``ollama pull`` here).
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
 import subprocess
-import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from wheel_env import REPO, run_line, wheel_venv
 
 from pytest_specdec.backends.ollama.standin import OllamaHandler
 from pytest_specdec.backends.standin.engine import GenerationEngine
 from pytest_specdec.backends.standin.http import StandinServer
 
-REPO = Path(__file__).resolve().parent.parent
 # The "in words" column's phrases (render/report.py in_words).
 PLAIN_WORDS = re.compile(
     r"SD pays off here|SD does not pay off here|can't tell yet|SD breaks even here|SD never engaged|SD changed the output"
@@ -45,35 +41,7 @@ def readme_block(marker: str) -> list[str]:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the wheel built from this checkout; returns its bin folder."""
-    root = tmp_path_factory.mktemp("readme")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist"),
-         str(REPO)], check=True, capture_output=True,
-    )  # fmt: skip
-    (wheel,) = (root / "dist").glob("pytest_specdec-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    bin_dir = root / "venv" / "bin"
-    site = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    # Dependencies from this environment; its own pytest_specdec (an editable install) is not on this path.
-    Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True)  # fmt: skip
-    # The console script pip writes for the pytest dependency (its install was skipped above): this
-    # environment's own, pointed at the new interpreter.
-    script = bin_dir / "pytest"
-    own = Path(sys.executable).parent / "pytest"
-    script.write_text(f"#!{bin_dir / 'python'}\n" + own.read_text(encoding="utf-8").split("\n", 1)[1])
-    script.chmod(0o755)
-    return bin_dir
-
-
-def run_line(line: str, bin_dir: Path, cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **environment}
-    env.pop("PYTHONPATH", None)
-    return subprocess.run(shlex.split(line), cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return wheel_venv(tmp_path_factory.mktemp("readme"))
 
 
 def test_the_package_is_the_wheels(installed: Path, tmp_path: Path) -> None:
