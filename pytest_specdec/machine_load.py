@@ -50,7 +50,8 @@ class MachineLoad:
         return "; ".join(said)
 
 
-def _load_average() -> float | None:
+def load_average() -> float | None:
+    """The 1-minute load average (``None`` where the OS has none)."""
     try:
         return os.getloadavg()[0]
     except OSError:  # not on this OS
@@ -84,7 +85,7 @@ class LoadProbe:
 
     def __init__(self) -> None:
         self._began = time.monotonic()
-        self._load = _load_average()
+        self._load = load_average()
         self._busy = _machine_busy_s()
         self._own = own_cpu_s()
 
@@ -97,5 +98,5 @@ class LoadProbe:
         cores = psutil.cpu_count() or os.cpu_count() or 1
         kept = None if others is None else max(0.0, others)
         return MachineLoad(
-            cores, self._load, _load_average(), kept, seconds, own_cores=ours / seconds if seconds > 0 else 0.0
+            cores, self._load, load_average(), kept, seconds, own_cores=ours / seconds if seconds > 0 else 0.0
         )

@@ -33,6 +33,7 @@ from pytest_specdec.config import all_options, build_settings, prompt_sets, read
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
 from pytest_specdec.hardware import environment_fitness, machine_class
+from pytest_specdec.machine_load import load_average
 from pytest_specdec.render import report
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
@@ -162,6 +163,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"max_tokens={settings.max_tokens}, machine={session.machine_class}",
         *(f"specdec: warning: {line}" for line in broken_backends().values()),
     ]
+    load, cores = load_average(), os.cpu_count() or 1
+    if load is not None and load > cores:  # said before the first pair; each comparison's own reading follows it
+        lines.append(f"specdec: warning: the machine is busy (load average {load:.1f} on {cores} cores): intervals "
+                     "will be wide — measure when it is otherwise idle")  # fmt: skip
     return report.wrapped(lines, config.get_terminal_writer().fullwidth)
 
 

@@ -218,6 +218,7 @@ def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.Ca
     assert lines[1].startswith("machine ")
     assert any(line.startswith("environment: ") or line.startswith("note: environment: ") for line in lines)
     assert any(line.startswith("disk: ") for line in lines)
+    assert any(line.startswith(("load: quiet (load average ", "note: load: busy (")) for line in lines)
     (selected,) = [line for line in lines if "(selected)" in line]
     assert selected.startswith("mlx (selected): ready — in-process: mlx ")
     assert status == 0, "a correct [mlx] install is a correct install"

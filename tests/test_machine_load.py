@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import RecordFactory
 
+from pytest_specdec.cli.doctor import load_line
 from pytest_specdec.machine_load import LoadProbe, MachineLoad, own_cpu_s
 from pytest_specdec.render.report import busy_lines, markdown_report
 from pytest_specdec.store.files import dumps, validate
@@ -49,6 +50,9 @@ def test_another_process_on_the_machine_is_counted_and_this_runs_own_work_is_not
     assert load.others_cores > 0.5, load  # the stranger's loop: about a core of its own (more, on a loaded machine)
     assert "other processes took" in load.busy
     assert load.cores >= 1
+    said = load_line(0.5)  # what doctor says before a run, on Linux too
+    assert said.startswith("note: load: busy (")
+    assert said.endswith("— intervals will be wide; measure when the machine is otherwise idle")
 
 
 @pytest.mark.parametrize(
@@ -80,3 +84,19 @@ def test_a_busy_comparison_is_said_above_the_table_in_both_reports_and_kept_in_t
     assert markdown.index("## ⚠ The machine was busy") < markdown.index("| ")
     kept = validate(ComparisonRecord, json.loads(dumps(busy)), "test")
     assert kept.load == busy.load
+
+
+@pytest.mark.parametrize(("reading", "warned"), [(100000.0, True), (0.0, False)])
+def test_the_header_warns_of_a_busy_machine_before_the_first_pair(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, reading: float, warned: bool
+) -> None:
+    """The OS's load average is the one thing set here (a load of 100 000 is busy on any machine)."""
+    monkeypatch.setattr("pytest_specdec.plugin.load_average", lambda: reading)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest("--backend=simulated", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    said = "specdec: warning: the machine is busy (load average 100000.0 on * cores): intervals will be wide*"
+    if warned:
+        result.stdout.fnmatch_lines([said])
+    else:
+        result.stdout.no_fnmatch_line(said)

@@ -41,6 +41,29 @@ def selected_backend(given: str | None) -> str:
     return str(configured or default)
 
 
+LOAD_READING_S = 1.0  # how long doctor watches the machine's CPU
+
+
+def load_line(seconds: float) -> str:
+    """``load: quiet …`` or ``note: load: busy …``: the machine's load read over ``seconds`` (this process idle)."""
+    import time
+
+    from pytest_specdec.machine_load import LoadProbe
+
+    probe = LoadProbe()
+    time.sleep(seconds)  # the reading's interval: other processes' CPU over it
+    load = probe.finish()
+    seen = (
+        f"load average {load.load_after:.1f} on {load.cores} cores"
+        if load.load_after is not None
+        else "no load average"
+    )
+    others = f", other processes {load.others_cores:.2f} cores" if load.others_cores is not None else ""
+    if load.busy:
+        return f"note: load: busy ({load.busy}) — intervals will be wide; measure when the machine is otherwise idle"
+    return f"load: quiet ({seen}{others}, over {seconds:.0f} s)"
+
+
 def findings(selected: str) -> Iterator[tuple[str, bool]]:
     """Every finding as it is made, one line each (``!`` first where something must be done), with whether it
     keeps ``selected`` from running."""
@@ -70,6 +93,7 @@ def findings(selected: str) -> Iterator[tuple[str, bool]]:
         ("" if fitness.fit else "note: ") + f"environment: {fitness.reason}" + (f" ({details})" if details else ""),
         (False),
     )
+    yield load_line(LOAD_READING_S), False
     found = look(spec, profile.usable_bytes)
     if found.missing is not None:
         said = found.comment.removeprefix(f"{selected}: ").removesuffix(" — no leg")
