@@ -21,6 +21,7 @@ from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.machine_load import MachineLoad
 from pytest_specdec.measure import Comparison, StopRule
+from pytest_specdec.measure.looks import pairs_to_decide, undecided_because
 from pytest_specdec.measure.sampled import lossless_failure
 from pytest_specdec.stats import Interval, Verdict, combine, verdict_at_least, verdict_at_most
 from pytest_specdec.store.records import (
@@ -252,7 +253,11 @@ def _judgement(
             + (
                 "the bound cannot be decided within the budget at this noise (see pytest-specdec calibrate)"
                 if futile
-                else "raise --specdec-max-trials"
+                else undecided_because(
+                    len(comparison.pairs),
+                    pairs_to_decide(speedup, [b for b in (expect.speedup.min, expect.speedup.max) if b is not None]),
+                    comparison.plan.max_trials,
+                )
             )
         )
         return replace(judged, failure=message + " (--specdec-strict)") if strict else replace(judged, warning=message)

@@ -118,3 +118,35 @@ def futile_at(plan: ComparisonPlan, look: Look, looks: tuple[int, ...]) -> bool:
     final_df = look.estimate.df * (looks[-1] - prompts) / max(1, look.speedup.n - prompts)
     final_critical = t_critical(final, final_df)
     return all(futile(look.estimate, look.speedup.n, looks[-1], math.log(b), final_critical) for b in open_bounds)
+
+
+def pairs_to_decide(speedup: Interval, bounds: Sequence[float]) -> int | None:
+    """About how many more pairs would decide the nearest bound at this noise (``None``: cannot say).
+
+    >>> pairs_to_decide(Interval(1.1, 0.9, 1.3, 0.98, 16), [1.2])
+    56
+    """
+    s = speedup
+    if not bounds or s.n < 2 or not (0.0 < s.low <= s.estimate <= s.high < math.inf):
+        return None
+    distance = min(abs(math.log(s.estimate / b)) for b in bounds)
+    half = (math.log(s.high) - math.log(s.low)) / 2.0
+    if distance <= 0.0:
+        return None
+    return max(1, math.ceil(s.n * (half / distance) ** 2 - s.n))
+
+
+def undecided_because(done: int, more: int | None, allowed: int | None) -> str:
+    """Why an interval still straddles a bound, naming the limit that stopped it, in the words every report uses.
+
+    >>> undecided_because(8, 4, 8)
+    'about 4 more pairs would decide it, beyond the 8 --specdec-max-trials allowed: raise it'
+    >>> undecided_because(72, 500, 72)
+    'about 500 more pairs would decide it, beyond the 72 --specdec-max-trials allowed: raise it, or measure more prompts'
+    """
+    if more is None:
+        return "more pairs would narrow it: raise --specdec-max-trials"
+    if allowed is not None and done + more > allowed:
+        hint = ", or measure more prompts" if more > allowed else ""
+        return f"about {more} more pairs would decide it, beyond the {allowed} --specdec-max-trials allowed: raise it{hint}"
+    return f"about {more} more pairs would decide it"

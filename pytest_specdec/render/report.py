@@ -7,7 +7,6 @@ it did live.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
@@ -17,6 +16,7 @@ from pytest_specdec.axes.num_draft import draft_label
 from pytest_specdec.embedded import models
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.measure import Progress
+from pytest_specdec.measure.looks import pairs_to_decide, undecided_because
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.records import Change, ComparisonRecord, Conclusion, RunRecord
 
@@ -91,15 +91,7 @@ def claim_cell(record: ComparisonRecord) -> str:
 
 def more_pairs(record: ComparisonRecord) -> int | None:
     """About how many more pairs would decide the nearest speedup bound at this noise (``None``: cannot say)."""
-    s = record.speedup
-    bounds = [b.bound for b in record.judgement.bounds if b.metric == "speedup"]
-    if not bounds or s.n < 2 or not (0.0 < s.low <= s.estimate <= s.high < math.inf):
-        return None
-    distance = min(abs(math.log(s.estimate / b)) for b in bounds)
-    half = (math.log(s.high) - math.log(s.low)) / 2.0
-    if distance <= 0.0:
-        return None
-    return max(1, math.ceil(s.n * (half / distance) ** 2 - s.n))
+    return pairs_to_decide(record.speedup, [b.bound for b in record.judgement.bounds if b.metric == "speedup"])
 
 
 def _about(record: ComparisonRecord) -> str:
@@ -144,10 +136,10 @@ def in_words(record: ComparisonRecord) -> str:
     if s.high < 1.0:
         return f"SD does not pay off here ({s.estimate:.2f}x vs 1x{about})"
     if conclusion is Conclusion.INCONCLUSIVE:
-        more, cap = more_pairs(record), record.design.max_trials
-        if more is not None and cap is not None and s.n + more > cap:
-            return f"can't tell yet vs 1x or the claim: won't decide within {cap} pairs — measure more prompts"
-        return "can't tell yet vs 1x or the claim" + (f": about {more} more pairs would decide" if more else "")
+        more = more_pairs(record)
+        return "can't tell yet vs 1x or the claim" + (
+            f": {undecided_because(s.n, more, record.design.max_trials)}" if more else ""
+        )
     return f"SD breaks even here ({s.estimate:.2f}x vs 1x{about})"
 
 

@@ -192,9 +192,14 @@ def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRec
         judgement=replace(even.judgement, conclusion=Conclusion.INCONCLUSIVE),
     )
     # 16 pairs x (half-width 0.255 / distance to max=1.3 0.114)² ≈ 80.4 in all
-    assert in_words(open_) == "can't tell yet vs 1x or the claim: about 65 more pairs would decide"
+    assert in_words(open_) == "can't tell yet vs 1x or the claim: about 65 more pairs would decide it"
     capped = replace(open_, scope={**open_.scope, "max_trials": "72"})
-    assert in_words(capped) == "can't tell yet vs 1x or the claim: won't decide within 72 pairs — measure more prompts"
+    assert in_words(capped) == (
+        "can't tell yet vs 1x or the claim: about 65 more pairs would decide it, beyond the 72 "
+        "--specdec-max-trials allowed: raise it"
+    ), "names the limit that stopped it (the user's own --specdec-max-trials)"
+    tight = replace(open_, scope={**open_.scope, "max_trials": "16"})
+    assert in_words(tight).endswith("beyond the 16 --specdec-max-trials allowed: raise it, or measure more prompts")
     assert "about 65 more" in in_words(replace(open_, scope={**open_.scope, "max_trials": "96"})), "16 + 65 ≤ 96"
     lossy = replace(even, judgement=replace(even.judgement, conclusion=Conclusion.FAILED))
     assert in_words(lossy) == "SD changed the output"
