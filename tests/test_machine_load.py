@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
-from conftest import RecordFactory
 
 from pytest_specdec.cli.doctor import load_line
 from pytest_specdec.machine_load import LoadProbe, MachineLoad, own_cpu_s
@@ -70,7 +69,7 @@ def test_busy_means_a_load_above_the_cores_or_a_quarter_core_of_others(load: Mac
 
 
 def test_a_busy_comparison_is_said_above_the_table_in_both_reports_and_kept_in_the_record(
-    make_record: RecordFactory,
+    make_record: Callable[..., ComparisonRecord],
 ) -> None:
     quiet = replace(make_record("code", 1.2, "holds", None), load=MachineLoad(8, 0.5, 0.7, 0.05, 40.0))
     busy = replace(make_record("prose", 1.1, "holds", None), load=MachineLoad(2, 8.2, 13.9, 1.4, 40.0))
