@@ -15,6 +15,7 @@ from filelock import FileLock
 
 from pytest_specdec.cli import main
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.store.baseline_files import reviewable_json
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
 from pytest_specdec.store.records import ComparisonRecord, Provenance, RunRecord
@@ -178,7 +179,7 @@ def test_rewriting_the_same_entries_leaves_the_file_untouched(
     text = path.read_text()
     assert text.endswith("}\n")
     assert json.loads(text)["schema_version"] == 3
-    assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert text == reviewable_json(json.loads(text)) + "\n", "sorted, an interval a line: a stable diff"
     assert not list(tmp_path.rglob("*.tmp")), "no temporary file is left behind"
 
 

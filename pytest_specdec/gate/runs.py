@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from pytest_specdec.gate.findings import LegCause, State, trailing
 from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.runner_state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
+from pytest_specdec.store.baseline_files import copy_split
 from pytest_specdec.store.baselines import BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps, load_run, read_json, validate, write_atomically
 from pytest_specdec.store.records import Change, ComparisonRecord, RunRecord, Unmeasured
@@ -209,7 +209,7 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
     candidates = BaselineStore(Path("baselines"), run.machine_class).path(backend, candidates=True)
     if candidates.is_file():  # tonight's results without an accepted baseline, for the accept pull request
-        shutil.copyfile(candidates, out / CANDIDATES)
+        copy_split(candidates, out / CANDIDATES)
     if not extra:  # a night with the job's own budget or options is not part of the trend
         keep_history(run)
     return Leg(backend, True, "measured", done.returncode, leg.required, facts)

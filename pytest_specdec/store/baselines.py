@@ -31,7 +31,14 @@ from typing import Any
 from pytest_specdec.axes.metric import DECODE, METRIC
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.stats import Verdict, verdict_on
-from pytest_specdec.store.files import check_schema, dumps, finite_json, read_json, validate, write_atomically
+from pytest_specdec.store.baseline_files import read_joined, remove_split, rendered, unchanged, write_split
+from pytest_specdec.store.files import (
+    check_schema,
+    finite_json,
+    to_jsonable,
+    validate,
+    write_atomically,
+)
 from pytest_specdec.store.night_statistics import RunSpread, drift, run_spread, widened
 from pytest_specdec.store.nights import Night, Nights
 from pytest_specdec.store.records import (
@@ -387,10 +394,10 @@ class BaselineStore:
             )  # fmt: skip
             merged = {**current.entries, **{k: v for k, v in entries.items() if k not in self.kept_newer}}
             updated = BaselineFile(self.machine_class, backend, dict(sorted(merged.items())))
-            text = dumps(updated)
-            if path.is_file() and path.read_text(encoding="utf-8") == text:
+            texts = rendered(path, to_jsonable(updated))
+            if unchanged(path, texts):
                 return None
-            write_atomically(path, text)
+            write_split(path, texts)
         if not candidates:
             self._loaded[backend] = updated
         return path
@@ -406,9 +413,9 @@ class BaselineStore:
             if len(kept) == len(current.entries):
                 return
             if kept:
-                write_atomically(path, dumps(BaselineFile(self.machine_class, backend, kept)))
+                write_split(path, rendered(path, to_jsonable(BaselineFile(self.machine_class, backend, kept))))
             else:
-                path.unlink()
+                remove_split(path)
 
     def append_history(self, nights: Sequence[Night]) -> Path:
         """Append nights to the history as whole JSON lines (never rewrites earlier lines)."""
@@ -494,7 +501,7 @@ def read_baseline_file(path: Path, machine_class: str, backend: str) -> Baseline
     """A validated baseline file; an empty one when it does not exist."""
     if not path.exists():
         return BaselineFile(machine_class, backend, {})
-    data = check_schema(read_json(path), path)
+    data = check_schema(read_joined(path), path)
     loaded = validate(BaselineFile, data, str(path))
     if loaded.machine_class != machine_class or loaded.backend != backend:
         raise SpecdecUsageError(
@@ -554,7 +561,7 @@ def load_any(path: Path) -> BaselineFile:
     Its machine class and backend name the folder and file that hold it, so each must be
     one plain path component: a file that says otherwise is refused, never followed.
     """
-    data = check_schema(read_json(path), path)
+    data = check_schema(read_joined(path), path)
     loaded = validate(BaselineFile, data, str(path))
     for what, name in (("machine_class", loaded.machine_class), ("backend", loaded.backend)):
         check_plain_name(what, name, str(path))

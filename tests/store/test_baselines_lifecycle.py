@@ -70,14 +70,20 @@ def test_first_run_writes_a_candidate_then_accept_then_reconfirm(pytester: pytes
     accept.assert_outcomes(passed=1)
     accept.stdout.fnmatch_lines([f"*accepted 1 baseline(s) for {MACHINE}/simulated: wrote *"])
     stored = json.loads(baseline_path(pytester).read_text())
-    (entry,) = stored["entries"].values()
+    ((key, entry),) = stored["entries"].items()
     assert stored["schema_version"] == 3
     assert entry["provenance"] == "measured"
     assert entry["result"]["release"] == "simulated 1.0"
-    assert len(entry["result"]["samples"]) == entry["result"]["trials"] >= 6
-    assert entry["commit_info"]["id"]
-    assert entry["machine_info"]["python_version"]
+    frame = 8  # {, backend, details, "entries": {, }, machine_class, schema_version, }
+    assert len(baseline_path(pytester).read_text().splitlines()) - frame <= 40, "what a reviewer reads of one result"
+    assert stored["details"] == "simulated.samples.jsonl"
+    (details,) = [json.loads(line) for line in baseline_path(pytester).with_name(stored["details"]).open()]
+    assert details["key"] == key
+    assert len(details["result"]["samples"]) == entry["result"]["trials"] >= 6
+    assert details["commit_info"]["id"]
+    assert details["machine_info"]["python_version"]
     assert not candidate.exists(), "accepted candidates are removed"
+    assert not candidate.with_name("simulated.samples.jsonl").exists(), "and their details"
 
     same = run(pytester)
     same.assert_outcomes(passed=1)
