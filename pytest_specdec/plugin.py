@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         raise pytest.UsageError(str(error)) from None
     told = {
         "backend": ": " + ", ".join(sorted(registered_backends())),
-        "backend_option": "; each backend's keys: specdec backends",
+        "backend_option": "; each backend's keys: pytest-specdec backends",
     }
     for defined in options:
         option = replace(defined, help=defined.help + told.get(defined.key, ""))

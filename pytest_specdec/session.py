@@ -9,6 +9,7 @@ module only wires them and remembers what happened. Nothing here imports pytest.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ from pytest_specdec.machine_load import LoadProbe, MachineLoad
 from pytest_specdec.measure import Comparison, ComparisonPlan, CutShort, Progress, run_comparison
 from pytest_specdec.measure.budget import TimeBudget
 from pytest_specdec.measure.realise import Room, realise
+from pytest_specdec.measure.sampled import EXACT
 from pytest_specdec.render.conditions import condition_notes
 from pytest_specdec.seed.evidence import beside_result
 from pytest_specdec.stats import Interval
@@ -264,8 +266,11 @@ class SpecdecSession:
         try:
             comparison = run_comparison(backend, plan, progress)
         except CutShort as cut:  # its pairs so far are kept (the run keeps them as an interrupted history line)
-            load = probe.finish()
-            self.ledger.check(self._record(nodeid, spec, expect, backend, cut.comparison, load=load, cut_short=True))
+            with contextlib.suppress(Exception):  # whatever keeping them meets, the interrupt goes on
+                load = probe.finish()
+                self.ledger.check(
+                    self._record(nodeid, spec, expect, backend, cut.comparison, load=load, cut_short=True)
+                )
             raise
         load = probe.finish()  # the pairs' and checks' time, not the engagement probe's
         unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
@@ -318,7 +323,8 @@ class SpecdecSession:
             return record_outcome(
                 nodeid, self.settings, fingerprint, comparison, expect, judgement=judgement, pair=backend.pair,
                 model_digest=self.pool.digest(backend), scope=scope, load=load,
-                notes=[f"{comparison.stopped}: kept in the history as interrupted, never accepted or gating"],
+                notes=[f"{comparison.stopped}: kept in the history as interrupted, never accepted or gating"
+                       + ("" if comparison.output.method == EXACT else "; its sampled lossless check never ran")],
             )  # fmt: skip
         notes = self.analysis.notes(backend, comparison, self.pool.weight_bytes(backend)) + list(engagement_notes)
         notes += condition_notes(comparison)

@@ -141,7 +141,8 @@ def test_the_apps_claims_measure_its_prompts_and_its_baselines_follow_its_edits(
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=app, capture_output=True,
                             text=True, check=True).stdout.split("\n")  # fmt: skip
     assert sorted(line for line in status if line and "out/" not in line) == [
-        f"?? baselines/{MACHINE}/llama-server.json"
+        f"?? baselines/{MACHINE}/llama-server.json",
+        f"?? baselines/{MACHINE}/llama-server.samples.jsonl",
     ]
     # An edited prompt file is a new key that names the accepted one it replaces.
     (app / "sd-prompts.toml").write_text(PROMPTS.replace("error(404)", "error(410)"), encoding="utf-8")

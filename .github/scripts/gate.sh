@@ -221,7 +221,9 @@ PY
       exit 1
     fi
     machine="$("$python" -c 'from pytest_specdec.hardware import machine_class; print(machine_class())')"
-    cp "baselines/$machine/$BACKEND.json" "$OUT/candidates.json"
+    # The accepted file and its details (<backend>.samples.jsonl), under the artifact's own name.
+    "$python" -c 'import sys; from pathlib import Path; from pytest_specdec.store.baseline_files import copy_split
+copy_split(Path(sys.argv[1]), Path(sys.argv[2]))' "baselines/$machine/$BACKEND.json" "$OUT/candidates.json"
     gate lock
     ;;
   alert-setup)

@@ -107,7 +107,7 @@ def _submitted(folder: Path, machine: str) -> None:
     for line in shown:
         print(line)
     if rejected:
-        print(f"  ({rejected} file(s) left out: specdec validate rejects them)")
+        print(f"  ({rejected} file(s) left out: pytest-specdec validate rejects them)")
 
 
 MIN_AA_PAIRS = 4  # the fewest A/A pairs whose spread and autocorrelation mean anything

@@ -82,7 +82,7 @@ def parse_submission(data: object, where: str) -> Submission:
     """
     if not isinstance(data, dict):
         raise SpecdecUsageError(
-            f"{where}: expected a JSON object at the top level — give a file written by specdec submit"
+            f"{where}: expected a JSON object at the top level — give a file written by pytest-specdec submit"
         )
     if data.get("kind") != SUBMISSION_KIND:
         raise SpecdecUsageError(

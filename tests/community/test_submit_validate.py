@@ -264,5 +264,5 @@ def test_evidence_lists_consistent_submissions_as_paired_and_leaves_out_rejected
     listed = done.stdout.split("submitted to", 1)[1]
     consistent = len(list(community.rglob("*.json"))) - 1
     assert f"(paired measurements; submitted, not reproduced): {consistent} consistent" in listed
-    assert "(1 file(s) left out: specdec validate rejects them)" in listed
+    assert "(1 file(s) left out: pytest-specdec validate rejects them)" in listed
     assert read_submission(original).comparison.release in listed

@@ -260,7 +260,7 @@ def test_a_submission_validate_rejects_is_left_out_and_named(site: Path) -> None
     root = site.parent
     board = gather(root / "baselines", [], [], community=root / "community", admit=lambda _: "its interval was edited")
     assert not [row for row in board.rows if row.submitted]
-    assert any("rejected by specdec validate: its interval was edited" in line for line in board.skipped)
+    assert any("rejected by pytest-specdec validate: its interval was edited" in line for line in board.skipped)
     shown = gather(root / "baselines", [], [], community=root / "community", admit=lambda _: None)
     assert [row for row in shown.rows if row.submitted]
 

@@ -176,7 +176,7 @@ def _submitted(folder: Path | None, skipped: list[str], admit: Admit | None) -> 
             continue
         why = admit(submission) if admit is not None else None
         if why is not None:
-            skipped.append(f"{path}: rejected by specdec validate: {why}")
+            skipped.append(f"{path}: rejected by pytest-specdec validate: {why}")
             continue
         found.append((submission.machine.machine_class, submission.submitted, submission.comparison))
     return found
