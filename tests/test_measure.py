@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import pytest
@@ -346,3 +346,6 @@ def test_progress_counts_the_distribution_check_from_the_first_pair() -> None:
     assert pairs[-1].after_s == pytest.approx(0.44 * 4 * 4 * 16 / 8)
     line = progress_line(pairs[0], 0.44)
     assert "of it the distribution check" in line
+    seen.clear()  # arms that need not agree (different models): no check follows, none is counted
+    run_comparison(Sampler(clock), replace(sampled, require_identical_output=False), progress=seen.append, clock=clock)
+    assert {p.after_s for p in seen if p.stage == "pair"} == {0.0}

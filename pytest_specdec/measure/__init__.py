@@ -41,7 +41,7 @@ from pytest_specdec.embedded.prompts import Prompt
 from pytest_specdec.measure.budget import distribution_seconds, stop_for_time
 from pytest_specdec.measure.looks import decided, futile_at, look_at
 from pytest_specdec.measure.lossless import ExplainsDivergence, OutputCheck, check_output, lossless
-from pytest_specdec.measure.sampled import DISTRIBUTION, check_method, pair_seed
+from pytest_specdec.measure.sampled import DISTRIBUTION, SAME_SEED, check_method, pair_seed
 from pytest_specdec.measure.streams import run_streams
 from pytest_specdec.measure.trial import StreamTiming, Trial, timed_generation
 from pytest_specdec.sequential import Estimate, look_schedule, pair_schedule
@@ -338,9 +338,11 @@ def _summary(plan: ComparisonPlan, pairs: Sequence[Pair], looks: tuple[int, ...]
     )
 
 
-def _after_pairs_s(plan: ComparisonPlan, method: str, per_pair_s: float) -> float:
-    """The distribution check's expected seconds where one runs (sampled SD whose draws differ per seed)."""
-    if method != DISTRIBUTION:
+def _after_pairs_s(plan: ComparisonPlan, method: str, per_pair_s: float, pairs: Sequence[Pair]) -> float:
+    """The distribution check's expected seconds where :func:`lossless` will run one: sampled SD whose draws
+    differ per seed, or draw the same but some pair parted; never where the arms need not agree."""
+    parted = method == SAME_SEED and any(p.baseline.token_ids != p.treatment.token_ids for p in pairs)
+    if not plan.require_identical_output or not (method == DISTRIBUTION or parted):
         return 0.0
     return distribution_seconds(
         per_pair_s, plan.distribution_generations, len(plan.prompts), plan.distribution_tokens, plan.max_tokens
@@ -374,7 +376,7 @@ def _interleaved_pairs(
         look = look_at(plan, pairs, looks) if len(pairs) >= 2 and shown else None
         now = clock()
         per_pair_s = (now - began) / len(pairs)
-        after_s = _after_pairs_s(plan, method, per_pair_s)
+        after_s = _after_pairs_s(plan, method, per_pair_s, pairs)
         if progress is not None:
             progress(Progress(plan.category, len(pairs), looks[-1], look.speedup if look else None, after_s=after_s))
         # Sampled pairs that part are not yet a failure: the distribution check decides (measure.sampled).
