@@ -93,8 +93,8 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
     root = tmp_path / "myapp"
     (root / "tests").mkdir(parents=True)
-    files = {"pyproject.toml": PYPROJECT, "sd-prompts.toml": PROMPTS, "tests/test_unit.py": UNIT,
-             "tests/test_sd_claims.py": CLAIMS, "tests/myapp_prompts.py": BUILDER}  # fmt: skip
+    files = {".gitignore": "__pycache__/\n", "pyproject.toml": PYPROJECT, "sd-prompts.toml": PROMPTS,
+             "tests/test_unit.py": UNIT, "tests/test_sd_claims.py": CLAIMS, "tests/myapp_prompts.py": BUILDER}  # fmt: skip
     for name, text in files.items():
         (root / name).write_text(text, encoding="utf-8")
     for line in ("git init -q", "git add -A", "git -c user.name=u -c user.email=u@x commit -qm app"):

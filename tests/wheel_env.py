@@ -43,7 +43,11 @@ def wheel_venv(root: Path) -> Path:
 
 
 def run_line(line: str, bin_dir: Path, cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
-    """``line`` as a shell user types it, with the venv's bin folder first on PATH (no PYTHONPATH)."""
+    """``line`` as a shell user types it, with the venv's bin folder first on PATH (no PYTHONPATH).
+
+    Bytecode is written as in a user's shell: CI's writes ``__pycache__``, this box's shell does not.
+    """
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **environment}
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return subprocess.run(shlex.split(line), cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
