@@ -95,9 +95,10 @@ class SpecdecFixture:
         """Paired plain-vs-SD run on ``category``'s prompts, judged against the markers and the baseline.
 
         ``category`` is a built-in content class (``code`` by default, ``copy``, ``prose``, ``unpredictable``,
-        ``creative``, ``tool-call``, ``all``) or a set of your prompt file (``[tool.specdec] prompts``).
-        ``prompts`` measures your own texts instead (a list), or names a set of the prompt file; ``category``
-        then says what content they are (``custom`` by default). The set's digest is part of the key.
+        ``creative``, ``tool-call``, ``chat``, ``all``) or a set of your prompt file (``[tool.specdec] prompts``).
+        ``prompts`` measures your own prompts instead (a list of texts, or of conversations: lists of
+        ``{"role": ..., "content": ...}``), or names a set of the prompt file; ``category`` then says what
+        content they are (``custom`` by default). The set's digest is part of the key.
 
         ``max_trials`` caps the pairs below ``--specdec-max-trials`` for a comparison that needs no decision
         on its speedup (claim g reads only the plain arm).
@@ -233,7 +234,8 @@ class SpecdecFixture:
     def _kept_nothing(self, kind: Unmeasured, line: str) -> NoReturn:
         """Fail the test in one line, and say in the results why it kept nothing (the gate reads that, not the line)."""
         self._session.unmeasured.append(UnmeasuredTest(stored_nodeid(self._request.node), kind, line))
-        pytest.fail(f"{line} — {NO_RESULT_KEPT}", pytrace=False)
+        # from None: called while handling the refusal, which would otherwise print a second time above it
+        raise pytest.fail.Exception(f"{line} — {NO_RESULT_KEPT}", pytrace=False) from None
 
     def _prompt_choice(self, category: str | None, prompts: object, where: str) -> tuple[str, PromptSet | None]:
         """The content class and the user's prompt set asked for; a bad choice fails the test in one line."""

@@ -13,6 +13,7 @@ import contextlib
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from pytest_specdec.analysis import Analysis, verify_cost
@@ -30,7 +31,7 @@ from pytest_specdec.backends.base import (
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
 from pytest_specdec.config import MAX_TOKENS_LIMIT, TRIALS_LIMIT, Settings
-from pytest_specdec.embedded.prompt_sets import PromptSet, choose, digest_of
+from pytest_specdec.embedded.prompt_sets import PromptSet, as_read, choose, digest_of
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.hardware import machine_profile, swap_ins
@@ -195,15 +196,23 @@ class SpecdecSession:
             model = backend.fingerprint().details.get("model_path") or backend.pair.target
         return Arm(f"{runtime} plain", options={"runtime": runtime, "model": model})
 
-    def plan(self, spec: ComparisonSpec, expect: Expectations, *, base_model: bool = False) -> ComparisonPlan:
-        """The comparison's plan from the settings; a base model gets text to continue, not instructions."""
+    def plan(
+        self, spec: ComparisonSpec, expect: Expectations, *, base_model: bool = False, backend: Backend | None = None
+    ) -> ComparisonPlan:
+        """The comparison's plan from the settings; a base model gets text to continue, not instructions, and
+        chat prompts become text by ``backend``'s chat template."""
         settings = self.settings
         conditions = expect.conditions if spec.conditions is None else spec.conditions
         baseline, treatment = self.arms(spec, conditions)
         chosen = spec.prompt_set  # the user's texts as given; the built-in set in the form the model reads
-        prompts = (
+        given = (
             chosen.prompts if chosen else prompts_for(spec.category, "continuation" if base_model else "instruction")
         )
+        render = None if backend is None else partial(self.pool.chat_text, backend)
+        reader = f"{backend.name} on {backend.pair.target}" if backend else "this backend"
+        prompts = as_read(given, render, yours=chosen is not None, reader=reader)
+        if chosen:  # the set as read: its digest in the key covers the messages and the engine's template
+            chosen = replace(chosen, prompts=prompts)
         return ComparisonPlan(
             category=spec.category,
             prompts=prompts,
@@ -244,7 +253,7 @@ class SpecdecSession:
         if refused:
             raise SpecdecUsageError("; ".join(refused))
         backend = self.pool.for_arms(baseline, treatment, pair, asked.backend_options())
-        plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend))
+        plan = self.plan(spec, expect, base_model=self.pool.is_base_model(backend), backend=backend)
         if isinstance(backend, AdaptsDraftLength) and backend.adapts_draft_length():
             given = asked.get(NUM_DRAFT)
             if given is not None:  # a γ sweep, or one γ, over a knob the engine does not have

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_specdec.embedded.prompt_sets import choose, digest_of, inline_set, read_prompt_file
-from pytest_specdec.embedded.prompts import prompts_for
+from pytest_specdec.embedded.prompts import ChatMessage, prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,10 @@ def test_a_toml_and_a_jsonl_file_give_the_same_set_with_the_same_digest(tmp_path
     ("text", "said"),
     [
         ("[sets.a]\nprompts = []\n", "set 'a' needs a non-empty list of prompt texts"),
-        ('[sets.a]\nprompts = [[{role = "user", content = "hi"}]]\n', "prompt 1 of set 'a' is a list of chat messages"),
+        ('[sets.a]\nprompts = [[{role = "robot", content = "hi"}]]\n', "prompt 1 of set 'a': message 1 is"),
+        ('[sets.a]\nprompts = [[{role = "assistant", content = "hi"}]]\n', "ends on a turn the model answers"),
+        ("[sets.a]\nprompts = [[]]\n", "a conversation needs messages"),
+        ("[sets.a]\nprompts = [3]\n", "not a non-empty text or a list of chat messages"),
         ('[sets."a b"]\nprompts = ["x"]\n', "the set name 'a b' is not a plain name"),
         ('[sets.a]\ncontent = "prose"\nprompt = ["x"]\n', "[sets.a] takes content"),
         ("prompts = [", "is not TOML"),
@@ -91,8 +94,44 @@ def test_the_category_names_a_built_in_class_or_a_set_and_prompts_replace_the_bu
         choose(None, ["a", 3], sets, None)
 
 
-def test_the_built_in_content_classes_include_creative_and_tool_calls_in_both_forms() -> None:
-    for content in ("creative", "tool-call"):
+CHAT_FILE = """\
+[sets.support-chat]
+content = "chat"
+prompts = [
+  [{role = "system", content = "You answer for a parcel service."}, {role = "user", content = "Where is 7731?"}],
+  "A plain text beside them.",
+]
+"""
+
+
+def test_a_set_may_hold_conversations_in_toml_jsonl_or_compare(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text(CHAT_FILE, encoding="utf-8")
+    messages = [{"role": "system", "content": "You answer for a parcel service."},
+                {"role": "user", "content": "Where is 7731?"}]  # fmt: skip
+    rows = [{"set": "support-chat", "content": "chat", "messages": messages},
+            {"set": "support-chat", "content": "chat", "text": "A plain text beside them."}]  # fmt: skip
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    toml, jsonl = (read_prompt_file(tmp_path / n, "--specdec-prompts")["support-chat"] for n in ("p.toml", "p.jsonl"))
+    assert toml == jsonl
+    assert toml.prompts[0].messages == (ChatMessage(**messages[0]), ChatMessage(**messages[1]))
+    assert toml.prompts[0].text == "System: You answer for a parcel service.\n\nUser: Where is 7731?\n\nAssistant:"
+    assert not toml.prompts[1].messages
+    assert inline_set([messages, "A plain text beside them."], "chat").digest == toml.digest
+    # the same transcript from other messages is another set: the digest holds the messages
+    one = inline_set([[{"role": "system", "content": "S\n\nUser: Q"}, {"role": "user", "content": "x"}]], "chat")
+    two = inline_set([[{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n\nUser: x"}]], "chat")
+    assert one.prompts[0].text == two.prompts[0].text
+    assert one.digest != two.digest
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"set": "a", "text": "x", "messages": messages}) + "\n", encoding="utf-8")
+    with pytest.raises(SpecdecUsageError, match=r'line 1: give .* \(or "messages"'):
+        read_prompt_file(bad, "--specdec-prompts")
+
+
+def test_the_built_in_content_classes_include_creative_tool_calls_and_chat_in_both_forms() -> None:
+    assert all(p.messages for p in prompts_for("chat"))
+    assert not any(p.messages for p in prompts_for("chat", "continuation")), "a base model continues a transcript"
+    for content in ("creative", "tool-call", "chat"):
         instruction, continuation = prompts_for(content), prompts_for(content, "continuation")
         assert len(instruction) == len(continuation) == 4
         assert [p.id for p in instruction] == [p.id for p in continuation]

@@ -13,6 +13,7 @@ from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.sampling import GREEDY, Sampling
+from pytest_specdec.embedded.prompts import ChatMessage
 from pytest_specdec.errors import SpecdecUsageError
 
 OptionValue = str | int | float | bool
@@ -207,6 +208,23 @@ class KnowsModelKind(Protocol):
 
     def is_base_model(self) -> bool:
         """Whether the target is a base model, so prompts must be text to continue."""
+        ...
+
+
+@runtime_checkable
+class RendersChat(Protocol):
+    """A backend whose engine turns chat messages into the prompt text by the model's own chat template.
+
+    Example (mlx: the tokenizer's template; llama-server: its ``POST /apply-template``)::
+
+        text = backend.chat_text([ChatMessage("user", "Summarise this ticket.")])
+        # '<start_of_turn>user\nSummarise this ticket.<end_of_turn>\n<start_of_turn>model\n' (Gemma's template)
+
+    A text it returned is then generated as it is, never wrapped in the template a second time.
+    """
+
+    def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
+        """The text the engine's template makes of ``messages``, the assistant's turn opened; ``None``: no template."""
         ...
 
 

@@ -10,12 +10,13 @@ roofline, and no comparison re-reads a model file or asks a server again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_specdec.backends import backend_spec, load_backend
 from pytest_specdec.backends.arms import ArmRouter, arm_backend_options, arm_pair, arm_runtime, needs_router
-from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, KnowsWeightBytes, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, KnowsModelKind, KnowsWeightBytes, ModelPair, RendersChat
+from pytest_specdec.embedded.prompts import ChatMessage
 
 Loader = Callable[[str, ModelPair, Mapping[str, str]], Backend]
 BackendKey = tuple[str, ModelPair, tuple[tuple[str, str], ...]]
@@ -99,6 +100,13 @@ class BackendPool:
         if isinstance(backend, ArmRouter):
             return self.is_base_model(backend.members[0])
         return self._base_models.get((backend.name, backend.pair), False)
+
+    def chat_text(self, backend: Backend, messages: Sequence[ChatMessage]) -> str | None:
+        """The engine's chat template applied to ``messages`` (``None``: it has none, or the arms run on two
+        backends, whose templates need not agree)."""
+        if isinstance(backend, RendersChat):
+            return backend.chat_text(messages)
+        return None
 
     def weight_bytes(self, backend: Backend) -> int | None:
         """The target's weight size read when the backend loaded (``None`` when it cannot tell)."""

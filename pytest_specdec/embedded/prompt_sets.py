@@ -13,6 +13,11 @@ A prompt file (``[tool.specdec] prompts = "sd-prompts.toml"`` or ``--specdec-pro
     prompts = ["Reply to a customer whose parcel is late ...", "..."]
 
 or JSON Lines, one prompt a line: ``{"set": "support-replies", "content": "prose", "text": "..."}``.
+A prompt may be a conversation instead of a text: a list of chat messages (TOML
+``[{role = "user", content = "..."}]``, JSON Lines ``"messages": [...]``, ``compare(prompts=[[{...}]])``).
+The engine's own chat template turns them into the text the model reads (:func:`as_read`), so a
+chat set's digest in the key covers the messages and the template; a backend or model without a
+chat template refuses such a set in one line, before measuring.
 
 Example::
 
@@ -27,20 +32,24 @@ import hashlib
 import json
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_specdec.embedded.prompts import CATEGORIES, Prompt
+from pytest_specdec.embedded.prompts import CATEGORIES, ChatMessage, Prompt, transcript
 from pytest_specdec.errors import SpecdecUsageError
 
 CUSTOM = "custom"  # the content class of texts given without one
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+ROLES = ("system", "developer", "user", "assistant", "tool")
+ChatRenderer = Callable[[Sequence[ChatMessage]], "str | None"]  # the engine's chat template; None: it has none
 
 
 def digest_of(prompts: Sequence[Prompt]) -> str:
-    """SHA-256 of the texts in order: what a result measured, whatever the set is called."""
-    return hashlib.sha256(json.dumps([p.text for p in prompts], ensure_ascii=False).encode("utf-8")).hexdigest()
+    """SHA-256 of the texts in order (a chat prompt's with its messages): what a result measured, whatever the set
+    is called."""
+    parts = [[p.text, [list(m) for m in p.messages]] if p.messages else p.text for p in prompts]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -70,17 +79,73 @@ def _plain(name: object, what: str, where: str) -> str:
     return name
 
 
+def _messages(given: Sequence[object], what: str) -> tuple[ChatMessage, ...]:
+    """A conversation's messages, each ``{"role": ROLE, "content": TEXT}``, the last one not the assistant's."""
+    found = []
+    for number, message in enumerate(given, 1):
+        if (
+            not isinstance(message, Mapping)
+            or set(message) != {"role", "content"}
+            or message["role"] not in ROLES
+            or not isinstance(message["content"], str)
+            or not message["content"].strip()
+        ):
+            raise SpecdecUsageError(
+                f"{what}: message {number} is {message!r} — give each message as {{role = ROLE, content = TEXT}} "
+                f"with a role of {', '.join(ROLES)} and a non-empty text"
+            )
+        found.append(ChatMessage(message["role"], message["content"]))
+    if not found or found[-1].role == "assistant":
+        raise SpecdecUsageError(f"{what}: a conversation needs messages and ends on a turn the model answers, not "
+                                "on the assistant's (the engine adds the assistant's turn)")  # fmt: skip
+    return tuple(found)
+
+
 def _texts(name: str, content: str, texts: object, where: str) -> tuple[Prompt, ...]:
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
         raise SpecdecUsageError(f'{where}: set {name!r} needs a non-empty list of prompt texts, e.g. prompts = ["..."]')
-    for index, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
-            shown = "a list of chat messages" if isinstance(text, Sequence | Mapping) else repr(text)
+    prompts = []
+    for index, text in enumerate(texts, 1):
+        if isinstance(text, Sequence) and not isinstance(text, str):
+            messages = _messages(text, f"{where}: prompt {index} of set {name!r}")
+            prompts.append(Prompt(f"{name}-{index}", content, transcript(messages), messages))
+        elif not isinstance(text, str) or not text.strip():
             raise SpecdecUsageError(
-                f"{where}: prompt {index + 1} of set {name!r} is {shown}, not a non-empty text — give each prompt "
-                "as the text the model reads"
+                f"{where}: prompt {index} of set {name!r} is {text!r}, not a non-empty text or a list of chat "
+                "messages — give each prompt as the text the model reads, or as [{role, content}, ...]"
             )
-    return tuple(Prompt(f"{name}-{index + 1}", content, text) for index, text in enumerate(texts))
+        else:
+            prompts.append(Prompt(f"{name}-{index}", content, text))
+    return tuple(prompts)
+
+
+def as_read(prompts: Sequence[Prompt], render: ChatRenderer | None, *, yours: bool, reader: str) -> tuple[Prompt, ...]:
+    """The prompts as the model reads them: each chat prompt's messages through the engine's chat template.
+
+    Where there is none (``render`` is ``None`` or answers ``None``), a built-in chat prompt is read as its
+    transcript, and a chat prompt of yours is refused in one line naming ``reader`` (the backend and model).
+
+    Example::
+
+        >>> chat = Prompt("c-1", "chat", "User: Hi.\\n\\nAssistant:", (ChatMessage("user", "Hi."),))
+        >>> [p.text for p in as_read([chat], lambda ms: f"<u>{ms[0].content}</u><a>", yours=True, reader="x")]
+        ['<u>Hi.</u><a>']
+        >>> [p.text for p in as_read([chat], None, yours=False, reader="x")]
+        ['User: Hi.\\n\\nAssistant:']
+    """
+    read = []
+    for prompt in prompts:
+        text = render(prompt.messages) if prompt.messages and render is not None else None
+        if text is not None:
+            read.append(Prompt(prompt.id, prompt.category, text, prompt.messages))
+        elif prompt.messages and yours:
+            raise SpecdecUsageError(
+                f"prompt {prompt.id} is a list of chat messages, but {reader} has no chat template to turn them into "
+                "text (a base model, a backend that reads text only, or an A/B of two runtimes) — give it as text"
+            )
+        else:
+            read.append(Prompt(prompt.id, prompt.category, prompt.text) if prompt.messages else prompt)
+    return tuple(read)
 
 
 def inline_set(texts: object, content: str | None) -> PromptSet:
@@ -119,7 +184,7 @@ def read_prompt_file(path: Path, flag: str) -> dict[str, PromptSet]:
 
 
 def _read_jsonl(text: str, where: str) -> dict[str, PromptSet]:
-    texts: dict[str, list[str]] = {}
+    texts: dict[str, list[object]] = {}
     contents: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -128,15 +193,23 @@ def _read_jsonl(text: str, where: str) -> dict[str, PromptSet]:
             row = json.loads(line)
         except json.JSONDecodeError as error:
             raise SpecdecUsageError(f"{where} line {number} is not JSON ({error.msg})") from None
-        if not isinstance(row, dict) or set(row) - {"set", "content", "text"} or "set" not in row:
-            raise SpecdecUsageError(f'{where} line {number}: give {{"set": NAME, "content": CLASS, "text": PROMPT}}')
+        if (
+            not isinstance(row, dict)
+            or set(row) - {"set", "content", "text", "messages"}
+            or "set" not in row
+            or (("text" in row) == ("messages" in row))
+        ):
+            raise SpecdecUsageError(
+                f'{where} line {number}: give {{"set": NAME, "content": CLASS, "text": PROMPT}} (or "messages": '
+                "[{...}] instead of text)"
+            )
         name = _plain(row["set"], "the set name", f"{where} line {number}")
         content = _plain(row.get("content", CUSTOM), "the content class", f"{where} line {number}")
         if contents.setdefault(name, content) != content:
             raise SpecdecUsageError(
                 f"{where} line {number}: set {name!r} is {contents[name]!r} above and {content!r} here — one class a set"
             )
-        texts.setdefault(name, []).append(row.get("text"))  # type: ignore[arg-type]  # checked by _texts
+        texts.setdefault(name, []).append(row["text"] if "text" in row else row["messages"])  # checked by _texts
     if not texts:
         raise SpecdecUsageError(f"{where} holds no prompts")
     return {

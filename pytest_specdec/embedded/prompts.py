@@ -1,4 +1,4 @@
-"""The built-in prompt suite: four categories, our own text, fixed order, two styles.
+"""The built-in prompt suite: seven content classes, our own text, fixed order, two styles.
 
 - ``code``: write or continue short programs (predictable syntax, some freedom);
 - ``copy``: rewrite or extract from a given text, so most of the answer is already
@@ -6,7 +6,9 @@
 - ``prose``: open-ended explanation in natural language;
 - ``unpredictable``: answers with little structure to guess (random-looking lists);
 - ``creative``: stories and verse, where published Mac figures put SD below plain decoding;
-- ``tool-call``: a function call as JSON (a fixed schema around a few free values).
+- ``tool-call``: a function call as JSON (a fixed schema around a few free values);
+- ``chat``: the next turn of a multi-turn conversation (chat messages: the engine's chat template makes the
+  text the model reads; a model without one reads the conversation's transcript).
 
 Instruction-tuned models get instructions (:data:`SUITE`). A **base** model (one with
 no chat template, such as the PyPI Gemma 3 270M) does not follow instructions, it
@@ -17,18 +19,72 @@ on with, a list of random words — with the same prompt ids.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pytest_specdec.errors import SpecdecUsageError
 
 
+class ChatMessage(NamedTuple):
+    """One message of a chat prompt: ``ChatMessage("user", "Summarise this ticket.")``."""
+
+    role: str
+    content: str
+
+
+def transcript(messages: Sequence[ChatMessage]) -> str:
+    """A conversation as plain text, for a model without a chat template (and as a chat set's text until rendered).
+
+    Example::
+
+        >>> transcript([ChatMessage("user", "Hi."), ChatMessage("assistant", "Hello."), ChatMessage("user", "Bye.")])
+        'User: Hi.\\n\\nAssistant: Hello.\\n\\nUser: Bye.\\n\\nAssistant:'
+    """
+    return "".join(f"{m.role.capitalize()}: {m.content}\n\n" for m in messages) + "Assistant:"
+
+
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt of the suite."""
+    """One prompt of the suite; a chat prompt also has its ``messages`` (``text`` is then what the model reads:
+    the engine's chat template applied to them, or their :func:`transcript` before that)."""
 
     id: str
     category: str
     text: str
+    messages: tuple[ChatMessage, ...] = ()
+
+
+def chat_prompt(id_: str, category: str, *turns: tuple[str, str]) -> Prompt:
+    """A chat prompt of ``(role, content)`` turns, its text their transcript until an engine renders them."""
+    messages = tuple(ChatMessage(role, content) for role, content in turns)
+    return Prompt(id_, category, transcript(messages), messages)
+
+
+_CHATS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (
+        ("system", "You are a concise assistant for a bicycle repair shop."),
+        ("user", "My chain keeps slipping on the smallest rear cog. What should I check?"),
+        ("assistant", "Check the chain for wear, then the rear derailleur's limit screw and cable tension."),
+        ("user", "The chain is new. How do I adjust the cable tension, step by step?"),
+    ),
+    (
+        ("user", "I'm planning a three-day trip to Lisbon in March. Is that a good month?"),
+        ("assistant", "Yes: mild, around 17 °C by day, some rain, and fewer visitors than in summer."),
+        ("user", "Suggest a plan for the first day, starting in the Baixa."),
+    ),
+    (
+        ("system", "You help developers review Python code."),
+        ("user", "Is `for i in range(len(items)): print(items[i])` fine?"),
+        ("assistant", "It works, but iterating directly is clearer: `for item in items: print(item)`."),
+        ("user", "And if I need the index as well?"),
+    ),
+    (
+        ("user", "Translate 'the train leaves at seven' into French."),
+        ("assistant", "Le train part à sept heures."),
+        ("user", "Now into Spanish and German, one line each."),
+    ),
+)
 
 
 _INVENTORY = """\
@@ -153,6 +209,7 @@ SUITE: tuple[Prompt, ...] = (
         "Answer only with a JSON array of two tool calls: add_item with sku M6-20 and qty 480, then add_item with sku "
         "W-M6 and qty 1200.",
     ),
+    *(chat_prompt(f"chat-{index}", "chat", *turns) for index, turns in enumerate(_CHATS, 1)),
 )
 
 _PASSAGE = (
@@ -210,11 +267,13 @@ CONTINUATION_SUITE: tuple[Prompt, ...] = (
     Prompt("tool-call-2", "tool-call", _CALLS + '{"name": "search_orders", "arguments": {"customer_id": 4821, '),
     Prompt("tool-call-3", "tool-call", _CALLS + '{"name": "create_event", "arguments": {"title": "Design review", '),
     Prompt("tool-call-4", "tool-call", _CALLS + '{"name": "add_item", "arguments": {"sku": "M6-20", "qty": 480}}\n{'),
+    # A base model has no chat template: it continues the conversation's transcript.
+    *(Prompt(f"chat-{i}", "chat", transcript([ChatMessage(*t) for t in turns])) for i, turns in enumerate(_CHATS, 1)),
 )
 
-CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable", "creative", "tool-call")
+CATEGORIES: tuple[str, ...] = ("code", "copy", "prose", "unpredictable", "creative", "tool-call", "chat")
 # The classes the embedded models' tokenizer is trained on and a context prefix is cut from: the suite as it was
-# before creative and tool-call, so the synthetic models (and their digests, in every key) and prefixes stay the same.
+# before creative, tool-call and chat, so the synthetic models (and their digests, in every key) and prefixes stay the same.
 FIRST_CATEGORIES = CATEGORIES[:4]
 STYLES: dict[str, tuple[Prompt, ...]] = {"instruction": SUITE, "continuation": CONTINUATION_SUITE}
 

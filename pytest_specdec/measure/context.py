@@ -67,6 +67,12 @@ def with_context(prompts: Sequence[Prompt], tokens: int, count: CountTokens) -> 
     """Each prompt behind a prefix of ``tokens`` tokens (none at 0); ids and categories unchanged."""
     if tokens <= 0:
         return tuple(prompts)
+    chat = next((p.id for p in prompts if p.messages), None)
+    if chat is not None:
+        raise SpecdecUsageError(
+            f"prompt {chat} is a conversation already in its chat template: a context length pads text prompts only "
+            "— measure the context axis on a text set (code, prose, …)"
+        )
     return tuple(
         Prompt(p.id, p.category, f"{prefix_text(tokens, count, index)}\n\n{p.text}") for index, p in enumerate(prompts)
     )

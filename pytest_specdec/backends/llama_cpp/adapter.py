@@ -54,6 +54,7 @@ from pytest_specdec.backends.llama_cpp.drafters import (
     make_second_model_drafter,
 )
 from pytest_specdec.embedded import models
+from pytest_specdec.embedded.prompts import ChatMessage
 from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.hardware import usable_cores
 
@@ -92,6 +93,7 @@ class LlamaCppBackend:
             )
         self._ngram = reader.integer("ngram", 2, low=1, high=16)
         self._chat_template = reader.flag("chat_template", True)
+        self._rendered: set[str] = set()  # texts its chat template made (chat_text): generated as they are
         # n_ctx unset: 1024, grown (all instances reloaded) when a long-context prompt needs more.
         self._fixed_ctx = "n_ctx" in options
         load_options = {
@@ -274,20 +276,28 @@ class LlamaCppBackend:
         """A real model without a chat template (the synthetic pairs are neither: they keep the instruction suite)."""
         return not models.is_embedded(self._pair.target) and not self._llm.metadata.get("tokenizer.chat_template")
 
-    def prompt_tokens(self, prompt: str) -> list[int]:
-        """The prompt as the model sees it (its chat template when it has one)."""
+    def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
+        """The GGUF's chat template applied to ``messages`` by llama-cpp-python's own formatter (as its chat
+        completion does); ``None``: the GGUF has none, or ``chat_template=false``."""
         template = self._llm.metadata.get("tokenizer.chat_template") if self._chat_template else None
-        text = prompt
-        if template:
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        if not template:
+            return None
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            eos = self._llm.detokenize([self._llm.token_eos()], special=True).decode(errors="replace")
-            bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode(errors="replace")
-            formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-            text = formatter(messages=[{"role": "user", "content": prompt}]).prompt
+        eos = self._llm.detokenize([self._llm.token_eos()], special=True).decode(errors="replace")
+        bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode(errors="replace")
+        formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        text = str(formatter(messages=[message._asdict() for message in messages]).prompt)
+        self._rendered.add(text)
+        return text
+
+    def prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt as the model sees it (its chat template when it has one, unless already in it)."""
+        text = prompt if prompt in self._rendered else self.chat_text([ChatMessage("user", prompt)])
+        if text is not None:
             ids: list[int] = self._llm.tokenize(text.encode(), add_bos=False, special=True)
             return ids
-        ids = self._llm.tokenize(text.encode(), add_bos=True, special=True)
+        ids = self._llm.tokenize(prompt.encode(), add_bos=True, special=True)
         return ids
 
     def logit_margin(self, prompt: str, prefix: Sequence[int], first: int, second: int) -> float | None:

@@ -47,7 +47,7 @@ import contextlib
 import hashlib
 import subprocess
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,6 +80,7 @@ from pytest_specdec.backends.llama_server.knobs import draft_length, kind_of, sa
 from pytest_specdec.backends.llama_server.observed import draft_rounds, said_by_servers, slot_count, slots_speculate
 from pytest_specdec.backends.llama_server.queries import PlainServerQueries
 from pytest_specdec.backends.server_process import ServerProcess
+from pytest_specdec.embedded.prompts import ChatMessage
 from pytest_specdec.errors import (
     BackendRuntimeError,
     BackendUnavailable,
@@ -444,14 +445,22 @@ class LlamaServerBackend(PlainServerQueries):
 
     def is_base_model(self) -> bool:
         """No chat template in the GGUF (managed) or in ``/props`` (the user's servers); synthetic pairs excepted."""
-        if self._model is not None:
-            from pytest_specdec.embedded import models
+        from pytest_specdec.embedded import models
 
-            if models.is_embedded(self._requested.target):
-                return False
-            return "tokenizer.chat_template" not in gguf_file_metadata(self._model)
-        props = self._service(ArmServer(NO_SPECULATION)).get("/props")
-        return not props.get("chat_template")
+        return not models.is_embedded(self._requested.target) and not self._has_template()
+
+    def _has_template(self) -> bool:
+        if self._model is not None:
+            return "tokenizer.chat_template" in gguf_file_metadata(self._model)
+        return bool(self._plain_service().get("/props").get("chat_template"))
+
+    def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
+        """The server's own ``POST /apply-template`` (its chat endpoint's template, from the GGUF or ``--chat-template``);
+        ``None`` for a model with no template of its own (the server would fall back to ChatML; we do not guess)."""
+        if not self._has_template():
+            return None
+        body = {"messages": [message._asdict() for message in messages]}
+        return str(self._plain_service().post("/apply-template", body)["prompt"])
 
     def _plain_service(self) -> HttpService:
         return self._service(ArmServer(NO_SPECULATION))

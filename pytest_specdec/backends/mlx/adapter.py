@@ -32,6 +32,7 @@ from pytest_specdec.backends.kinds import SpeculationKind
 from pytest_specdec.backends.mlx_lm_parts import CountedModel, resolve_reference
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.gemma_mlx import EARLY_EXIT
+from pytest_specdec.embedded.prompts import ChatMessage
 from pytest_specdec.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class MlxBackend:
         self._chat_template = reader.flag("chat_template", True)
         reader.reject_unknown()
         self._pair = pair
+        self._rendered: set[str] = set()  # texts its chat template made (chat_text): generated as they are
         self._target = _load(pair.target)
         self._draft = _load(pair.draft) if pair.draft else None
         if self._draft is not None:
@@ -167,8 +169,21 @@ class MlxBackend:
     def prepare_context(self, tokens: int) -> None:
         """Nothing to size: the cache grows with the prompt."""
 
+    def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
+        """The tokenizer's chat template applied to ``messages`` (mlx-lm's server does the same); ``None``: it has
+        none, or ``chat_template=false``."""
+        tokenizer = self._target.tokenizer
+        if not (self._chat_template and getattr(tokenizer, "chat_template", None)):
+            return None
+        asked = [message._asdict() for message in messages]
+        text = str(tokenizer.apply_chat_template(asked, tokenize=False, add_generation_prompt=True))
+        self._rendered.add(text)
+        return text
+
     def _prompt_ids(self, prompt: str) -> list[int]:
         tokenizer = self._target.tokenizer
+        if prompt in self._rendered:  # already in the template: its special tokens as written, nothing added
+            return list(tokenizer.encode(prompt, add_special_tokens=False))
         if self._chat_template and getattr(tokenizer, "chat_template", None):
             ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True)
             return list(ids)
