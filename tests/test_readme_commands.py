@@ -11,8 +11,11 @@ README's tag replaced by one the stand-in serves (no ``ollama pull`` here).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +110,35 @@ def test_the_readme_links_its_write_up_and_says_each_term_before_using_it(instal
         first = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text)
         assert first is not None
         assert first.start() >= defined - len(term), f"{word!r} is used before it is explained"
+
+
+def test_the_clone_block_installs_this_checkout_before_the_first_release(tmp_path: Path) -> None:
+    """The clone block as written, but the clone from this checkout (the address is the release's to fill in) and the
+    dependencies from this environment (no package index here): the package itself is built from the clone."""
+    clone, venv, pip = readme_block("readme-clone")
+    url = clone.split()[2]
+    assert re.fullmatch(r"https://github\.com/OWNER/pytest-specdec\.git", url), "only the owner is a placeholder"
+    assert clone.endswith("&& cd pytest-specdec")
+    assert venv == "python3.12 -m venv ~/.venvs/specdec && . ~/.venvs/specdec/bin/activate"
+    assert pip == 'pip install ".[mlx]"'
+    home = tmp_path / "home"
+    home.mkdir()
+    site = sysconfig.get_paths()["purelib"]
+    python = sys.executable  # the README's python3.12 where this machine has another
+    origin = tmp_path / "origin" / "pytest-specdec.git"  # the clone's name comes from the address, as from GitHub's
+    origin.parent.mkdir()
+    origin.symlink_to(REPO)
+    script = " && ".join(
+        [clone.replace(url, str(origin)), venv.replace("python3.12", python),
+         f"echo {site} > $(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/deps.pth",
+         "python -m pip uninstall -y -q setuptools 2>/dev/null || true",  # a 3.11 venv's own, older than the build's
+         pip.replace("pip install", "pip install -q --no-deps --no-build-isolation --no-index"),
+         "cd ~ && python -c 'import pytest_specdec, sys; print(pytest_specdec.__file__, sys.prefix)'"]
+    )  # fmt: skip
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env={**os.environ, "HOME": str(home)},
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    where, prefix = done.stdout.split()
+    assert prefix == str(home / ".venvs" / "specdec")
+    assert where.startswith(prefix), "the package is the clone's, installed into the README's venv"
+    assert (tmp_path / "pytest-specdec" / "pyproject.toml").is_file()
