@@ -34,7 +34,7 @@ from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
 from pytest_specdec.hardware import environment_fitness, machine_class
 from pytest_specdec.machine_load import load_average
-from pytest_specdec.render import report
+from pytest_specdec.render import report, verdict_table
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
 from pytest_specdec.store.ledger import check_store_folder, default_root
@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.backend_explicit:
             require_runtime(spec)
         # Every option is checked before the first generation, not after measuring.
-        report.check_columns(settings.columns)
+        verdict_table.check_columns(settings.columns)
         if settings.plain_runtime:
             backend_spec(settings.plain_runtime, option="--specdec-plain-runtime")
         check_output_folders(settings.outputs, config.invocation_params.dir)
@@ -406,14 +406,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     width = terminalreporter._tw.fullwidth
     every = session.settings.notes == "all" or config.option.verbose > 0
     busy = report.wrapped(report.busy_lines(records), width)  # first: every timing below is read in its light
-    notes = busy + report.terminal_notes(records, width, every=every) + report.wrapped(session.notes + finished, width)
+    written = report.wrapped(session.notes + finished, width)
+    room = max(report.MOST_NOTE_LINES - len(busy) - len(written), 6)  # the rows' notes get what is left of 15 lines
+    notes = busy + report.terminal_notes(records, width, every=every, room=room) + written
     if notes:
         terminalreporter.write_sep("-", "specdec notes")
         for line in notes:
             terminalreporter.write_line(line, red=line.startswith("ERROR"))
     if records:
         terminalreporter.write_sep("=", "specdec verdicts")
-        terminalreporter.write_line(report.terminal_table(records, width, session.settings.columns))
+        terminalreporter.write_line(verdict_table.terminal_table(records, width, session.settings.columns))
         for line in report.claim_answers(records, width):
             terminalreporter.write_line(line)
 

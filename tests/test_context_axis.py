@@ -14,8 +14,8 @@ from pytest_specdec.backends.context import config_context, gguf_context
 from pytest_specdec.embedded.prompts import prompts_for
 from pytest_specdec.errors import NotMeasurableHere, SpecdecUsageError
 from pytest_specdec.measure.context import context_needs, prefix_text, prefixed_prompts, with_context
-from pytest_specdec.render.report import category_cell
 from pytest_specdec.render.sweep import SweepPoint, change_line, sweep_line
+from pytest_specdec.render.verdict_table import category_cell
 from pytest_specdec.stats import Interval
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.records import ComparisonRecord

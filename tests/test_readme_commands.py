@@ -11,6 +11,7 @@ README's tag replaced by one the stand-in serves (no ``ollama pull`` here).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -57,15 +58,37 @@ def test_the_install_block_gives_a_verdict_in_plain_words(installed: Path, tmp_p
     assert lines[1].startswith('pip install "pytest-specdec[mlx]"'), "the README installs the package first"
     ran = 0
     for line in lines[2:]:  # the venv and the pip line are what the fixture did with the wheel
-        done = run_line(line, installed, tmp_path)
+        done = run_line(line, installed, tmp_path, COLUMNS="80")  # a newcomer's default terminal
         assert done.returncode in (0, 1), f"{line}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         if line.startswith("pytest-specdec doctor"):  # the command that cannot clash with PyPI's specdec
             assert done.stdout.startswith("python 3.")
-        elif line.startswith("pytest "):
-            assert PLAIN_WORDS.search(done.stdout), done.stdout[-3000:]
-            assert "benchmarks/test_claim_d_mlx_draft.py::" in done.stdout, "results keyed as from a clone"
+        elif line.startswith("pytest "):  # at 80 columns the words wrap inside their column: read them joined
+            assert PLAIN_WORDS.search(" ".join(done.stdout.split())), done.stdout[-3000:]
+            (candidates,) = (tmp_path / "baselines" / "candidates").glob("*/mlx.json")
+            keys = json.loads(candidates.read_text(encoding="utf-8"))["entries"]
+            assert keys, candidates
+            assert all(k.startswith("benchmarks/test_claim_d_mlx_draft.py::") for k in keys), "keyed as from a clone"
+            first_look_says_what_it_measured(done.stdout.splitlines())
         ran += 1
     assert ran == 2
+
+
+def first_look_says_what_it_measured(lines: list[str]) -> None:
+    """At 80 columns: every embedded row of the table is labelled a self-test, and the last line before pytest's
+    summary is the answer a newcomer needs next (how to ask for their own model)."""
+    ours = [line for line in lines if not line.startswith(("benchmark: ", "plugins: ", "  specdec ", "    specdec "))]
+    assert [line for line in ours if len(line) > 80] == []
+    start = next(i for i, line in enumerate(lines) if "specdec verdicts" in line) + 1
+    end = next(i for i, line in enumerate(lines) if re.match(r"=+ .* in [\d.]+s", line))
+    table = lines[start:end]
+    rows = [line for line in table[2:] if re.match(r"(code|copy|prose|unpredictable)\b", line)]
+    assert len(rows) == 3, table
+    assert all("self-test (synthetic" in line for line in rows), "each synthetic row says so on its first line"
+    last = " ".join(
+        line.strip() for line in table[next(i for i, t in enumerate(table) if t.startswith("self-test:")) :]
+    )
+    assert last.startswith("self-test: the tool works here"), table[-4:]
+    assert "--specdec-model YOUR_MODEL" in last
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def run_in_a_terminal(folder: Path, columns: int, *args: str) -> list[str]:
 @pytest.mark.parametrize("columns", [80, 100, 120])
 def test_every_line_fits_and_the_answer_comes_last(tmp_path: Path, columns: int) -> None:
     (tmp_path / "test_claims.py").write_text(CLAIMS, encoding="utf-8")
-    lines = run_in_a_terminal(tmp_path, columns)
+    lines = run_in_a_terminal(tmp_path, columns, "--specdec-notes=all")  # every note: each must fit too
     # A live progress line is rewritten in place (\r): each of its states is one line on the screen. Not ours to
     # wrap: pytest-benchmark's header, pytest's plugin list, and pytest's short summary lines (-r), which pytest
     # trims by a width it counts over their colour codes.
@@ -63,7 +63,7 @@ def test_every_line_fits_and_the_answer_comes_last(tmp_path: Path, columns: int)
     assert "test_claims.py::test_mlx_draft_model_gives_at_most_1_3x[code] [code]:" not in said, "the id said once"
 
 
-def test_a_few_notes_per_row_by_default_and_all_on_request(sample_run: object) -> None:
+def test_a_few_notes_per_row_and_at_most_15_lines_by_default_and_all_on_request(sample_run: object) -> None:
     from dataclasses import replace
 
     from pytest_specdec.render.report import terminal_notes
@@ -72,6 +72,12 @@ def test_a_few_notes_per_row_by_default_and_all_on_request(sample_run: object) -
     few = terminal_notes([record], 80, every=False)
     assert sum(line.startswith("  - ") for line in few) == 4
     assert few[-1] == "(4 more note(s) left out: -v or --specdec-notes=all shows them)"
+    many = [replace(record, nodeid=f"test_x.py::test_{i}") for i in range(5)]
+    capped = terminal_notes(many, 80, every=False)
+    assert len(capped) == 15
+    assert capped[-1].startswith("(")
+    assert "left out: -v or --specdec-notes=all" in capped[-1]
+    assert len(terminal_notes(many, 80, every=False, room=8)) == 8, "what the busy and written lines leave"
     every = terminal_notes([record], 80)
     assert sum(line.startswith("  - ") for line in every) == 8, "the check's line and all seven"
     assert not any("left out" in line for line in every)

@@ -9,7 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.render.report import interval_cell
+from pytest_specdec.render.verdict_table import interval_cell
 from pytest_specdec.store.baselines import (
     BaselineEntry,
     BaselineFile,

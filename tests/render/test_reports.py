@@ -152,7 +152,7 @@ def test_benchmark_json_is_read_by_pytest_benchmark_compare(tmp_path: Path, samp
 
 
 def test_the_terminal_table_fits_its_width_and_keeps_the_verdict(sample_run: RunRecord) -> None:
-    from pytest_specdec.render.report import terminal_table
+    from pytest_specdec.render.verdict_table import terminal_table
 
     records = list(sample_run.comparisons)
     full = terminal_table(records, width=10_000)
@@ -176,7 +176,7 @@ def test_the_terminal_table_fits_its_width_and_keeps_the_verdict(sample_run: Run
 def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRecord) -> None:
     from dataclasses import replace
 
-    from pytest_specdec.render.report import claim_cell, in_words
+    from pytest_specdec.render.verdict_table import claim_cell, in_words
     from pytest_specdec.stats import Interval
     from pytest_specdec.store.records import Conclusion
 
@@ -215,7 +215,8 @@ def test_each_verdict_is_said_in_plain_words_beside_its_claim(sample_run: RunRec
 def test_a_theory_line_that_disagrees_with_the_measurement_says_the_measurement_stands(sample_run: RunRecord) -> None:
     from dataclasses import replace
 
-    from pytest_specdec.render.report import terminal_notes, theory_note
+    from pytest_specdec.render.report import terminal_notes
+    from pytest_specdec.render.verdict_table import theory_note
     from pytest_specdec.store.records import TheoryRecord
 
     measured = sample_run.comparisons[1]
@@ -289,3 +290,32 @@ def test_every_output_path_and_its_library_are_checked_before_the_first_pair(
         SpecdecUsageError, match=r"--specdec-plot needs matplotlib, .* pip install 'pytest-specdec\[plot\]'"
     ):
         check_output_folders({"plot": "forest.png"}, tmp_path)
+
+
+def test_a_synthetic_row_reads_as_a_self_test_and_rows_sharing_a_category_say_what_differs(
+    sample_run: RunRecord,
+) -> None:
+    from dataclasses import replace
+
+    from pytest_specdec.render.report import claim_answers
+    from pytest_specdec.render.verdict_table import distinct_names, in_words, terminal_table
+
+    real = sample_run.comparisons[1]
+    synthetic = replace(real, target="embedded:target", draft="embedded:draft-aligned")
+    assert in_words(synthetic) == "self-test (synthetic pair, not your model): " + in_words(real)
+    assert not in_words(real).startswith("self-test")
+    names = distinct_names([real, synthetic])
+    assert names[id(real)] == f"{real.category} · Qwen2.5-7B-Instru…", "shortened as the model columns are"
+    assert names[id(synthetic)] == f"{real.category} · synthetic target"
+    other_claim = replace(real, nodeid=real.nodeid + "x")
+    assert distinct_names([real, other_claim])[id(other_claim)].endswith(other_claim.nodeid.rsplit("::", 1)[-1])
+    assert distinct_names([real])[id(real)] == real.category, "a category said once needs nothing more"
+    answers = claim_answers([real, synthetic], 80)
+    assert "the tool works here" in " ".join(answers[-3:]), "the last lines tell a newcomer what next"
+    assert "--specdec-model YOUR_MODEL" in " ".join(answers[-3:])
+    assert not any("the tool works here" in line for line in claim_answers([real], 80))
+    table = terminal_table([real, synthetic], 80)
+    assert max(map(len, table.splitlines())) <= 80
+    words = table.splitlines()[0].index("in words")
+    widths = [len(line) - words for line in table.splitlines()[2:6] if len(line) > words]
+    assert max(widths) >= 20, "the answer in words keeps room while the other cells wrap"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.render.report import in_words
+from pytest_specdec.render.verdict_table import in_words
 from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.night_statistics import Pooled, pool_intervals
