@@ -599,6 +599,9 @@ def test_mlx_measured_for_real_agrees_and_a_release_that_drops_the_draft_is_not_
     assert "mlx: SD no longer engaged — claim d: not measurable: SD not engaged (the sd arm drafted 0 tokens)" in (
         done.stdout
     ), done.stdout[-4000:]
-    assert f"its accepted baseline was measured with SD engaged (mlx-lm {version})" in done.stdout
+    accepted = metadata.version("mlx-lm")  # the release the baseline was accepted on, not tonight's
+    assert f"its accepted baseline was measured with SD engaged (mlx-lm {accepted}; tonight: mlx-lm {version})" in (
+        done.stdout
+    )
     assert "CONCLUSION CHANGED" not in done.stdout, "observed as not engaged, never read as a flip"
     assert titles(calls) == [title("SD no longer engaged", "claim d", "mlx")]

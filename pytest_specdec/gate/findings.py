@@ -215,7 +215,7 @@ CLEARED = {
 def comparison_findings(
     run: RunRecord,
     flips: Mapping[str, FlipCall],
-    baseline_measurable: Mapping[str, bool],
+    measurable_baselines: Mapping[str, str],
     history: Nights,
     thresholds: Thresholds,
     *,
@@ -224,8 +224,8 @@ def comparison_findings(
     """Findings from tonight's comparisons.
 
     ``flips`` holds the confirm step's call per result (its baseline key: a sweep's rows are results of
-    their own); a flip without one stands; ``baseline_measurable`` says, per result, whether an accepted baseline
-    exists that was measurable (for "SD no longer engaged"); ``moved``, per result, what the fingerprints say
+    their own); a flip without one stands; ``measurable_baselines`` names, per result whose accepted baseline was
+    measurable, the release it was measured on (for "SD no longer engaged"); ``moved``, per result, what the fingerprints say
     changed since its baseline was accepted (for "re-baseline needed").
 
     A flip not confirmed is said each night in its own word; once the result has flipped on
@@ -241,13 +241,15 @@ def comparison_findings(
         conclusion, check = record.judgement.conclusion, record.check
         if conclusion is Conclusion.FAILED:
             findings.append(_about(State.LOSSY, record, record.judgement.failure or "SD changed the output"))
-        elif conclusion is Conclusion.NOT_MEASURABLE and baseline_measurable.get(key, False):
+        elif conclusion is Conclusion.NOT_MEASURABLE and key in measurable_baselines:
+            accepted = measurable_baselines[key]
+            tonight = "" if accepted == record.release else f"; tonight: {record.release}"
             findings.append(
                 _about(
                     State.NOT_ENGAGED,
                     record,
                     f"{record.judgement.failure or 'not measurable'} — its accepted baseline was measured with SD "
-                    f"engaged ({record.release})",
+                    f"engaged ({accepted}{tonight})",
                 )
             )
         elif not verdict_gates:

@@ -47,14 +47,14 @@ def _json(path: Path, default: Any) -> Any:
     return read_json(path) if path.is_file() else default
 
 
-def _baseline_measurable(run: RunRecord, baselines: Path) -> dict[str, bool]:
+def _measurable_baselines(run: RunRecord, baselines: Path) -> dict[str, str]:
+    """Per result whose accepted baseline was measurable (SD engaged), the release that baseline was measured on."""
     store = BaselineStore(baselines, run.machine_class)
-    found: dict[str, bool] = {}
+    found: dict[str, str] = {}
     for record in run.comparisons:
         entry = store.lookup(record)
-        found[baseline_key(record)] = entry is not None and not (
-            entry.result.judgement.conclusion.says_nothing_about_speed
-        )
+        if entry is not None and not entry.result.judgement.conclusion.says_nothing_about_speed:
+            found[baseline_key(record)] = entry.result.release
     return found
 
 
@@ -128,7 +128,7 @@ def leg_night(config: GateConfig, backend: str, out: Path, baselines: Path, mach
         history = leg_history(backend, baselines, run.machine_class)
         counted = nights(backend, run.machine_class)
         findings += comparison_findings(
-            run, flips, _baseline_measurable(run, baselines), counted, thresholds, moved=what_moved(run, baselines)
+            run, flips, _measurable_baselines(run, baselines), counted, thresholds, moved=what_moved(run, baselines)
         )
         awaiting = awaiting_acceptance(run)
         waiting = ungated_finding(awaiting, counted, thresholds)

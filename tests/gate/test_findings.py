@@ -571,3 +571,18 @@ def test_a_row_for_another_profiles_claim_never_gates_and_closes_the_issue_it_op
     assert closed == "closed #1 (cleared): " + alert_key_of(flip).title
     issue = json.loads((tmp_path / "gh-state.json").read_text())["issues"][0]
     assert "for another profile's claim" in issue["comments"][-1]
+
+
+def test_sd_no_longer_engaged_names_the_release_its_baseline_was_accepted_on(sample_run: RunRecord) -> None:
+    from pytest_specdec.gate.findings import comparison_findings
+    from pytest_specdec.store.baselines import baseline_key
+    from pytest_specdec.store.records import Conclusion
+
+    record = sample_run.comparisons[0]
+    idle = replace(record, release="mlx-lm 0.33.0", judgement=replace(
+        record.judgement, conclusion=Conclusion.NOT_MEASURABLE, failure="not measurable: SD not engaged"))  # fmt: skip
+    run = replace(sample_run, comparisons=(idle,))
+    (found,) = comparison_findings(run, {}, {baseline_key(idle): "mlx-lm 0.32.2"}, [], Thresholds())
+    assert found.state is State.NOT_ENGAGED
+    assert found.message.endswith("measured with SD engaged (mlx-lm 0.32.2; tonight: mlx-lm 0.33.0)")
+    assert comparison_findings(run, {}, {}, [], Thresholds()) == [], "no measurable baseline: nothing no longer"
