@@ -26,6 +26,7 @@ from pytest_specdec.embedded.prompt_sets import PromptSet
 from pytest_specdec.errors import (
     NO_RESULT_KEPT,
     BackendRuntimeError,
+    ModelLoadError,
     NotMeasurableHere,
     PlainArmSpeculates,
     SpecdecUsageError,
@@ -304,6 +305,8 @@ class SpecdecFixture:
             pytest.skip(str(error))
         except PlainArmSpeculates as error:
             self._kept_nothing(Unmeasured.PLAIN_SPECULATES, str(error))
+        except ModelLoadError as error:  # a target= or draft= of the test's own that is absent or unloadable
+            self._kept_nothing(Unmeasured.MODEL_UNAVAILABLE, str(error))
         except (SpecdecUsageError, BackendRuntimeError) as error:
             self._kept_nothing(Unmeasured.REFUSED, str(error))
         except Exception as error:  # a backend library failing mid-run: one line, nothing kept

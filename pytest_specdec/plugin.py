@@ -30,7 +30,7 @@ from pytest_specdec.backends.base import Backend, ModelPair
 from pytest_specdec.backends.server_process import interrupt_on_sigterm, server_scope
 from pytest_specdec.claims import Expectations, parse_acceptance, parse_claim, parse_speedup
 from pytest_specdec.config import all_options, build_settings, prompt_sets, read_pyproject, requested_backend
-from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.errors import ModelLoadError, SpecdecUsageError
 from pytest_specdec.fixture import SpecdecFixture, expectations_key, stored_nodeid
 from pytest_specdec.hardware import environment_fitness, machine_class
 from pytest_specdec.machine_load import load_average
@@ -208,6 +208,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             require_runtime(backend_spec(specdec_session.settings.backend))
             specdec_session.backend()
             specdec_session.ledger.store.load(specdec_session.settings.backend)
+        except ModelLoadError as error:  # said in one line, and kept as each measuring test's reason (the gate's cause)
+            specdec_session.unmeasured += [UnmeasuredTest(stored_nodeid(item), Unmeasured.MODEL_UNAVAILABLE, str(error))
+                                           for item in asking if _measuring(item)]  # fmt: skip
+            raise pytest.UsageError(str(error)) from None
         except SpecdecUsageError as error:
             raise pytest.UsageError(str(error)) from None
 

@@ -71,7 +71,8 @@ class LegCause(StrEnum):
 
     CONFIGURATION = "leg configuration refused"
     RUNTIME_MISSING = "backend runtime not installed"
-    UNAVAILABLE = "backend, server or model unavailable"
+    UNAVAILABLE = "backend or server unavailable"
+    MODEL_UNAVAILABLE = "model not available"
     PYTEST_REFUSED = "pytest refused the run"
     NOTHING_MEASURED = "every benchmark skipped itself"
     SERVER_UPGRADE = "server upgrade failed"

