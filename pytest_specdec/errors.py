@@ -23,6 +23,10 @@ class ModelLoadError(SpecdecUsageError):
     """A model or draft could not be loaded, or the pair does not fit together."""
 
 
+class TemplateRefused(SpecdecUsageError):
+    """A model's chat template refused a conversation (a role it does not take, turns out of order)."""
+
+
 class BackendRuntimeError(RuntimeError):
     """A backend failed while generating (server fault, stream cut, bad response)."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_specdec.embedded.prompt_sets import choose, digest_of, inline_set, read_prompt_file
-from pytest_specdec.embedded.prompts import ChatMessage, prompts_for
+from pytest_specdec.embedded.prompts import CATEGORIES, ChatMessage, prompts_for
 from pytest_specdec.errors import SpecdecUsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,6 +131,7 @@ def test_a_set_may_hold_conversations_in_toml_jsonl_or_compare(tmp_path: Path) -
 def test_the_built_in_content_classes_include_creative_tool_calls_and_chat_in_both_forms() -> None:
     assert all(p.messages for p in prompts_for("chat"))
     assert not any(p.messages for p in prompts_for("chat", "continuation")), "a base model continues a transcript"
+    assert {p.category for p in prompts_for("all")} == set(CATEGORIES) - {"chat"}, "all: every class that is text"
     for content in ("creative", "tool-call", "chat"):
         instruction, continuation = prompts_for(content), prompts_for(content, "continuation")
         assert len(instruction) == len(continuation) == 4

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_specdec.embedded.prompts import CATEGORIES, ChatMessage, Prompt, transcript
-from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.errors import SpecdecUsageError, TemplateRefused
 
 CUSTOM = "custom"  # the content class of texts given without one
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -135,7 +135,9 @@ def as_read(prompts: Sequence[Prompt], render: ChatRenderer | None, *, yours: bo
     """
     read = []
     for prompt in prompts:
-        text = render(prompt.messages) if prompt.messages and render is not None else None
+        text = render(prompt.messages) if prompt.messages and render is not None and yours else None
+        if prompt.messages and render is not None and not yours:
+            text = _rendered_as_the_template_allows(prompt.messages, render)
         if text is not None:
             read.append(Prompt(prompt.id, prompt.category, text, prompt.messages))
         elif prompt.messages and yours:
@@ -153,6 +155,21 @@ def inline_set(texts: object, content: str | None) -> PromptSet:
     where = "compare(prompts=...)"
     content = _plain(content or CUSTOM, "the content class", where)
     return PromptSet("inline", content, _texts("inline", content, texts, where))
+
+
+def _rendered_as_the_template_allows(messages: Sequence[ChatMessage], render: ChatRenderer) -> str | None:
+    """A built-in conversation through a template that refuses a system turn (Gemma's, older Mistral's): the system
+    text joins the first user turn, as those models' cards advise; a template that refuses that too: ``None``."""
+    try:
+        return render(messages)
+    except TemplateRefused:
+        if messages[0].role != "system" or len(messages) < 2:
+            return None
+    system, first, *rest = messages
+    try:
+        return render([ChatMessage(first.role, f"{system.content}\n\n{first.content}"), *rest])
+    except TemplateRefused:
+        return None
 
 
 def read_prompt_file(path: Path, flag: str) -> dict[str, PromptSet]:

@@ -279,10 +279,10 @@ STYLES: dict[str, tuple[Prompt, ...]] = {"instruction": SUITE, "continuation": C
 
 
 def prompts_for(category: str, style: str = "instruction") -> tuple[Prompt, ...]:
-    """The prompts of one category (``all`` for the whole suite) in ``style``."""
+    """The prompts of one category (``all``: every class but ``chat``) in ``style``."""
     suite = STYLES[style]
-    if category == "all":
-        return suite
+    if category == "all":  # every class that is text: a conversation goes through each engine's template apart
+        return tuple(p for p in suite if p.category != "chat")
     chosen = tuple(p for p in suite if p.category == category)
     if not chosen:
         raise SpecdecUsageError(f"unknown prompt category {category!r} — use one of: {', '.join(CATEGORIES)}, all")

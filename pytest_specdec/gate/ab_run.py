@@ -95,6 +95,12 @@ def backend_options(arguments: Sequence[str]) -> dict[str, str]:
     return found
 
 
+CHAT_NOT_SEPARATED = (
+    "its prompts are conversations, which the old-versus-new workers send as text only: a flip on chat prompts is "
+    "re-run on the upgraded machine instead"
+)
+
+
 def _plan(record: ComparisonRecord, pairs: int, sets: Mapping[str, PromptSet]) -> ComparisonPlan:
     """The flip's comparison again, under the record's very conditions (γ, sampling, metric, context …), on its
     very prompts: the built-in ones, or the user's set from the prompt file if its texts are unchanged.
@@ -104,6 +110,8 @@ def _plan(record: ComparisonRecord, pairs: int, sets: Mapping[str, PromptSet]) -
     design = record.design
     if design.prompts == "given":  # the texts never leave the machine: read them again, and check the digest
         chosen = sets.get(design.prompt_set)
+        if chosen is not None and any(p.messages for p in chosen.prompts):
+            raise SpecdecUsageError(CHAT_NOT_SEPARATED)
         if chosen is None or chosen.digest != design.prompt_digest:
             raise SpecdecUsageError(
                 f"the prompt set {design.prompt_set!r} it measured is not in the prompt file ([tool.specdec] prompts) "
@@ -112,6 +120,8 @@ def _plan(record: ComparisonRecord, pairs: int, sets: Mapping[str, PromptSet]) -
         prompts = chosen.prompts
     else:
         prompts = prompts_for(record.category, design.prompts)
+    if any(p.messages for p in prompts):  # each release's worker would read them as one user turn of text
+        raise SpecdecUsageError(CHAT_NOT_SEPARATED)
     return ComparisonPlan(
         record.category, prompts, Arm("plain"),
         Arm("sd", speculative=True, num_draft=record.num_draft),

@@ -182,3 +182,26 @@ def test_a_backend_without_a_template_refuses_your_conversations_and_reads_ours_
 
     transcripts = tuple(Prompt(p.id, p.category, p.text) for p in prompts_for("chat"))
     assert _records(pytester)["test_built_in_chat"]["scope"]["prompt_digest"] == digest_of(transcripts)  # type: ignore[index]
+
+
+def test_a_template_that_refuses_a_system_turn_gets_it_in_the_first_user_turn_or_refuses_yours(tmp_path: Path) -> None:
+    """Gemma 2's and older Mistral templates raise on a system message: the built-in conversations fold it into the
+    first user turn (as those model cards advise); a conversation of yours is refused in the template's words."""
+    from pytest_specdec.embedded.prompt_sets import as_read
+    from pytest_specdec.embedded.prompts import prompts_for
+    from pytest_specdec.errors import TemplateRefused
+
+    strict = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    backend = MlxBackend(ModelPair(str(templated_copy(tmp_path, strict + TAGGED))), {})
+    try:
+        with pytest.raises(TemplateRefused, match="chat template refused the conversation: System role not supported"):
+            backend.chat_text(TALK)
+        built_in = prompts_for("chat")
+        read = as_read(built_in, backend.chat_text, yours=False, reader="mlx")
+        first = built_in[0].messages
+        assert read[0].text.startswith(f"<|user|>{first[0].content}\n\n{first[1].content}\n"), read[0].text[:80]
+        assert read[1].text.startswith("<|user|>"), "a conversation without a system turn is rendered as it is"
+        with pytest.raises(TemplateRefused):
+            as_read(built_in[:1], backend.chat_text, yours=True, reader="mlx")
+    finally:
+        backend.close()

@@ -191,3 +191,18 @@ def test_an_old_environment_that_runs_tonights_release_is_refused_and_the_flip_s
     assert call.call is Call.RELEASE_CHANGED
     assert call.line.startswith("the old-versus-new run could not start (the old environment runs tonight's release (")
     assert call.line.endswith(") — the flip stands")
+
+
+def test_a_flip_on_conversations_is_not_sent_to_text_only_release_workers(
+    make_record: Callable[..., ComparisonRecord],
+) -> None:
+    from pytest_specdec.embedded.prompt_sets import PromptSet, inline_set
+    from pytest_specdec.errors import SpecdecUsageError
+
+    for record, sets in (
+        (make_record("chat", 1.5, "refuted", None), {}),  # the built-in conversations
+        (replace(make_record("custom", 1.5, "refuted", None), scope={"prompts": "given", "prompt_set": "talk"}),
+         {"talk": PromptSet("talk", "chat", inline_set([[{"role": "user", "content": "Hi."}]], "chat").prompts)}),
+    ):  # fmt: skip
+        with pytest.raises(SpecdecUsageError, match="conversations, which the old-versus-new workers send as text"):
+            _plan(record, 96, sets)

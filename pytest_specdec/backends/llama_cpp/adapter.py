@@ -55,7 +55,7 @@ from pytest_specdec.backends.llama_cpp.drafters import (
 )
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.prompts import ChatMessage
-from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError
+from pytest_specdec.errors import ModelLoadError, NotMeasurableHere, SpecdecUsageError, TemplateRefused
 from pytest_specdec.hardware import usable_cores
 
 if TYPE_CHECKING:
@@ -276,9 +276,10 @@ class LlamaCppBackend:
         """A real model without a chat template (the synthetic pairs are neither: they keep the instruction suite)."""
         return not models.is_embedded(self._pair.target) and not self._llm.metadata.get("tokenizer.chat_template")
 
-    def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
+    def chat_text(self, messages: Sequence[ChatMessage], *, remember: bool = True) -> str | None:
         """The GGUF's chat template applied to ``messages`` by llama-cpp-python's own formatter (as its chat
-        completion does); ``None``: the GGUF has none, or ``chat_template=false``."""
+        completion does); ``None``: the GGUF has none, or ``chat_template=false``. ``remember``: the text is then
+        generated as it is (a text prompt wrapped in one user turn is not remembered)."""
         template = self._llm.metadata.get("tokenizer.chat_template") if self._chat_template else None
         if not template:
             return None
@@ -287,13 +288,17 @@ class LlamaCppBackend:
         eos = self._llm.detokenize([self._llm.token_eos()], special=True).decode(errors="replace")
         bos = self._llm.detokenize([self._llm.token_bos()], special=True).decode(errors="replace")
         formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-        text = str(formatter(messages=[message._asdict() for message in messages]).prompt)
-        self._rendered.add(text)
+        try:
+            text = str(formatter(messages=[message._asdict() for message in messages]).prompt)
+        except Exception as error:  # the template's own raise_exception (a role it does not take) …
+            raise TemplateRefused(f"{self._pair.target}'s chat template refused the conversation: {error}") from None
+        if remember:
+            self._rendered.add(text)
         return text
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         """The prompt as the model sees it (its chat template when it has one, unless already in it)."""
-        text = prompt if prompt in self._rendered else self.chat_text([ChatMessage("user", prompt)])
+        text = prompt if prompt in self._rendered else self.chat_text([ChatMessage("user", prompt)], remember=False)
         if text is not None:
             ids: list[int] = self._llm.tokenize(text.encode(), add_bos=False, special=True)
             return ids

@@ -87,6 +87,7 @@ from pytest_specdec.errors import (
     ModelLoadError,
     PlainArmSpeculates,
     SpecdecUsageError,
+    TemplateRefused,
 )
 
 
@@ -456,11 +457,17 @@ class LlamaServerBackend(PlainServerQueries):
 
     def chat_text(self, messages: Sequence[ChatMessage]) -> str | None:
         """The server's own ``POST /apply-template`` (its chat endpoint's template, from the GGUF or ``--chat-template``);
-        ``None`` for a model with no template of its own (the server would fall back to ChatML; we do not guess)."""
+        ``None`` for a managed server's GGUF with no template of its own (the server would fall back to ChatML; we do
+        not guess). A server you started answers ``/props`` with the template it uses, its ChatML fallback included."""
         if not self._has_template():
             return None
         body = {"messages": [message._asdict() for message in messages]}
-        return str(self._plain_service().post("/apply-template", body)["prompt"])
+        try:
+            return str(self._plain_service().post("/apply-template", body)["prompt"])
+        except BackendRuntimeError as error:  # the template's own raise_exception answers an HTTP error
+            raise TemplateRefused(
+                f"{self._requested.target}'s chat template refused the conversation: {error}"
+            ) from None
 
     def _plain_service(self) -> HttpService:
         return self._service(ArmServer(NO_SPECULATION))

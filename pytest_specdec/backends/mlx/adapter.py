@@ -33,7 +33,7 @@ from pytest_specdec.backends.mlx_lm_parts import CountedModel, resolve_reference
 from pytest_specdec.embedded import models
 from pytest_specdec.embedded.gemma_mlx import EARLY_EXIT
 from pytest_specdec.embedded.prompts import ChatMessage
-from pytest_specdec.errors import ModelLoadError
+from pytest_specdec.errors import ModelLoadError, TemplateRefused
 
 if TYPE_CHECKING:
     from mlx_lm.tokenizer_utils import TokenizerWrapper
@@ -176,7 +176,10 @@ class MlxBackend:
         if not (self._chat_template and getattr(tokenizer, "chat_template", None)):
             return None
         asked = [message._asdict() for message in messages]
-        text = str(tokenizer.apply_chat_template(asked, tokenize=False, add_generation_prompt=True))
+        try:
+            text = str(tokenizer.apply_chat_template(asked, tokenize=False, add_generation_prompt=True))
+        except Exception as error:  # the template's own raise_exception (a role it does not take) …
+            raise TemplateRefused(f"{self._pair.target}'s chat template refused the conversation: {error}") from None
         self._rendered.add(text)
         return text
 
