@@ -151,19 +151,25 @@ def test_inline(specdec):
 """
 
 
-def _records(pytester: pytest.Pytester) -> dict[str, Any]:
+def records_of(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The run's comparisons (``--specdec-json=run.json``) by test name."""
     return {r["nodeid"].split("::")[1]: r for r in json.loads((pytester.path / "run.json").read_text())["comparisons"]}
+
+
+def prompt_project(pytester: pytest.Pytester, prompt_file: str, claims: str) -> None:
+    """A project whose ``[tool.specdec] prompts`` names ``sd-prompts.toml`` (``prompt_file``), with ``claims``."""
+    pytester.makepyprojecttoml('[tool.specdec]\nprompts = "sd-prompts.toml"\n')
+    (pytester.path / "sd-prompts.toml").write_text(prompt_file, encoding="utf-8")
+    pytester.makepyfile(test_claims_of_the_project=claims)
 
 
 def test_a_prompt_file_set_is_measured_keyed_by_digest_and_an_edit_names_the_key_it_replaces(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyprojecttoml('[tool.specdec]\nprompts = "sd-prompts.toml"\n')
-    (pytester.path / "sd-prompts.toml").write_text(PROMPT_FILE, encoding="utf-8")
-    pytester.makepyfile(test_support_claims=CLAIMS)
+    prompt_project(pytester, PROMPT_FILE, CLAIMS)
     first = pytester.runpytest(*SIM, "--specdec-json=run.json", "--specdec-update-baselines")
     first.assert_outcomes(passed=2)
-    records = _records(pytester)
+    records = records_of(pytester)
     support = read_prompt_file(pytester.path / "sd-prompts.toml", "x")["support"]
     assert records["test_support"]["conditions"]["prompt_set"] == support.label
     assert records["test_support"]["category"] == "prose"
@@ -181,7 +187,7 @@ def test_a_prompt_file_set_is_measured_keyed_by_digest_and_an_edit_names_the_key
 
     (pytester.path / "sd-prompts.toml").write_text(PROMPT_FILE.replace("4410", "4411"), encoding="utf-8")
     edited = read_prompt_file(pytester.path / "sd-prompts.toml", "x")["support"]
-    second = pytester.runpytest(*SIM, "--specdec-json=run.json", "test_support_claims.py::test_support")
+    second = pytester.runpytest(*SIM, "--specdec-json=run.json", "test_claims_of_the_project.py::test_support")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(
         [f"*not yet gated*only in prompts={support.label} → prompts={edited.label}*remove the old entry*"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from generations import generated
+from test_prompt_sets import prompt_project, records_of
 
 pytest.importorskip("mlx_lm", reason="mlx-lm is not installed (extra [mlx])")
 
@@ -140,21 +141,14 @@ prompts = [[{role = "system", content = "Parcel 7731 is late."}, {role = "user",
 RUN = ("-p", "no:cacheprovider", "--specdec-min-trials=4", "--specdec-max-trials=4", "--specdec-json=run.json")
 
 
-def _records(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
-    found = json.loads((pytester.path / "run.json").read_text())["comparisons"]
-    return {r["nodeid"].split("::")[1]: r for r in found}
-
-
 def test_a_chat_set_is_keyed_by_what_the_template_made_of_it(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    pytester.makepyprojecttoml('[tool.specdec]\nprompts = "sd-prompts.toml"\n')
-    (pytester.path / "sd-prompts.toml").write_text(CHAT_FILE, encoding="utf-8")
-    pytester.makepyfile(test_chat_claims=CLAIMS)
+    prompt_project(pytester, CHAT_FILE, CLAIMS)
     labels: list[str] = []
     for template in (TAGGED, TAGGED.replace("<|assistant|>{% endif %}", "<|model|>{% endif %}")):
         folder = templated_copy(tmp_path / str(len(labels)), template)
         model = ("--backend=mlx", f"--specdec-model={folder}", "--specdec-draft=embedded:draft-aligned")
         pytester.runpytest(*model, *RUN).assert_outcomes(passed=2)
-        records = _records(pytester)
+        records = records_of(pytester)
         chat, built_in = records["test_support_chat"], records["test_built_in_chat"]
         label = str(chat["conditions"]["prompt_set"])  # type: ignore[index]
         assert label.startswith("support-chat#")
@@ -168,9 +162,7 @@ def test_a_chat_set_is_keyed_by_what_the_template_made_of_it(pytester: pytest.Py
 def test_a_backend_without_a_template_refuses_your_conversations_and_reads_ours_as_transcripts(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyprojecttoml('[tool.specdec]\nprompts = "sd-prompts.toml"\n')
-    (pytester.path / "sd-prompts.toml").write_text(CHAT_FILE, encoding="utf-8")
-    pytester.makepyfile(test_chat_claims=CLAIMS)
+    prompt_project(pytester, CHAT_FILE, CLAIMS)
     result = pytester.runpytest("--backend=simulated", *RUN)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -181,7 +173,7 @@ def test_a_backend_without_a_template_refuses_your_conversations_and_reads_ours_
     from pytest_specdec.embedded.prompts import Prompt, prompts_for
 
     transcripts = tuple(Prompt(p.id, p.category, p.text) for p in prompts_for("chat"))
-    assert _records(pytester)["test_built_in_chat"]["scope"]["prompt_digest"] == digest_of(transcripts)  # type: ignore[index]
+    assert records_of(pytester)["test_built_in_chat"]["scope"]["prompt_digest"] == digest_of(transcripts)  # type: ignore[index]
 
 
 def test_a_template_that_refuses_a_system_turn_gets_it_in_the_first_user_turn_or_refuses_yours(tmp_path: Path) -> None:
