@@ -101,51 +101,64 @@ def nvidia_gpu_summary() -> str:
     return f"{name} ({', '.join(shown)})" if shown else name
 
 
-# Peak memory bandwidth in GB/s. Apple: spec figures (research note seed-systems.md §5);
-# NVIDIA: datasheets. Keys are matched against the chip name, longest first.
-PEAK_BANDWIDTH_GBS: dict[str, float] = {
-    "Apple M1": 68.25,
-    "Apple M1 Pro": 200.0,
-    "Apple M1 Max": 400.0,
-    "Apple M1 Ultra": 819.2,
-    "Apple M2": 102.4,
-    "Apple M2 Pro": 204.8,
-    "Apple M2 Max": 400.0,
-    "Apple M2 Ultra": 819.2,
-    "Apple M3": 102.4,
-    "Apple M3 Pro": 153.6,
-    "Apple M3 Max": 400.0,  # 300 on the 14-core CPU / 30-core GPU part
-    "Apple M3 Ultra": 819.2,
-    "Apple M4": 120.0,
-    "Apple M4 Pro": 273.0,
-    "Apple M4 Max": 546.0,  # 410 on the 14-core CPU / 32-core GPU part
-    "Apple M5": 153.0,
-    "Apple M5 Pro": 307.0,
-    "Apple M5 Max": 614.0,
-    "NVIDIA H200": 4800.0,
-    "NVIDIA H100 SXM": 3350.0,
-    "NVIDIA H100 PCIe": 2000.0,
-    "NVIDIA H100": 3350.0,
-    "NVIDIA A100 80GB": 2039.0,
-    "NVIDIA A100": 1555.0,
-    "NVIDIA L40S": 864.0,
-    "NVIDIA GeForce RTX 5090": 1792.0,
-    "NVIDIA GeForce RTX 4090": 1008.0,
-    "NVIDIA GeForce RTX 3090": 936.0,
+@dataclass(frozen=True)
+class ChipSpec:
+    """One row of ``chips.toml``: a chip (a binned part: its GPU core count) and its peak bandwidth's source."""
+
+    name: str
+    bandwidth_gbs: float
+    source: str
+    gpu_cores: int | None = None
+
+
+def _chip_table() -> tuple[ChipSpec, ...]:
+    import tomllib
+    from importlib.resources import files
+
+    rows = tomllib.loads(files("pytest_specdec").joinpath("chips.toml").read_text(encoding="utf-8"))["chip"]
+    return tuple(ChipSpec(r["name"], float(r["bandwidth_gbs"]), r["source"], r.get("gpu_cores")) for r in rows)
+
+
+CHIPS = _chip_table()
+# The part a chip's name alone means, and the binned parts told apart by GPU core count.
+PEAK_BANDWIDTH_GBS: dict[str, float] = {c.name: c.bandwidth_gbs for c in CHIPS if c.gpu_cores is None}
+BANDWIDTH_BY_GPU_CORES: dict[tuple[str, int], float] = {
+    (c.name, c.gpu_cores): c.bandwidth_gbs for c in CHIPS if c.gpu_cores is not None
 }
-# Lower-bandwidth variants of a chip, told apart by GPU core count.
-BANDWIDTH_BY_GPU_CORES: dict[tuple[str, int], float] = {("Apple M3 Max", 30): 300.0, ("Apple M4 Max", 32): 410.0}
+APPLE_CHIP = re.compile(r"\bapple (m\d+)(?: (pro|max|ultra))?\b")
+
+
+def chip_spec(chip: str, gpu_cores: int | None = None) -> ChipSpec | None:
+    """The table's row for ``chip`` (its binned part where ``gpu_cores`` tells one), or ``None`` for a chip not in it.
+
+    An Apple chip matches its own generation and tier only ("Apple M5 Ultra" is never "Apple M5"); another
+    vendor's name matches the longest table name it contains ("NVIDIA H100 80GB HBM3" is "NVIDIA H100").
+
+    >>> chip_spec("Apple M5 Ultra").bandwidth_gbs, chip_spec("Apple M5 Max", 32).bandwidth_gbs
+    (1228.0, 460.0)
+    >>> chip_spec("Apple M7 Max") is None
+    True
+    """
+    normalized = " ".join(chip.replace("-", " ").split()).lower()
+    apple = APPLE_CHIP.search(normalized)
+    if apple:
+        generation, tier = apple.groups()
+        wanted = f"Apple {generation.upper()}" + (f" {tier.capitalize()}" if tier else "")
+        names = [wanted] if wanted in PEAK_BANDWIDTH_GBS else []
+    else:
+        names = [n for n in sorted(PEAK_BANDWIDTH_GBS, key=len, reverse=True) if n.lower() in normalized][:1]
+    if not names:
+        return None
+    rows = [c for c in CHIPS if c.name == names[0]]
+    return next((c for c in rows if c.gpu_cores == gpu_cores and gpu_cores is not None), None) or next(
+        c for c in rows if c.gpu_cores is None
+    )
 
 
 def peak_bandwidth_gbs(chip: str, gpu_cores: int | None = None) -> float | None:
-    """The chip's peak memory bandwidth, or ``None`` for a chip not in the table."""
-    normalized = " ".join(chip.replace("-", " ").split()).lower()
-    for name in sorted(PEAK_BANDWIDTH_GBS, key=len, reverse=True):
-        if normalized.startswith(name.lower()) or name.lower() in normalized:
-            if gpu_cores is not None and (name, gpu_cores) in BANDWIDTH_BY_GPU_CORES:
-                return BANDWIDTH_BY_GPU_CORES[(name, gpu_cores)]
-            return PEAK_BANDWIDTH_GBS[name]
-    return None
+    """The chip's peak memory bandwidth, or ``None`` for a chip not in the table (:func:`chip_spec`)."""
+    found = chip_spec(chip, gpu_cores)
+    return found.bandwidth_gbs if found else None
 
 
 @dataclass(frozen=True)

@@ -256,3 +256,35 @@ def test_the_docs_name_the_command_that_cannot_clash_with_pypis_specdec() -> Non
         [sys.executable, "-m", "pytest_specdec.cli", "--help"], capture_output=True, text=True, check=True
     )
     assert usage.stdout.startswith("usage: pytest-specdec ")
+
+
+@pytest.mark.parametrize(("chip", "cores", "said"), [
+    ("Apple M5 Ultra", 80, "peak bandwidth 1228 GB/s (chips.toml: two M5 Max dies fused"),
+    ("Apple M6", 10, "peak bandwidth 170 GB/s (chips.toml: the quoted figure of lpalbou/medium"),
+    ("Apple M6 Max", 40, "peak bandwidth unknown (the chip is not in chips.toml"),
+])  # fmt: skip
+def test_doctor_on_a_mac_reads_its_chips_bandwidth_from_the_data_file(
+    monkeypatch: pytest.MonkeyPatch, chip: str, cores: int, said: str
+) -> None:
+    """A faked Mac: sysctl and ioreg answer as macOS does (platform.system says Darwin)."""
+    from pytest_specdec import hardware
+    from pytest_specdec.cli.doctor import findings
+
+    answers = {"machdep.cpu.brand_string": chip, "hw.memsize": str(64 * 2**30), "iogpu.wired_limit_mb": "0"}
+
+    def run(command: list[str]) -> str:
+        if command[0] == "sysctl":
+            return answers.get(command[-1], "")
+        return f'"gpu-core-count" = {cores}' if command[0] == "ioreg" else ""
+
+    monkeypatch.setattr(hardware.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(hardware, "_run", run)
+    hardware.machine_profile.cache_clear()
+    try:
+        lines = findings("simulated")
+        next(lines)  # python
+        machine, _ = next(lines)
+    finally:
+        hardware.machine_profile.cache_clear()
+    assert machine.split(": ", 1)[1].startswith(f"{chip}, 69 GB"), machine
+    assert said in machine

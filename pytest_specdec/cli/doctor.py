@@ -24,6 +24,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_specdec.hardware import MachineProfile
 
 GB = 1e9
 MODEL_ROOM_GB = 60.0  # the document's own models (Qwen2.5 7B + 0.5B, qwen3-coder:30b, a 35B GGUF)
@@ -64,6 +68,18 @@ def load_line(seconds: float) -> str:
     return f"load: quiet ({seen}{others}, over {seconds:.0f} s)"
 
 
+def bandwidth_words(profile: MachineProfile) -> str:
+    """``peak bandwidth 1228 GB/s (chips.toml: two M5 Max dies …)``, ``… measured``, or that the table lacks it."""
+    from pytest_specdec.hardware import chip_spec
+
+    if profile.bandwidth_gbs is None:
+        return "peak bandwidth unknown (the chip is not in chips.toml: the roofline is left out)"
+    if profile.bandwidth_source == "measured":
+        return f"memory bandwidth {profile.bandwidth_gbs:.0f} GB/s (measured: a copy of 256 MiB)"
+    spec = chip_spec(profile.chip, profile.gpu_cores)
+    return f"peak bandwidth {profile.bandwidth_gbs:g} GB/s (chips.toml: {spec.source if spec else 'spec table'})"
+
+
 def findings(selected: str) -> Iterator[tuple[str, bool]]:
     """Every finding as it is made, one line each (``!`` first where something must be done), with whether it
     keeps ``selected`` from running."""
@@ -83,7 +99,8 @@ def findings(selected: str) -> Iterator[tuple[str, bool]]:
     yield (
         (
             f"machine {machine_class()}: {profile.chip}, {profile.memory_bytes / GB:.0f} GB, "
-            f"{profile.usable_bytes / GB:.1f} GB usable by the models ({profile.usable_source})"
+            f"{profile.usable_bytes / GB:.1f} GB usable by the models ({profile.usable_source}), "
+            + bandwidth_words(profile)
         ),
         False,
     )

@@ -197,3 +197,22 @@ def test_a_sampled_result_is_set_beside_sampled_figures_only_and_a_greedy_one_be
     assert same.startswith("published on this chip, sampled: 1.52x at T=1 (R10-temp1, other)")
     greedy = " ".join(beside_result("Apple-M5-Max-48GB", "mlx", 1.2, 1.1, 1.3))
     assert "1.52" not in greedy  # the T=1 figure is not set beside a greedy result
+
+
+def test_the_2026_scan_puts_m6_m5_max_and_content_class_rows_in_the_evidence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The figures of research/sd-on-macs-2026-12.md: an M6 with a clear SD win, MLX moving DFlash2 on an M5 Max,
+    and one M2 Ultra split by content class; `pytest-specdec evidence` lists the M6 ones on an M6."""
+    from pytest_specdec.cli import main
+
+    rows = {row.id: row for row in load_evidence()}
+    m6 = [row for row in rows.values() if row.chip == "M6"]
+    assert {row.speedup for row in m6} == {1.79, 1.53, 1.40, 1.5}
+    assert all(row.source.startswith("https://") for row in m6)
+    assert rows["M26-m5max-dflash2-mlx0.32.2"].speedup == 1.71
+    assert [rows[f"M26-m2ultra-mtp-{c}"].speedup for c in ("code", "prose", "creative")] == [1.35, 1.08, 0.91]
+    assert main(["evidence", "--machine", "Apple-M6-24GB"]) == 0
+    shown = capsys.readouterr().out
+    assert "published on Apple-M6-24GB: 3 row(s)" in shown
+    assert "M26-m6-mtp-40k: mlx-vlm mtp Qwen3.8-27B 4-bit: 1.40x" in shown

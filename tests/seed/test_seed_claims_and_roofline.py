@@ -60,12 +60,33 @@ def test_claim_b_arithmetic_does_not_fit_but_a_small_pair_does() -> None:
         ("Apple M1 Max", None, 400.0),
         ("Apple M3 Max", 30, 300.0),
         ("Apple M4 Pro", None, 273.0),
+        ("Apple M5", None, 153.0),
+        ("Apple M5 Max", 40, 614.0),
+        ("Apple M5 Max", 32, 460.0),
+        ("Apple M5 Ultra", None, 1228.0),
+        ("Apple M6", None, 170.0),
         ("NVIDIA H200", None, 4800.0),
+        ("NVIDIA H100 80GB HBM3", None, 3350.0),
     ],
 )
 def test_bandwidth_table(chip: str, cores: int | None, expected: float) -> None:
     assert peak_bandwidth_gbs(chip, cores) == expected
     assert peak_bandwidth_gbs("Intel Xeon Gold") is None
+
+
+def test_a_chip_the_table_lacks_is_unknown_never_its_nearest_name() -> None:
+    """Apple M5 Ultra once read as M5 (153 GB/s), and an M6 Pro would read as M6: a generation and tier match
+    whole, or not at all; every row names its source."""
+    from pytest_specdec.hardware import CHIPS, chip_spec
+
+    assert peak_bandwidth_gbs("Apple M6 Pro") is None
+    assert peak_bandwidth_gbs("Apple M10") is None, "M10 is not M1"
+    assert peak_bandwidth_gbs("Apple M1") == 68.25
+    spec = chip_spec("Apple M5 Ultra")
+    assert spec is not None
+    assert "2 x 614" in spec.source
+    assert all(row.source.strip() for row in CHIPS)
+    assert len({(row.name, row.gpu_cores) for row in CHIPS}) == len(CHIPS), "one row per chip and bin"
 
 
 AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=1)\t100%; charged; 0:00 remaining present: true"
