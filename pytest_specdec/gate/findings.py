@@ -47,6 +47,7 @@ class State(StrEnum):
     REBASELINE = "re-baseline needed"  # shown: both releases contradict the accepted verdict tonight
     NOT_CONFIRMED = "flip not confirmed"  # a flip neither the release nor the machine was shown to make
     METRIC_CHANGED = "metric changed, not speed"
+    ACCEPTANCE_FELL = "acceptance fell"  # the engine drafts worse: red before the speedup crosses a bound
 
     @property
     def from_the_verdict(self) -> bool:
@@ -253,6 +254,8 @@ def comparison_findings(
                     f"engaged ({accepted}{tonight})",
                 )
             )
+        elif check is not None and check.change is Change.ACCEPTANCE_FELL:  # the engine's doing, whatever the claim
+            findings.append(_about(State.ACCEPTANCE_FELL, record, check.message))
         elif not verdict_gates:
             continue
         elif check is not None and check.change is Change.FLIP and record in run.flips:
@@ -284,7 +287,7 @@ def comparison_findings(
     return findings
 
 
-AGREES = (Change.UNCHANGED, Change.RECONFIRMED, Change.DRIFT)  # the accepted verdict, decided again tonight
+AGREES = (Change.UNCHANGED, Change.RECONFIRMED, Change.DRIFT, Change.ACCEPTANCE_FELL)  # the verdict, decided again
 
 
 def agreeing_subjects(run: RunRecord) -> dict[str, str]:

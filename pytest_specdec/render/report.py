@@ -57,7 +57,7 @@ def row_notes(record: ComparisonRecord, new: int) -> list[str]:
     notes = [record.judgement.warning] if record.judgement.warning else []
     check = record.check
     if check is not None and (
-        check.change in (Change.RECONFIRMED, Change.UNDECIDED, Change.REBASELINE)
+        check.change in (Change.RECONFIRMED, Change.UNDECIDED, Change.REBASELINE, Change.ACCEPTANCE_FELL)
         or (check.change is Change.NEW and new <= 3)
     ):
         notes.append(check.message)

@@ -30,7 +30,7 @@ from typing import Any
 
 from pytest_specdec.axes.metric import DECODE, METRIC
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.stats import Verdict, verdict_on
+from pytest_specdec.stats import Interval, Verdict, verdict_on
 from pytest_specdec.store.baseline_files import read_joined, remove_split, rendered, unchanged, write_split
 from pytest_specdec.store.files import (
     check_schema,
@@ -261,6 +261,18 @@ def compare_with_baseline(
             nights, new.speedup, new.release, old.release, entry.accepted_at,
             tonight_pairs=new.log_ratios, accepted_pairs=old.log_ratios,
         ) or (None, None)  # fmt: skip
+    fell = acceptance_fell(old.acceptance, new.acceptance)
+    if fell:
+        return _check(
+            Change.ACCEPTANCE_FELL,
+            f"ACCEPTANCE FELL on {machine_class}: {release_change(old.release, new.release)}: acceptance {fell}, "
+            f"while the speedup {_interval_text(old)} → {_interval_text(new)} has not crossed a bound yet "
+            f"(against the baseline accepted {entry.accepted_at[:10]}; if this is the new normal, accept it with "
+            "--specdec-update-baselines)",
+            entry,
+            ratio,
+            p_value,
+        )
     decisive = {Verdict.HOLDS, Verdict.REFUTED}
     if set(before.values()) & decisive and not {b.verdict for b in new.judgement.bounds} & decisive:
         return _check(
@@ -280,6 +292,25 @@ def compare_with_baseline(
             p_value,
         )
     return _check(Change.UNCHANGED, f"agrees with the baseline ({_interval_text(old)})", entry, ratio, p_value)
+
+
+ACCEPTANCE_DROP = 0.10  # how far tonight's acceptance interval must lie below the accepted one: 10 points
+
+
+def acceptance_fell(old: Interval | None, new: Interval | None, drop: float = ACCEPTANCE_DROP) -> str:
+    """``0.72 [0.69, 0.75] → 0.35 [0.31, 0.39]`` where tonight's acceptance interval lies wholly below the accepted
+    one by more than ``drop`` (both at the comparison's confidence, as a flip's are); ``""`` otherwise — the early
+    sign of a release that drafts worse while the speed has not moved far enough to flip (jundot/omlx#3742).
+
+    >>> from pytest_specdec.stats import Interval
+    >>> acceptance_fell(Interval(0.72, 0.69, 0.75, 0.98, 16), Interval(0.35, 0.31, 0.39, 0.98, 16))
+    '0.72 [0.69, 0.75] → 0.35 [0.31, 0.39]'
+    >>> acceptance_fell(Interval(0.72, 0.69, 0.75, 0.98, 16), Interval(0.64, 0.60, 0.68, 0.98, 16))
+    ''
+    """
+    if old is None or new is None or not new.high < old.low - drop:
+        return ""
+    return f"{old.estimate:.2f} [{old.low:.2f}, {old.high:.2f}] → {new.estimate:.2f} [{new.low:.2f}, {new.high:.2f}]"
 
 
 def option_changes(old: str | None, new: str | None) -> str:

@@ -126,6 +126,8 @@ class BaselineLedger:
         )
         if flipped and check is not None and self._within_run_only(record):
             return Decision(judgement.failure, check.message)  # not beyond the run-to-run spread: it warns
+        if check is not None and check.change is Change.ACCEPTANCE_FELL and not self.policy.update:
+            return Decision(judgement.failure, check.message)  # the verdict stands: it warns (the gate goes red)
         return Decision(check.message if flipped and check else judgement.failure, judgement.warning)
 
     def _within_run_only(self, record: ComparisonRecord) -> bool:

@@ -113,6 +113,7 @@ class Change(StrEnum):
     RECONFIRMED = "re-confirmed"  # the same decisive verdict on a new release
     UNDECIDED = "undecided"  # inconclusive now against a decisive baseline: shown, never alerting
     REBASELINE = "re-baseline"  # the baseline was measured under another protocol: a candidate, never a flip
+    ACCEPTANCE_FELL = "acceptance fell"  # the verdict stands, but drafts are accepted far less than accepted
     UNCHANGED = "unchanged"
 
 

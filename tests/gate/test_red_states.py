@@ -78,22 +78,27 @@ def test_a_leg_broken_mid_run_is_red_in_its_own_word_with_its_own_issue(
 
 
 @pytest.mark.parametrize(
-    ("option", "state", "said"),
+    ("first", "option", "word"),
     [
-        ("lossless=false", "SD changed the output", "SD changed the output"),
-        ("engaged=false", "SD no longer engaged", "its accepted baseline was measured with SD engaged"),
+        (None, "lossless=false", ("SD changed the output", "SD changed the output")),
+        (
+            "engaged=true",
+            "engaged=false",
+            ("SD no longer engaged", "its accepted baseline was measured with SD engaged"),
+        ),
+        ("acceptance=0.8", "acceptance=0.3", ("acceptance fell", "ACCEPTANCE FELL on Broken-Leg-Runner")),
     ],
 )
-def test_a_claim_whose_sd_arm_is_lossy_or_no_longer_engaged_is_red_in_its_own_word(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, state: str, said: str
+def test_a_claim_whose_sd_arm_is_lossy_no_longer_engaged_or_accepted_less_is_red_in_its_own_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str | None, option: str, word: tuple[str, str]
 ) -> None:
-    """The claim-level red states; "no longer" engaged needs a night with SD engaged accepted first."""
+    """The claim-level red states, each in its own ``word`` (the state, and what its line says); "no longer" engaged and "acceptance fell" need an accepted night ``first``
+    (acceptance falls 0.8 → 0.3 with the speedup's verdict unchanged: red before any flip)."""
     monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
-    accepted_first = option == "engaged=false"
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
-    if accepted_first:
-        write_pyproject(tmp_path, GATE.format(option="engaged=true"))
+    if first:
+        write_pyproject(tmp_path, GATE.format(option=first))
         accepted = tmp_path / "accepted" / "specdec-simulated"
         assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(accepted)).returncode == 0
         accept = specdec(tmp_path, "accept-candidates", "--artifacts", str(accepted.parent))
@@ -102,6 +107,7 @@ def test_a_claim_whose_sd_arm_is_lossy_or_no_longer_engaged_is_red_in_its_own_wo
     write_pyproject(tmp_path, GATE.format(option=option))
     out = tmp_path / "artifacts" / "specdec-simulated"
     assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
+    state, said = word
     assert said in red_night(tmp_path, out, state, "claim r")
 
 
