@@ -183,6 +183,20 @@ def release_change(old: str, new: str) -> str:
     return f"{old} → {new_version}" if old_name and old_name == new_name else f"{old} → {new}"
 
 
+def libraries_changed(old: Mapping[str, str], new: Mapping[str, str]) -> str:
+    """``; libraries: mlx 0.32.0 → 0.32.2 (mlx-vlm unchanged)``: which recorded library moved since the baseline
+    (a library under the engine can move the answer with the engine unchanged); ``""`` where none did.
+
+    >>> libraries_changed({"mlx": "0.32.0", "mlx-vlm": "0.7.3"}, {"mlx": "0.32.2", "mlx-vlm": "0.7.3"})
+    '; libraries: mlx 0.32.0 → 0.32.2 (mlx-vlm unchanged)'
+    """
+    moved = [f"{name} {old[name]} → {new[name]}" for name in sorted(old.keys() & new.keys()) if old[name] != new[name]]
+    if not moved:
+        return ""
+    kept = sorted(name for name in old.keys() & new.keys() if old[name] == new[name])
+    return f"; libraries: {', '.join(moved)}" + (f" ({', '.join(kept)} unchanged)" if kept else "")
+
+
 def compare_with_baseline(
     new: ComparisonRecord,
     entry: BaselineEntry | None,
@@ -249,7 +263,7 @@ def compare_with_baseline(
             f"CONCLUSION CHANGED on {machine_class}: {release_change(old.release, new.release)}: "
             f"speedup {_interval_text(old)} → {_interval_text(new)}; {what} "
             f"(against the baseline accepted {entry.accepted_at[:10]}; if this is the new normal, "
-            f"accept it with --specdec-update-baselines){only_tonight}",
+            f"accept it with --specdec-update-baselines){only_tonight}{libraries_changed(old.versions, new.versions)}",
             entry,
         )
     ratio = p_value = None
@@ -268,7 +282,7 @@ def compare_with_baseline(
             f"ACCEPTANCE FELL on {machine_class}: {release_change(old.release, new.release)}: acceptance {fell}, "
             f"while the speedup {_interval_text(old)} → {_interval_text(new)} has not crossed a bound yet "
             f"(against the baseline accepted {entry.accepted_at[:10]}; if this is the new normal, accept it with "
-            "--specdec-update-baselines)",
+            f"--specdec-update-baselines){libraries_changed(old.versions, new.versions)}",
             entry,
             ratio,
             p_value,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from generations import generated
@@ -84,6 +85,7 @@ def test_each_arm_goes_to_its_server_and_the_counts_are_the_servers(
     assert [path for _, path, _ in sd.requests].count("/v1/chat/completions") == 2
     assert backend.speculation_kind() is expected
     assert fingerprint.release == "mlx-vlm 0.7.10"
+    assert dict(fingerprint.versions) == {"mlx-vlm": "0.7.10"}, "a server it did not start: no library guessed"
     assert fingerprint.details["draft_kind_ran"] == kind
     assert backend.adapts_draft_length(), "no block size sent: the drafter's own"
 
@@ -153,3 +155,17 @@ def test_the_servers_say_why_they_have_no_concurrency_axis(start: Callable[..., 
         "concurrency=2: mlx-vlm's draft counts are exact only one request at a time (they are the shared drafter's, "
         "speculative/common.py) — measure concurrency on llama-server"
     )
+
+
+def test_the_libraries_under_servers_it_starts_are_read_from_their_interpreter(tmp_path: Path) -> None:
+    """MLX moved mlx-vlm's DFlash2 from 1.47x to 1.71x with mlx-vlm unchanged: the fingerprint names MLX (and mlx-lm,
+    transformers) as the servers' interpreter has them; an interpreter that cannot say gives none."""
+    from importlib.metadata import version
+
+    from pytest_specdec.backends.mlx_vlm.adapter import LIBRARIES, libraries_of
+
+    found = libraries_of(sys.executable, LIBRARIES)
+    assert found["mlx"] == version("mlx")
+    assert found["transformers"] == version("transformers")
+    assert libraries_of(sys.executable, ("no-such-package",)) == {}
+    assert libraries_of(str(tmp_path / "no-python"), LIBRARIES) == {}

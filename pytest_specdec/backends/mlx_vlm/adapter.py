@@ -44,6 +44,26 @@ def _command(base: list[str], extra: list[str]) -> Callable[[int], list[str]]:
     return lambda port: [*base, "--port", str(port), *extra]
 
 
+# The libraries under mlx-vlm that can move its answer on their own (MLX 0.32.0 → 0.32.2 moved DFlash2 from 1.47x to
+# 1.71x with mlx-vlm unchanged: Blaizzy/mlx-vlm#2133), read from the interpreter that runs the servers.
+LIBRARIES = ("mlx", "mlx-lm", "transformers")
+
+
+def libraries_of(python: str, names: tuple[str, ...]) -> dict[str, str]:
+    """``names``' installed versions in ``python``'s environment (a missing one left out; none if it cannot say)."""
+    import json
+    import subprocess
+
+    ask = ("import importlib.metadata as m, json, sys\nfound = {}\nfor n in sys.argv[1:]:\n    try: found[n] = "
+           "m.version(n)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(found))")  # fmt: skip
+    try:
+        done = subprocess.run([python, "-c", ask, *names], capture_output=True, text=True, timeout=60, check=True)
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
 class MlxVlmBackend:
     """Two mlx-vlm servers: one plain, one with a drafter."""
 
@@ -65,6 +85,7 @@ class MlxVlmBackend:
             )
         self._servers: list[ServerProcess] = []
         self._kinds_ran: set[str] = set()
+        self._libraries: dict[str, str] = {}  # what runs under the servers it started (none known for the user's)
         try:
             self._connect(python, pair, kind, plain_url, sd_url)
         except BaseException:
@@ -104,7 +125,7 @@ class MlxVlmBackend:
         self._pair = ModelPair(self._model, str(self._settings["sd"]["draft_model"]))
         self._kind = self._kind_seen()
 
-    def _version(self, http: HttpService) -> str:
+    def _version(self, http: HttpService) -> str:  # the server's own word for its release
         info = get_or_refuse(http, "/openapi.json").get("info")
         return str(info.get("version", "unknown")) if isinstance(info, dict) else "unknown"
 
@@ -133,6 +154,7 @@ class MlxVlmBackend:
                 server.start()
             except BackendUnavailable as error:
                 raise ModelLoadError(f"{error} — check the model, the drafter and mlx-vlm's install") from None
+        self._libraries = libraries_of(python, LIBRARIES)
         return self._servers[0].base_url, self._servers[1].base_url
 
     def _current(self, http: HttpService) -> dict[str, Any]:
@@ -160,7 +182,7 @@ class MlxVlmBackend:
         return Fingerprint(
             backend=self.name,
             release=self._release,
-            versions={"mlx-vlm": self._release.removeprefix("mlx-vlm ")},
+            versions={**self._libraries, "mlx-vlm": self._release.removeprefix("mlx-vlm ")},
             device=f"servers: {self._plain.base_url} (plain), {self._sd.base_url} (SD)",
             details={
                 "draft_model": str(self._settings["sd"].get("draft_model")),
