@@ -301,3 +301,19 @@ def test_several_submissions_of_one_key_are_pooled_into_one_answer(site: Path, t
     p = row.pooled.interval
     assert said.groups() == (f"{p.estimate:.2f}x", f"{p.low:.2f}", f"{p.high:.2f}", "refuted"), "above 1x: refuted"
     assert "pooled over 3 submissions" in (out / "index.html").read_text()
+
+
+def test_a_real_model_and_a_synthetic_one_never_look_the_same_on_the_matrix(site: Path) -> None:
+    """The H200's Gemma 3 270M rows and its synthetic-pair rows share machine, backend, claim and category: the
+    model column (and the words' self-test label) tells them apart."""
+    root = site.parent
+    rows = [r for r in gather(root / "baselines", [root / "tonight.json"], []).rows if r.machine_class == "NVIDIA-H200"]
+    synthetic = [r for r in rows if r.record.target.startswith("embedded:")]
+    real = [r for r in rows if not r.record.target.startswith("embedded:")]
+    assert synthetic
+    assert real
+    assert all("(synthetic)" in r.model and r.words.startswith("self-test") for r in synthetic)
+    assert not any("(synthetic)" in r.model or r.words.startswith("self-test") for r in real)
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert '<th scope="col">model</th>' in index
+    assert all(f"<td>{r.model}</td>" in index for r in rows[:5])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.render.verdict_table import in_words
+from pytest_specdec.render.verdict_table import in_words, short_model
 from pytest_specdec.store.baselines import baseline_key, list_baseline_files, load_any
 from pytest_specdec.store.files import load_run
 from pytest_specdec.store.night_statistics import Pooled, pool_intervals
@@ -79,6 +79,12 @@ class Row:
     def words(self) -> str:
         """The answer against 1x, as the terminal's ``in words`` column says it."""
         return in_words(self.record)
+
+    @property
+    def model(self) -> str:
+        """``gemma-3-270m-q4_k_m.gguf (profile gemma)``, ``embedded:target (synthetic) (profile embedded)``: a real
+        model and a synthetic one never look the same on the matrix."""
+        return f"{short_model(self.record.target)} (profile {self.record.profile})"
 
     @property
     def flipped(self) -> str:
