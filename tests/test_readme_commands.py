@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -165,3 +166,26 @@ def test_the_clone_block_installs_this_checkout_before_the_first_release(tmp_pat
     assert prefix == str(home / ".venvs" / "specdec")
     assert where.startswith(prefix), "the package is the clone's, installed into the README's venv"
     assert (tmp_path / "pytest-specdec" / "pyproject.toml").is_file()
+
+
+def fenced(marker: str) -> str:
+    """The fenced block after ``<!-- marker``, as written (its language line dropped)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return text[text.index(f"<!-- {marker}") :].split("```", 2)[1].split("\n", 1)[1]
+
+
+def test_the_scoreboard_command_builds_the_site_from_the_baselines(installed: Path, tmp_path: Path) -> None:
+    (line,) = readme_block("readme-site")
+    shutil.copytree(REPO / "baselines", tmp_path / "baselines")
+    done = run_line(line, installed, tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "NVIDIA-H200" in index, "this repository's own baselines on the front page"
+
+
+def test_the_sampled_end_to_end_example_runs_as_written(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "test_as_i_run_it.py").write_text(fenced("readme-sampled"), encoding="utf-8")
+    done = run_line("pytest test_as_i_run_it.py --backend=simulated -p no:cacheprovider", installed, tmp_path)
+    assert done.returncode in (0, 1), done.stdout[-3000:]  # the claim may fail: it is measured, not assumed
+    assert "T=0.7" in done.stdout
+    assert "end-to-end" in done.stdout
