@@ -288,3 +288,15 @@ def test_doctor_on_a_mac_reads_its_chips_bandwidth_from_the_data_file(
         hardware.machine_profile.cache_clear()
     assert machine.split(": ", 1)[1].startswith(f"{chip}, 69 GB"), machine
     assert said in machine
+
+
+@pytest.mark.parametrize("command", [["backends"], ["evidence", "--machine", "Apple-M6-24GB"]])
+def test_listing_commands_fit_an_80_column_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(command) == 0
+    lines = capsys.readouterr().out.splitlines()
+    too_wide = [line for line in lines if len(line) > 80 and "https://" not in line]  # a link is never broken
+    assert too_wide == []
+    assert len(lines) > 5

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 
 from tabulate import tabulate
 
@@ -23,30 +25,35 @@ def backends(args: argparse.Namespace) -> int:
     for name, line in sorted(broken_backends().items()):
         if not args.name or name == args.name:
             print(f"warning: {line}")
+    width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, else the terminal's, else 100
+
+    def say(text: str) -> None:
+        print("\n".join(textwrap.wrap(text, width, subsequent_indent="    ")))
+
     for spec in chosen:
         missing = missing_runtime(spec)
         versions = ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items()) or "-"
         state = (
             f"not installed ({missing!r} missing: pip install 'pytest-specdec[{spec.extra}]')" if missing else versions
         )
-        print(f"{spec.name}: {spec.summary or spec.target}")
-        print(f"  installed: {state}")
+        say(f"{spec.name}: {spec.summary or spec.target}")
+        say(f"  installed: {state}")
         if spec.pairs:
-            print("  profiles: " + ", ".join(sorted(spec.pairs)))
+            say("  profiles: " + ", ".join(sorted(spec.pairs)))
         extras = [label for label, present in (("stand-in", spec.standin), ("gate serve", spec.serve)) if present]
         if extras:
-            print("  ships: " + ", ".join(extras))
+            say("  ships: " + ", ".join(extras))
         if spec.options:
             rows = [
                 (f"{o.key}=", o.kind, o.help + (f" (also --specdec-{o.flag.replace('_', '-')})" if o.flag else ""))
                 for o in spec.options
             ]
-            print(
-                "  "
-                + tabulate(rows, headers=("--specdec-backend-option", "type", "what"), tablefmt="plain").replace(
-                    "\n", "\n  "
-                )
+            headers = ("--specdec-backend-option", "type", "what")
+            fixed = tabulate(rows, headers=headers, tablefmt="plain").splitlines()[0].index("what")  # its first column
+            table = tabulate(
+                rows, headers=headers, tablefmt="plain", maxcolwidths=[None, None, max(20, width - 2 - fixed)]
             )
+            print("  " + table.replace("\n", "\n  "))
         print()
     return 0
 

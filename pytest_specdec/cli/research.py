@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 import time
 from pathlib import Path
 
@@ -46,13 +48,17 @@ def evidence(args: argparse.Namespace) -> int:
 
     rows = load_evidence()
     table = [list(row) for row in claims_table(rows)]
-    print(tabulate(table, headers=("claim", "chip", "published rows", "which"), maxcolwidths=[None, None, 30, 70]))
+    width = shutil.get_terminal_size((120, 24)).columns  # COLUMNS, else the terminal's
+    headers = ("claim", "chip", "published rows", "which")
+    fixed = tabulate(table, headers=headers, maxcolwidths=[None, None, 24, 8]).splitlines()[0].index("which")
+    print(tabulate(table, headers=headers, maxcolwidths=[None, None, 24, max(24, width - fixed)]))
     machine = args.machine or machine_class()
     here = rows_for(machine, rows)
     print(f"\npublished on {machine}: {len(here)} row(s)")
     for row in here:
         shown = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
-        print(f"  {row.id}: {row.backend} {row.method} {row.model}: {shown} ({row.link})")
+        said = f"  {row.id}: {row.backend} {row.method} {row.model}: {shown} ({row.link})"
+        print("\n".join(textwrap.wrap(said, width, subsequent_indent="    ", break_long_words=False)))
     _submitted(args.community, machine)
     if args.plot is None:
         return 0
