@@ -156,7 +156,7 @@ PY
   setup)
     mkdir -p "$OUT"
     rm -rf .gate-venv-old  # never a venv left by an earlier night: it is rebuilt from the lock or absent
-    rm -f "$OUT/old-env.txt" "$OUT/resolved.txt"
+    rm -f "$OUT/old-env.txt" "$OUT/resolved.txt" "$OUT/tampered.txt" "$OUT/setup-failed.txt"
     need_python
     lock="$("$base_python" "$(dirname "$0")/lock_for_here.py" baselines)"
     if [ -n "$lock" ] && locked_venv "$venv" "$lock" > "$OUT/lock-install.log" 2>&1; then
@@ -166,9 +166,23 @@ PY
     else
       if [ -n "$lock" ]; then
         cat "$OUT/lock-install.log"
-        # A lock that can no longer be installed never stops the night: tonight's release is measured (and said).
         said="$(grep -m 1 -E '^ERROR' "$OUT/lock-install.log" || tail -n 1 "$OUT/lock-install.log")"
-        echo "last night's environment cannot be rebuilt from $lock (pip: $said) — tonight's releases are installed and measured, and a flip is re-run on the upgraded machine instead" > "$OUT/old-env.txt"
+        # Fail closed: a hash that does not match is red and nothing unhashed is installed; only a locked
+        # release that is gone from the index ("no matching distribution": withdrawn) falls back to tonight's.
+        if grep -q 'DO NOT MATCH THE HASHES' "$OUT/lock-install.log"; then
+          echo "$lock: a package's hash does not match the lock (pip: $(grep -m 1 -E 'Expected sha256|Got' "$OUT/lock-install.log" | tr -s ' ' || echo "$said")) — nothing unhashed was installed; find out who changed the package or the index before the next night" > "$OUT/tampered.txt"
+          echo "specdec gate: lock does not match: possible tampering — $(cat "$OUT/tampered.txt")" >&2
+          rm -rf "$venv"
+          exit 1
+        fi
+        if ! grep -qE 'No matching distribution found|Could not find a version that satisfies' "$OUT/lock-install.log"; then
+          echo "$lock could not be installed (pip: $said) — nothing was installed in its place; fix the lock or the runner" > "$OUT/setup-failed.txt"
+          echo "specdec gate: set-up failed — $(cat "$OUT/setup-failed.txt")" >&2
+          rm -rf "$venv"
+          exit 1
+        fi
+        # A locked release withdrawn from the index never stops the night: tonight's release is measured (and said).
+        echo "last night's environment cannot be rebuilt from $lock (pip: $said; a locked release is no longer on the index) — tonight's releases are installed and measured, and a flip is re-run on the upgraded machine instead" > "$OUT/old-env.txt"
         echo "specdec gate: $(cat "$OUT/old-env.txt")"
       fi
       echo "resolved: no hashed lock was installed tonight" > "$OUT/resolved.txt"
@@ -199,12 +213,19 @@ PY
     ;;
   lock | measure | confirm | night)
     mkdir -p "$OUT"
+    for refused in "$OUT/tampered.txt" "$OUT/setup-failed.txt"; do  # set-up failed closed: no venv to run
+      if [ -f "$refused" ]; then echo "specdec gate: $step: nothing to run — the set-up stopped: $(cat "$refused")" >&2; exit 1; fi
+    done
     gate "$step"
     ;;
   summary)
     mkdir -p "$OUT"
     if [ -f "$python" ]; then
       gate summary > "$OUT/summary.md" || echo "specdec gate: no summary (see the steps above)" > "$OUT/summary.md"
+    elif [ -f "$OUT/tampered.txt" ]; then
+      echo "specdec gate: lock does not match: possible tampering — $(cat "$OUT/tampered.txt")" > "$OUT/summary.md"
+    elif [ -f "$OUT/setup-failed.txt" ]; then
+      echo "specdec gate: set-up failed — $(cat "$OUT/setup-failed.txt")" > "$OUT/summary.md"
     else
       echo "specdec gate: set-up failed before the gate was installed" > "$OUT/summary.md"
     fi

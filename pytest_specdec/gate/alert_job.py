@@ -58,7 +58,7 @@ def load_legs(artifacts: Path, expected: Mapping[str, bool], runner: str = "") -
 
 def alert_key(leg: LegNight, finding: Finding) -> AlertKey:
     """The finding's issue: (machine class, leg, claim, state, cause, profile)."""
-    profile = "" if finding.state is State.NOT_REPORTED else leg.profile  # a silent leg said no profile
+    profile = "" if finding.state.before_a_night else leg.profile  # a silent leg said no profile
     return AlertKey(leg.machine_class, leg.backend, finding.subject, finding.state.value, finding.cause, profile)
 
 
@@ -92,10 +92,10 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
     was keyed before its machine class was known), a claim only when every gating result of it tonight decided
     its accepted verdict again (an inconclusive one clears nothing), and a release's change only on that release
     (a night that measured an older one, by hand, says nothing about it)."""
-    silent = key.state == State.NOT_REPORTED.value
+    silent = State(key.state).before_a_night if key.state in {s.value for s in State} else False
     leg = next((n for n in legs if n.backend == key.leg and (silent or (n.machine_class == key.machine_class
                                                                      and key.same_profile(n.profile)))), None)  # fmt: skip
-    if leg is None or any(f.state is State.NOT_REPORTED for f in leg.findings):
+    if leg is None or any(f.state.before_a_night for f in leg.findings):
         return None
     if any(f.subject == key.subject and f.state.value == key.state for f in leg.findings):
         return None
@@ -201,5 +201,5 @@ def decide(
     """The night's legs as reported (on ``runner``, a fleet's label; ``""``: the one runner), its colour, and
     the files refused."""
     legs, refused = load_legs(artifacts, expected, runner)
-    legs += silent_legs(legs, expected, runner)  # each with its own issue: "runner did not report"
+    legs += silent_legs(legs, expected, runner, artifacts)  # each with its own issue: its set-up's word, or silence
     return night_colour(legs, expected, runner), legs, refused

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 
 from pytest_specdec.gate.ab_call import Call
 from pytest_specdec.store.baselines import baseline_key
@@ -40,6 +41,8 @@ class State(StrEnum):
     CUT_SHORT = "run cut short"
     UNMEASURABLE = "leg not measurable"
     NOT_REPORTED = "runner did not report"  # no night file came back from the leg's measuring job
+    TAMPERED = "lock does not match: possible tampering"  # a locked package's hash differed: nothing installed
+    SETUP_FAILED = "set-up failed"  # the runner reported, but its environment could not be built from the lock
     UNGATED = "not gated for too long"
     NOT_YET_GATED = "not yet gated"
     UNDECIDED = "undecided for nights"
@@ -53,6 +56,11 @@ class State(StrEnum):
     def from_the_verdict(self) -> bool:
         """Whether the finding is about a claim's verdict (its bounds), not about what the engine did."""
         return self in (State.FLIP, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED, State.REBASELINE)
+
+    @property
+    def before_a_night(self) -> bool:
+        """Whether the leg never reached a night of its own (keyed before its machine class and profile were known)."""
+        return self in (State.NOT_REPORTED, State.TAMPERED, State.SETUP_FAILED)
 
     @property
     def turns_red(self) -> bool:
@@ -83,6 +91,8 @@ class LegCause(StrEnum):
     PLAIN_SPECULATES = "the plain arm drafted"
     INTERRUPTED = "interrupted"
     NO_NIGHT_FILE = "no night file came back"
+    LOCK_TAMPERED = "a locked hash did not match"
+    LOCK_UNINSTALLABLE = "the lock could not be installed"
     AWAITING = "results await acceptance"
 
 
@@ -385,17 +395,44 @@ def runner_name(runner: str) -> str:
     return f"runner {runner}" if runner else "its self-hosted runner"
 
 
-def silent_legs(legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "") -> list[LegNight]:
-    """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue)."""
+# What a leg's set-up leaves in its artifact when it stops before any night (gate.sh setup): the one line it said.
+SETUP_REFUSALS = {
+    "tampered.txt": (State.TAMPERED, LegCause.LOCK_TAMPERED),
+    "setup-failed.txt": (State.SETUP_FAILED, LegCause.LOCK_UNINSTALLABLE),
+}
+
+
+def silent_legs(
+    legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "", artifacts: Path | None = None
+) -> list[LegNight]:
+    """A leg night, with its one finding, for each planned leg that sent no night file (so it gets its issue): the
+    set-up's own refusal where its artifact holds one (:data:`SETUP_REFUSALS`), else "runner did not report"."""
     reported = {leg.backend for leg in legs}
     # In a fleet, by the runner's label: two runners of one machine class each have their own.
     machine = runner_name(runner) if runner else next((leg.machine_class for leg in legs), runner_name(runner))
-    finding = Finding(State.NOT_REPORTED, "leg", silent_text(runner), cause=LegCause.NO_NIGHT_FILE)
-    return [
-        LegNight(backend, machine, required, False, "the leg reported nothing", (finding,))
-        for backend, required in sorted(expected.items())
-        if backend not in reported
-    ]
+    silent = []
+    for backend, required in sorted(expected.items()):
+        if backend in reported:
+            continue
+        finding = Finding(State.NOT_REPORTED, "leg", silent_text(runner), cause=LegCause.NO_NIGHT_FILE)
+        folder = (artifacts / artifact_name(runner, backend)) if artifacts is not None else None
+        for name, (state, cause) in SETUP_REFUSALS.items():
+            said = _said_line(folder / name) if folder is not None else ""
+            if said:
+                finding = Finding(state, "leg", said, cause=cause)
+                break
+        silent.append(LegNight(backend, machine, required, False, "the leg reported nothing", (finding,)))
+    return silent
+
+
+def _said_line(path: Path) -> str:
+    """The first line of a small text file a runner wrote, printable only (a runner's file is not trusted)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(2000).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "".join(ch for ch in head.splitlines()[0] if ch.isprintable())[:500] if head.strip() else ""
 
 
 def night_colour(legs: Sequence[LegNight], expected: Mapping[str, bool], runner: str = "") -> NightColour:

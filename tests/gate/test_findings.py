@@ -505,6 +505,38 @@ def test_a_leg_that_reported_nothing_is_red_with_its_own_issue(tmp_path: Path, m
     assert "runs-on: self-hosted, macOS, ARM64" in created[0][created[0].index("--body") + 1]
 
 
+@pytest.mark.parametrize(
+    ("left", "word", "cause"),
+    [
+        ("tampered.txt", "lock does not match: possible tampering", "a locked hash did not match"),
+        ("setup-failed.txt", "set-up failed", "the lock could not be installed"),
+    ],
+)
+def test_a_leg_whose_set_up_failed_closed_is_red_in_its_own_word_not_as_a_lost_runner(
+    tmp_path: Path, measured: Path, left: str, word: str, cause: str
+) -> None:
+    """gate.sh setup stops the leg before any night when the lock's hashes do not match (or the lock cannot be
+    installed for another reason than a withdrawn release) and leaves its one line in the artifact: the verdict
+    names that, with its own issue, never "runner did not report"."""
+    write_pyproject(tmp_path, "[tool.specdec.gate.legs.mlx]\nrequired = true\n\n[tool.specdec.gate.legs.ollama]\n"
+                    "required = true\n")  # fmt: skip
+    specdec(tmp_path, "night", "--backend", "mlx", "--out", str(measured))
+    ollama = measured.parent / "specdec-ollama"
+    ollama.mkdir()
+    (ollama / left).write_text("baselines/M/gate-lock.txt: what pip said\x1b[2J\n" + "x" * 5000, encoding="utf-8")
+    verdict = specdec(tmp_path, "verdict", "--artifacts", str(measured.parent), "--gh", str(GH))
+    assert verdict.returncode == 1
+    assert f"::error title=specdec gate::ollama: {word} — leg: baselines/M/gate-lock.txt: what pip said" in (
+        verdict.stdout
+    )
+    assert "runner did not report" not in verdict.stdout
+    assert "\x1b" not in verdict.stdout, "a runner's file is printed printable only"
+    created = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert [c[c.index("--title") + 1] for c in created] == [
+        f"specdec: {word} — leg on Apple-M1-Max-64GB (ollama): {cause}"
+    ]
+
+
 def test_the_gates_word_on_a_night_reaches_the_scoreboard(
     tmp_path: Path, measured: Path, sample_run: RunRecord
 ) -> None:

@@ -152,10 +152,12 @@ def test_setup_pins_upgrade_moves_and_lock_records(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("why", ["a file that is not what was reviewed", "a release gone from the index"])
-def test_a_lock_that_cannot_be_installed_still_measures_tonights_release_and_says_why(tmp_path: Path, why: str) -> None:
-    """pip refuses a file whose hash the lock does not name, or cannot find last night's release: set-up
-    installs the newest through the upgrade step, names pip's own line, and the release change still reads
-    from the lock (what last night ran)."""
+def test_a_lock_whose_release_is_gone_measures_tonights_and_a_changed_file_stops_the_night(
+    tmp_path: Path, why: str
+) -> None:
+    """pip cannot find last night's release (withdrawn): set-up installs the newest through the upgrade step,
+    names pip's own line, and the release change still reads from the lock (what last night ran). pip refuses a
+    file whose hash the lock does not name: the set-up fails closed — nothing installed, "possible tampering"."""
     index = tmp_path / "index"
     index.mkdir()
     old = build_wheel(index, "1.0", 0.8)
@@ -173,11 +175,20 @@ def test_a_lock_that_cannot_be_installed_still_measures_tonights_release_and_say
     gate = gate_sh(repo, index)
 
     installed = gate("setup", upgrade=True)
+    if why.startswith("a file"):
+        assert installed.returncode != 0, "a hash that does not match stops the night"
+        assert "specdec gate: lock does not match: possible tampering" in installed.stderr
+        said = (out / "tampered.txt").read_text()
+        assert said.startswith("baselines/M/gate-lock.txt: a package's hash does not match the lock")
+        assert "nothing unhashed was installed" in said
+        assert not (repo / ".gate-venv").exists(), "no environment is left to measure with"
+        assert "gate.sh: upgrade (no hashed lock was installed)" not in installed.stdout, "nothing resolved instead"
+        assert not (out / "old-env.txt").exists()
+        return
     assert installed.returncode == 0, installed.stdout + installed.stderr
     said = (out / "old-env.txt").read_text()
     assert said.startswith("last night's environment cannot be rebuilt from baselines/M/gate-lock.txt (pip: ERROR")
-    if why.startswith("a file"):
-        assert "THESE PACKAGES DO NOT MATCH THE HASHES" in said
+    assert "a locked release is no longer on the index" in said
     assert said.rstrip().endswith("a flip is re-run on the upgraded machine instead")
     assert "gate.sh: upgrade (no hashed lock was installed)" in installed.stdout
     assert json.loads((out / "versions-before.json").read_text())["specdec-testbackend"] == "1.0", "the lock's"
@@ -331,5 +342,6 @@ def test_a_locked_sdist_builds_only_against_its_hashed_build_requirements(tmp_pa
         "the build requirements first"
     )
     assert "DO NOT MATCH THE HASHES" in log, log[-2000:]
-    assert "last night's environment cannot be rebuilt" in (repo / "out" / "old-env.txt").read_text()
-    assert done.returncode == 0, "the night goes on: tonight's releases are resolved and measured instead"
+    assert "a package's hash does not match the lock" in (repo / "out" / "tampered.txt").read_text()
+    assert done.returncode != 0, "fail closed: nothing is resolved unhashed in its place"
+    assert not (repo / "out" / "old-env.txt").exists()
