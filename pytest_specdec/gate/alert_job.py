@@ -86,6 +86,9 @@ def told(legs: Sequence[LegNight]) -> list[tuple[LegNight, Finding]]:
     return chosen
 
 
+SEPARATED = (State.FLIP, State.REBASELINE)  # an old-versus-new run's calls: the release, or the machine
+
+
 def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
     """Why ``key``'s state is shown cleared tonight; ``None`` when tonight does not show it (not measured, or
     still there). Only a leg that reported can clear it (on the key's machine class; a leg that reported nothing
@@ -105,6 +108,11 @@ def cleared(key: AlertKey, legs: Sequence[LegNight]) -> str | None:
         if not leg.measured:
             return None
         return f'Cleared: the {key.leg} leg reported and was measured tonight without "{key.state}".'
+    if key.state == State.FLIP_NOT_SEPARATED.value:  # tonight's old-versus-new run told release from machine
+        told = next((f for f in leg.findings if f.subject == key.subject and f.state in SEPARATED), None)
+        if told is not None:
+            return (f"Cleared: tonight's old-versus-new run separated the release from the machine for "
+                    f'{key.subject}: "{told.state.value}" (its own issue).')  # fmt: skip
     if leg.measured and key.subject in leg.shown_only and key.state in {s.value for s in State if s.from_the_verdict}:
         return (
             f"Cleared: {key.subject} was measured tonight on {key.machine_class} for another profile's claim "

@@ -33,6 +33,8 @@ class State(StrEnum):
     """A finding's word: the step summary's, and its issue title's."""
 
     FLIP = "conclusion changed"
+    # Confirmed by a re-run on the upgraded machine only (no old release could run beside the new one).
+    FLIP_NOT_SEPARATED = "conclusion changed (release not separated from the machine)"
     LOSSY = "SD changed the output"
     NOT_ENGAGED = "SD no longer engaged"
     CRASHED = "backend failed"
@@ -55,7 +57,8 @@ class State(StrEnum):
     @property
     def from_the_verdict(self) -> bool:
         """Whether the finding is about a claim's verdict (its bounds), not about what the engine did."""
-        return self in (State.FLIP, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED, State.REBASELINE)
+        return self in (State.FLIP, State.FLIP_NOT_SEPARATED, State.UNDECIDED, State.ERODING, State.NOT_CONFIRMED,
+                        State.REBASELINE)  # fmt: skip
 
     @property
     def before_a_night(self) -> bool:
@@ -202,12 +205,15 @@ def trailing(nights: Nights, changes: set[str]) -> int:
     return count
 
 
+RE_RUN = "re-run"  # the call on a flip confirmed by a re-run on the upgraded machine (no old release beside it)
+
+
 @dataclass(frozen=True)
 class FlipCall:
     """What the confirm step said about one flip: confirmed (the release made it) or not, and why."""
 
     confirmed: bool
-    call: str = ""  # change.Call's value, or "re-run"
+    call: str = ""  # change.Call's value, or RE_RUN
     line: str = ""
 
 
@@ -270,10 +276,9 @@ def comparison_findings(
             continue
         elif check is not None and check.change is Change.FLIP and record in run.flips:
             said = flips.get(key, UNCALLED)
-            if said.confirmed:
-                findings.append(
-                    _about(State.FLIP, record, f"{check.message}; {said.line}" if said.line else check.message)
-                )
+            if said.confirmed:  # by the old-versus-new run, or only by a re-run that cannot tell release from machine
+                state = State.FLIP_NOT_SEPARATED if said.call == RE_RUN else State.FLIP
+                findings.append(_about(state, record, f"{check.message}; {said.line}" if said.line else check.message))
             elif said.call in CLEARED:
                 state = CLEARED[said.call]
                 line = said.line

@@ -36,7 +36,7 @@ from pytest_specdec.gate.budget import (
     record_timings,
     timings_path,
 )
-from pytest_specdec.gate.findings import LegCause, State, trailing
+from pytest_specdec.gate.findings import RE_RUN, LegCause, State, trailing
 from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig, LegConfig, check_profile, leg_server
 from pytest_specdec.gate.runner_state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
@@ -285,7 +285,7 @@ def confirm(config: GateConfig, results: Path, out: Path, python: str, extra: Se
         entries = [
             (r, Call.MACHINE_MOVED.value, f"{Call.MACHINE_MOVED.value}: it flipped again on a re-run, on the very "
              f"releases its baseline was accepted on ({r.release}) — nothing but the machine changed") if r in unchanged
-            else (r, "re-run", "flipped again on a re-run" if r in again else "the re-run did not measure it")
+            else (r, RE_RUN, "flipped again on a re-run" if r in again else "the re-run did not measure it")
             if r in confirmed
             else (r, Call.NOT_CONFIRMED.value, f"{Call.NOT_CONFIRMED.value}: it did not repeat on a re-run")
             for r in first

@@ -412,10 +412,10 @@ def test_each_row_of_a_sweep_keeps_its_own_call_on_its_flip(sample_run: RunRecor
     (flip,) = sample_run.flips
     other = replace(flip, conditions=flip.conditions.with_(num_draft=5))
     run = replace(sample_run, comparisons=(flip, other))
-    calls = {baseline_key(flip): FlipCall(True, "re-run", "flipped again on a re-run"),
+    calls = {baseline_key(flip): FlipCall(True, "the release changed the conclusion", "old 0.8x, new 1.4x"),
              baseline_key(other): FlipCall(False, "re-run", "did not repeat on a re-run")}  # fmt: skip
     found = comparison_findings(run, calls, {}, [], Thresholds())
-    assert [(f.state, f.message.endswith("flipped again on a re-run")) for f in found] == [(State.FLIP, True)]
+    assert [(f.state, f.message.endswith("old 0.8x, new 1.4x")) for f in found] == [(State.FLIP, True)]
     found = comparison_findings(run, dict(reversed(list(calls.items()))), {}, [], Thresholds())
     assert len(found) == 1, "whichever order the calls come in"
 
@@ -618,3 +618,31 @@ def test_sd_no_longer_engaged_names_the_release_its_baseline_was_accepted_on(sam
     assert found.state is State.NOT_ENGAGED
     assert found.message.endswith("measured with SD engaged (mlx-lm 0.32.2; tonight: mlx-lm 0.33.0)")
     assert comparison_findings(run, {}, {}, [], Thresholds()) == [], "no measurable baseline: nothing no longer"
+
+
+def test_a_flip_only_a_re_run_confirmed_is_not_blamed_on_the_release_and_a_later_ab_clears_it(
+    sample_run: RunRecord,
+) -> None:
+    """Without last night's release beside tonight's, a flip that repeats on a re-run reads "conclusion changed
+    (release not separated from the machine)", its own issue; a later night whose old-versus-new run calls it
+    (release or machine) clears that issue."""
+    from pytest_specdec.gate.alert_job import alert_key, cleared
+    from pytest_specdec.gate.findings import RE_RUN, FlipCall, comparison_findings
+    from pytest_specdec.store.baselines import baseline_key
+
+    (flip,) = sample_run.flips
+    run = replace(sample_run, comparisons=(flip,))
+    (alone,) = comparison_findings(run, {baseline_key(flip): FlipCall(True, RE_RUN, "flipped again")}, {}, [],
+                                   Thresholds())  # fmt: skip
+    assert alone.state is State.FLIP_NOT_SEPARATED
+    assert alone.state.turns_red
+    assert alone.state.opens_issue
+    night = LegNight("mlx", "M1", True, True, "measured", (alone,))
+    key = alert_key(night, alone)
+    assert key.state == "conclusion changed (release not separated from the machine)"
+    called = Finding(State.FLIP, alone.subject, "the release changed the conclusion", cause="mlx-lm 0.32.2 → 0.33.0")
+    later = LegNight("mlx", "M1", True, True, "measured", (called,))
+    said = cleared(key, [later])
+    assert said is not None
+    assert "separated the release from the machine" in said
+    assert cleared(key, [night]) is None, "the same finding tonight clears nothing"
