@@ -155,6 +155,12 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("fail_on_drift", "bool", False, "fail tests whose speedup drifted from the baseline"),
     OptionDef("drift_min_effect", "float", 0.05, "smallest relative speedup change reported as drift"),
     OptionDef(
+        "acceptance_drop",
+        "float",
+        0.10,
+        "how far below the accepted acceptance interval tonight's must lie to read 'acceptance fell' (0.10: 10 points)",
+    ),
+    OptionDef(
         "drift_alpha",
         "float",
         0.01,
@@ -217,6 +223,7 @@ class Settings:
     accept_inconclusive: bool = False
     fail_on_drift: bool = False
     drift_min_effect: float = 0.05
+    acceptance_drop: float = 0.10
     drift_alpha: float = 0.01
     run_history: str | None = None
     outputs: Mapping[str, str] = field(default_factory=dict)  # report_md / json / plot / benchmark_json → path
@@ -366,6 +373,7 @@ def build_settings(cli: Lookup, ini: Lookup, pyproject: Mapping[str, object]) ->
         accept_inconclusive=bool(values["accept_inconclusive"]),
         fail_on_drift=bool(values["fail_on_drift"]),
         drift_min_effect=float(values["drift_min_effect"]),  # type: ignore[arg-type]
+        acceptance_drop=float(values["acceptance_drop"]),  # type: ignore[arg-type]
         drift_alpha=float(values["drift_alpha"]),  # type: ignore[arg-type]
         run_history=None if values["run_history"] is None else str(values["run_history"]),
         outputs={key: str(values[key]) for key in OUTPUT_KEYS if values[key]},
@@ -473,6 +481,10 @@ def validate(settings: Settings) -> None:
     if not 0.0 <= settings.drift_min_effect < 1.0:
         raise SpecdecUsageError(
             f"--specdec-drift-min-effect {settings.drift_min_effect:g} is outside [0, 1) — use e.g. 0.05"
+        )
+    if not 0.0 <= settings.acceptance_drop < 1.0:  # NaN fails too
+        raise SpecdecUsageError(
+            f"--specdec-acceptance-drop {settings.acceptance_drop:g} is outside [0, 1) — use e.g. 0.10 (10 points)"
         )
     if not 0.0 < settings.drift_alpha < 1.0:
         raise SpecdecUsageError(

@@ -154,6 +154,7 @@ class SpecdecSession:
             fail_on_drift=settings.fail_on_drift,
             min_effect=settings.drift_min_effect,
             drift_alpha=settings.drift_alpha,
+            acceptance_drop=settings.acceptance_drop,
         )
         store = BaselineStore(baselines_root, machine_class)
         pool = BackendPool(settings.backend, settings.pair, settings.backend_options)

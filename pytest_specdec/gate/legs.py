@@ -89,6 +89,7 @@ class GateConfig:
     window_minutes: int = 0  # a night's time on the runner (0: no budget)
     ungated_nights: int = 3  # nights results may wait for acceptance before the gate goes red
     undecided_nights: int = 3  # nights a claim may stay undecided before an issue opens
+    acceptance_drop: float | None = None  # --specdec-acceptance-drop for every leg (None: the plugin's 0.10)
     default_profile: str = "embedded"  # [tool.specdec] profile
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
@@ -124,7 +125,7 @@ def _distributions(backend: str) -> tuple[str, ...]:
 
 
 GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs", "window-minutes", "ungated-nights",
-             "undecided-nights", "publish-site", "runners"}  # fmt: skip
+             "undecided-nights", "publish-site", "runners", "acceptance-drop"}  # fmt: skip
 RUNNER_KEYS = {"legs", "machine-class"}
 LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
             "url-option"}  # fmt: skip
@@ -147,6 +148,16 @@ def _count(table: Mapping[str, object], key: str, default: int) -> int:
     if value < 0:
         raise SpecdecUsageError(f"[tool.specdec.gate] {key} = {value} must not be negative")
     return value
+
+
+def _share(table: Mapping[str, object], key: str) -> float | None:
+    """A fraction in [0, 1) (``acceptance-drop = 0.10``: 10 points), or ``None`` when the table does not set it."""
+    if key not in table:
+        return None
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) < 1.0:
+        raise SpecdecUsageError(f"[tool.specdec.gate] {key} = {value!r} must be a fraction in [0, 1), e.g. 0.10")
+    return float(value)
 
 
 def _strings(value: object, where: str, what: str) -> tuple[str, ...]:
@@ -255,6 +266,7 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         window_minutes=_count(table, "window-minutes", 0),
         ungated_nights=_count(table, "ungated-nights", 3),
         undecided_nights=_count(table, "undecided-nights", 3),
+        acceptance_drop=_share(table, "acceptance-drop"),
         default_profile=str(profile),
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),

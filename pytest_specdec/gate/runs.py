@@ -126,7 +126,8 @@ def leg_arguments(config: GateConfig, leg: LegConfig, extra: Sequence[str]) -> l
     profile = [f"--specdec-profile={leg.profile}"] if leg.profile else []
     runner = state_root() / "history" / f"{machine_class()}.jsonl"  # the runner's nights: the run-to-run spread
     history = [f"--specdec-run-history={runner}"] if runner.is_file() else []
-    return [*profile, *shlex.split(leg.pytest_args), *extra, *history]
+    drop = [] if config.acceptance_drop is None else [f"--specdec-acceptance-drop={config.acceptance_drop:g}"]
+    return [*profile, *drop, *shlex.split(leg.pytest_args), *extra, *history]
 
 
 CHILD_STOP_S = 120.0  # an interrupted leg's pytest: time to stop its servers before it is killed

@@ -204,6 +204,7 @@ def compare_with_baseline(
     *,
     nights: Nights = (),
     nearest: tuple[str, str] | None = None,
+    acceptance_drop: float | None = None,
 ) -> CheckRecord:
     """Flip, drift, re-confirmed or unchanged; ``new`` when there is no baseline (naming the ``nearest``
     accepted key of the same test and what differs, where one is: :meth:`BaselineStore.nearest`).
@@ -275,7 +276,9 @@ def compare_with_baseline(
             nights, new.speedup, new.release, old.release, entry.accepted_at,
             tonight_pairs=new.log_ratios, accepted_pairs=old.log_ratios,
         ) or (None, None)  # fmt: skip
-    fell = acceptance_fell(old.acceptance, new.acceptance)
+    fell = acceptance_fell(
+        old.acceptance, new.acceptance, ACCEPTANCE_DROP if acceptance_drop is None else acceptance_drop
+    )
     if fell:
         return _check(
             Change.ACCEPTANCE_FELL,

@@ -48,6 +48,7 @@ class LedgerPolicy:
     fail_on_drift: bool = False
     min_effect: float = 0.05
     drift_alpha: float = 0.01  # drift raised on a quiet night at most this often (the run's false-discovery rate)
+    acceptance_drop: float = 0.10  # how far below the accepted acceptance interval reads "acceptance fell"
     write: bool = True  # False: compare only (e.g. --specdec-baselines-readonly)
 
 
@@ -103,7 +104,7 @@ class BaselineLedger:
         entry = self.store.lookup(record)
         nearest = self.store.nearest(record) if entry is None else None
         check = compare_with_baseline(record, entry, self.store.machine_class, nights=self.nights(record),
-                                      nearest=nearest)  # fmt: skip
+                                      nearest=nearest, acceptance_drop=self.policy.acceptance_drop)  # fmt: skip
         checked = replace(record, check=check)
         self.records.append(checked)
         return checked

@@ -646,3 +646,18 @@ def test_a_flip_only_a_re_run_confirmed_is_not_blamed_on_the_release_and_a_later
     assert said is not None
     assert "separated the release from the machine" in said
     assert cleared(key, [night]) is None, "the same finding tonight clears nothing"
+
+
+def test_how_far_acceptance_must_fall_is_the_users_to_set() -> None:
+    """``--specdec-acceptance-drop`` (the gate's ``acceptance-drop``): 0.72 → 0.50 is 'acceptance fell' at the
+    default 10 points, not at 30; 1.5 is refused in one line before anything is measured."""
+    from pytest_specdec.config import Settings, validate
+    from pytest_specdec.errors import SpecdecUsageError
+    from pytest_specdec.stats import Interval
+    from pytest_specdec.store.baselines import acceptance_fell
+
+    accepted, tonight = Interval(0.72, 0.69, 0.75, 0.98, 16), Interval(0.50, 0.46, 0.54, 0.98, 16)
+    assert acceptance_fell(accepted, tonight).startswith("0.72 [0.69, 0.75] → 0.50")
+    assert acceptance_fell(accepted, tonight, 0.30) == ""
+    with pytest.raises(SpecdecUsageError, match=r"--specdec-acceptance-drop 1\.5 is outside"):
+        validate(Settings(acceptance_drop=1.5))

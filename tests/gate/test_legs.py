@@ -54,6 +54,8 @@ def test_legs_are_read_with_their_servers(tmp_path: Path) -> None:
         ("[tool.specdec.gate.legs.mlx]\ntargets = 'benchmarks/'\n", "targets = 'benchmarks/' must be a list"),
         ("[tool.specdec.gate]\nlegs = 3\n", "legs must be a table"),
         ("[tool.specdec.gate]\npublish-site = 'yes'\n", "publish-site = 'yes' must be a bool"),
+        ("[tool.specdec.gate]\nacceptance-drop = 10\n", "acceptance-drop = 10 must be a fraction in [0, 1)"),
+        ("[tool.specdec.gate]\nacceptance-drop = 'big'\n", "acceptance-drop = 'big' must be a fraction"),
     ],
 )
 def test_bad_gate_tables_are_one_line(tmp_path: Path, text: str, message: str) -> None:
@@ -174,3 +176,14 @@ def test_a_bad_runner_table_is_one_line(tmp_path: Path, table: str, said: str) -
     (tmp_path / "pyproject.toml").write_text("[tool.specdec.gate]\n[tool.specdec.gate.legs.mlx]\n" + table)
     with pytest.raises(SpecdecUsageError, match=re.escape(said)):
         read_gate_config(tmp_path)
+
+
+def test_the_gates_acceptance_drop_reaches_every_legs_pytest(tmp_path: Path) -> None:
+    from pytest_specdec.gate.runs import leg_arguments
+
+    config = read_gate_config(write_pyproject(tmp_path, "[tool.specdec.gate]\nacceptance-drop = 0.2\n\n"
+                                              "[tool.specdec.gate.legs.simulated]\n"))  # fmt: skip
+    assert config.acceptance_drop == 0.2
+    assert "--specdec-acceptance-drop=0.2" in leg_arguments(config, config.leg("simulated"), [])
+    unset = read_gate_config(write_pyproject(tmp_path, "[tool.specdec.gate.legs.simulated]\n"))
+    assert not any("acceptance-drop" in a for a in leg_arguments(unset, unset.leg("simulated"), []))
