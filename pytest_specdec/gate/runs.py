@@ -111,11 +111,12 @@ def unmeasurable_leg(leg: LegConfig, line: str, cause: LegCause) -> Leg:
 
 
 def pytest_command(python: str, backend: str, out: Path, extra: Sequence[str], targets: Sequence[str]) -> list[str]:
-    """``python -m pytest_specdec.cli pytest …`` with every report file under ``out``."""
+    """``python -m pytest_specdec.cli pytest …`` with every report file under ``out``, and every note in the log (a
+    terminal keeps 15 lines of them; a night's log is read afterwards, whole)."""
     reports = [f"--specdec-{key.replace('_', '-')}={out / name}" for key, name in REPORT_FILES.items()]
     return [
         python, "-m", "pytest_specdec.cli", "pytest", *targets, f"--backend={backend}", "-p", "no:cacheprovider",
-        *reports, f"--junitxml={out / 'junit.xml'}", *extra,
+        *reports, f"--junitxml={out / 'junit.xml'}", "--specdec-notes=all", *extra,
     ]  # fmt: skip
 
 
