@@ -120,11 +120,8 @@ def _chip_table() -> tuple[ChipSpec, ...]:
 
 
 CHIPS = _chip_table()
-# The part a chip's name alone means, and the binned parts told apart by GPU core count.
+# The part a chip's name alone means (a binned part is its own row of CHIPS, with its GPU core count).
 PEAK_BANDWIDTH_GBS: dict[str, float] = {c.name: c.bandwidth_gbs for c in CHIPS if c.gpu_cores is None}
-BANDWIDTH_BY_GPU_CORES: dict[tuple[str, int], float] = {
-    (c.name, c.gpu_cores): c.bandwidth_gbs for c in CHIPS if c.gpu_cores is not None
-}
 APPLE_CHIP = re.compile(r"\bapple (m\d+)(?: (pro|max|ultra))?\b")
 
 

@@ -135,9 +135,10 @@ def as_read(prompts: Sequence[Prompt], render: ChatRenderer | None, *, yours: bo
     """
     read = []
     for prompt in prompts:
-        text = render(prompt.messages) if prompt.messages and render is not None and yours else None
-        if prompt.messages and render is not None and not yours:
-            text = _rendered_as_the_template_allows(prompt.messages, render)
+        if not prompt.messages or render is None:
+            text = None
+        else:  # yours as you wrote them (a refusal is yours to see); ours as the template allows
+            text = render(prompt.messages) if yours else _rendered_as_the_template_allows(prompt.messages, render)
         if text is not None:
             read.append(Prompt(prompt.id, prompt.category, text, prompt.messages))
         elif prompt.messages and yours:
