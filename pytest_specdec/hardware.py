@@ -279,10 +279,13 @@ def parse_pmset(battery: str, settings: str, thermal: str) -> EnvironmentFitness
     return EnvironmentFitness(True, "fit", details)
 
 
+NOT_READ = "power and thermal state not read (pmset is macOS's); the load line says how busy the machine is"
+
+
 def environment_fitness() -> EnvironmentFitness:
-    """On macOS, read pmset; elsewhere there is nothing to refuse."""
+    """On macOS, read pmset; elsewhere nothing is refused, and the reason says that nothing was read."""
     if platform.system() != "Darwin" or not shutil.which("pmset"):
-        return EnvironmentFitness(True, "fit", {})
+        return EnvironmentFitness(True, NOT_READ, {})
     return parse_pmset(_run(["pmset", "-g", "batt"]), _run(["pmset", "-g"]), _run(["pmset", "-g", "therm"]))
 
 

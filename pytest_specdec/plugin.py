@@ -38,7 +38,7 @@ from pytest_specdec.render import report, verdict_table
 from pytest_specdec.render.outputs import check_output_folders, render_outputs
 from pytest_specdec.session import SpecdecSession
 from pytest_specdec.store.ledger import check_store_folder, default_root
-from pytest_specdec.store.records import Unmeasured, UnmeasuredTest
+from pytest_specdec.store.records import MEMORY_KEY, Unmeasured, UnmeasuredTest
 from pytest_specdec.store.timings import expect, keep_timings, read_timings, timings_file
 
 session_key = pytest.StashKey[SpecdecSession]()
@@ -353,10 +353,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ledger = specdec_session.ledger
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     if ledger.records:
+        import psutil
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
         from pytest_benchmark.utils import get_commit_info
 
-        ledger.machine_info = pytest_benchmark_generate_machine_info()
+        ledger.machine_info = {**pytest_benchmark_generate_machine_info(), MEMORY_KEY: psutil.virtual_memory().total}
         ledger.commit_info = get_commit_info()
     collected, scopes = _whole_suite(session)
     specdec_session.unmeasured += _errored(config)

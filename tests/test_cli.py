@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from filelock import FileLock
 
 from pytest_specdec.cli import main
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.hardware import NOT_READ
 from pytest_specdec.store.baseline_files import reviewable_json
 from pytest_specdec.store.baselines import BaselineEntry, BaselineStore, baseline_key
 from pytest_specdec.store.files import dumps
@@ -218,6 +220,8 @@ def test_doctor_says_what_is_here_and_what_to_do_one_line_each(capsys: pytest.Ca
     assert lines[0].startswith("python 3.")
     assert lines[1].startswith("machine ")
     assert any(line.startswith("environment: ") or line.startswith("note: environment: ") for line in lines)
+    if platform.system() != "Darwin":  # nothing is read off a Mac, and the line says so rather than "fit"
+        assert f"environment: {NOT_READ}" in lines
     assert any(line.startswith("disk: ") for line in lines)
     assert any(line.startswith(("load: quiet (load average ", "note: load: busy (")) for line in lines)
     (selected,) = [line for line in lines if "(selected)" in line]

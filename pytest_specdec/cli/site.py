@@ -41,8 +41,29 @@ def _site(args: argparse.Namespace) -> int:
     print(f"specdec site: {built.pages} page(s) in {args.out} — open {built.index}")
     if built.skipped:
         print(f"specdec site: skipped {len(built.skipped)} file(s) (listed on the front page): {built.skipped[0]}")
+    if not args.results:
+        print(f"specdec site: {_not_shown(args.baselines)}")
     if args.open:
         import webbrowser
 
         webbrowser.open(built.index.resolve().as_uri())
     return 0
+
+
+BENCH_RESULTS = Path("bench-results.json")  # what ``make bench`` keeps
+
+
+def _not_shown(baselines: Path) -> str:
+    """Why a run the user just made is not on the site built without ``--results``: it shows accepted baselines.
+
+    >>> _not_shown(Path("/nonexistent")).startswith("no --results: the site shows accepted baselines")
+    True
+    """
+    from pytest_specdec.hardware import machine_class
+
+    if BENCH_RESULTS.is_file():
+        here = f"make bench's run ({BENCH_RESULTS}) is not on it — add --results {BENCH_RESULTS}"
+    else:
+        here = "a run of yours shows with --results FILE (pytest --specdec-json FILE writes one)"
+    mine = "this machine among them" if (baselines / machine_class()).is_dir() else f"none of {machine_class()}"
+    return f"no --results: the site shows accepted baselines ({mine}) and published figures; {here}"

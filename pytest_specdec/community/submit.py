@@ -25,7 +25,7 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import urlencode
 
-from pytest_specdec.store.records import ComparisonRecord, RunRecord
+from pytest_specdec.store.records import MEMORY_KEY, ComparisonRecord, RunRecord
 from pytest_specdec.store.submissions import SUBMISSION_KIND, SUBMISSION_SCHEMA, Submission, SubmittedMachine
 
 USER_FOLDER = re.compile(r"(?:/Users|/home|[A-Za-z]:\\Users)[/\\][^/\\\s'\"]+")
@@ -137,11 +137,13 @@ def machine_of(run: RunRecord) -> SubmittedMachine:
     info = run.machine_info
     found = info.get("cpu")
     cpu: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    memory = re.search(r"-(\d+)GB$", run.machine_class)
+    in_class = re.search(r"-(\d+)GB$", run.machine_class)  # a Mac's class names its memory; a Linux one does not
+    kept = info.get(MEMORY_KEY)
+    memory = int(in_class.group(1)) if in_class else round(kept / 2**30) if isinstance(kept, int | float) else None
     return SubmittedMachine(
         machine_class=run.machine_class,
         chip=str(cpu.get("brand_raw") or run.machine_class),
-        memory_gb=int(memory.group(1)) if memory else None,
+        memory_gb=memory or None,
         os=" ".join(str(info[k]) for k in ("system", "release") if info.get(k)) or "unknown",
         arch=str(info.get("machine") or "unknown"),
         python=str(info.get("python_version") or "unknown"),
@@ -246,14 +248,16 @@ def markdown(submission: Submission) -> str:
     models = c.target + (f" + draft {c.draft}" if c.draft else "")
     return "\n".join(
         [
-            f"## SD on {m.chip} ({m.memory_gb or '?'} GB): {c.backend} {c.release}",
+            f"## SD on {m.chip}" + (f" ({m.memory_gb} GB)" if m.memory_gb else "") + f": {c.backend} {c.release}",
             "",
             f"- **Speedup**: {s.estimate:.2f}x [{s.low:.2f}, {s.high:.2f}] at {s.confidence:.0%} — "
             f"**{c.judgement.shown}** ({c.claim_id or c.nodeid.split('::')[-1]}, {c.category})",
             f"- **Pairs**: {len(c.samples)} paired, interleaved; drafted {drafted}, accepted {accepted} "
             f"(acceptance {acceptance}); lossless check: {c.design.observed.lossless_check or 'not recorded'}",
             f"- **Models**: {models} (digest `{c.model_digest}`)",
-            f"- **Machine**: `{m.machine_class}`, {m.os}, {m.arch}, Python {m.python}",
+            f"- **Machine**: `{m.machine_class}`, {m.os}, {m.arch}, "
+            + (f"{m.memory_gb} GB memory" if m.memory_gb else "memory not recorded by this results file")
+            + f", Python {m.python}",
             f"- **Command**: `{submission.command}`",
             f"- **File**: `{submission.relative_path.as_posix()}` — check it with `pytest-specdec validate FILE`",
             "",

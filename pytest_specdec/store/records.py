@@ -309,9 +309,15 @@ class UnmeasuredTest:
     line: str
 
 
+MEMORY_KEY = "specdec_memory_bytes"  # machine_info's memory: pytest-benchmark's info has none
+
+
 @dataclass(frozen=True)
 class RunRecord:
-    """A whole run, as written by ``--specdec-json``."""
+    """A whole run, as written by ``--specdec-json``.
+
+    ``machine_info`` is pytest-benchmark's, plus the machine's memory in bytes under :data:`MEMORY_KEY`.
+    """
 
     machine_class: str
     started: str

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from pytest_specdec.community.checks import check_file, recomputed_speedup
@@ -90,6 +91,10 @@ def test_a_submitted_file_names_no_user_host_or_home(submitted: tuple[Path, str,
     assert shared.comparison.target == "target.gguf"  # a model path keeps only its name
     assert "~/runs/r.json" in shared.command
     assert "machine.chip" in printed
+    memory = f"{round(psutil.virtual_memory().total / 2**30)} GB"  # a Linux class names no memory: the run kept it
+    for summary in (p.read_text() for p in files if p.suffix == ".md"):
+        assert f"({memory})" in summary.splitlines()[0], summary
+        assert f"{memory} memory" in summary
     assert "comparison.samples[].drafted" in printed
 
 

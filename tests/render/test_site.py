@@ -113,6 +113,17 @@ def test_a_torn_file_is_skipped_and_listed_and_the_rest_is_built(site: Path) -> 
     assert "specdec site: skipped 1 file(s) (listed on the front page):" in done.stdout
 
 
+def test_a_site_built_without_results_says_why_make_benchs_run_is_not_on_it(site: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "pytest_specdec.cli", "site", "out", "--baselines", str(site.parent / "baselines")]
+    env = {**os.environ, "SPECDEC_MACHINE_CLASS": "First-Look-Machine"}
+    quiet = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False, env=env)
+    assert "(none of First-Look-Machine) and published figures; a run of yours shows with --results" in quiet.stdout
+    (tmp_path / "bench-results.json").write_text("{}", encoding="utf-8")
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "make bench's run (bench-results.json) is not on it — add --results bench-results.json" in done.stdout
+
+
 def test_a_rebuild_redraws_no_plot_whose_nights_did_not_change(site: Path) -> None:
     plots = {p: p.stat().st_mtime_ns for p in (site / "plots").glob("*.svg")}
     assert plots, "the claim pages with nights have plots"
