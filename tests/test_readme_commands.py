@@ -189,3 +189,24 @@ def test_the_sampled_end_to_end_example_runs_as_written(installed: Path, tmp_pat
     assert done.returncode in (0, 1), done.stdout[-3000:]  # the claim may fail: it is measured, not assumed
     assert "T=0.7" in done.stdout
     assert "end-to-end" in done.stdout
+
+
+def measured_row_command() -> str:
+    """The command of the first row of "What it has measured so far" (its first backticked ``pytest`` part)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in text[text.index("<!-- readme-measured") :].splitlines() if line.startswith("| this repo")]
+    return next(part for part in rows[0].split("`") if part.startswith("pytest "))
+
+
+@pytest.mark.slow
+def test_the_first_measured_row_runs_as_written_and_prints_its_figure(installed: Path, tmp_path: Path) -> None:
+    """Gemma 3 270M on the real llama-server, in a copy of the checkout's claims and configuration (its history
+    goes to the copy's baselines/, never this checkout's)."""
+    line = measured_row_command()
+    shutil.copytree(REPO / "benchmarks", tmp_path / "benchmarks")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    done = run_line(line, installed, tmp_path)
+    assert done.returncode == 0, line + "\n" + done.stdout[-4000:]
+    assert re.search(r"1 passed, 3 deselected", done.stdout), done.stdout[-2000:]
+    row = r"^llama-server .* copy .*\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]"  # the figure the row quotes, as printed
+    assert re.search(row, done.stdout, re.M), done.stdout[-3000:]
