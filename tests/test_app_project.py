@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,18 @@ def test_sigterm_mid_comparison_keeps_an_interrupted_history_line(venv: Path, ap
     assert line["interrupted"] is True
     assert 5 <= line["speedup"]["n"] < 40
     assert _accepted(app) == {}
+
+
+def test_gate_init_writes_the_apps_gate_and_its_leg_runs_the_apps_claims_only(venv: Path, app: Path) -> None:
+    init = _runs(venv, app, "pytest-specdec gate init --write")
+    assert init.returncode == 0, init.stdout[-3000:]
+    gate = tomllib.loads((app / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["specdec"]["gate"]
+    assert gate["legs"]["llama-server"] == {"required": True, "profile": "mine", "targets": ["tests/test_sd_claims.py"]}
+    leg = _runs(venv, app, f"pytest-specdec gate measure --backend llama-server --out out/leg --pytest-args '{FAST}'")
+    assert "specdec gate: llama-server: measured" in leg.stdout, leg.stdout[-3000:]
+    results = json.loads((app / "out" / "leg" / "results.json").read_text(encoding="utf-8"))
+    assert sorted(r["nodeid"].split("::")[-1] for r in results["comparisons"]) == [
+        "test_prompt_lookup_pays_off_on_my_code",
+        "test_sd_stays_under_the_write_ups_1_3x_on_my_support_prompts",
+    ]
+    assert "test_addition" not in (app / "out" / "leg" / "pytest.log").read_text(encoding="utf-8")

@@ -162,6 +162,8 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser = gate.add_parser("adopt-issues", help="once after upgrading: label and key the gate's older issues")
     parser.add_argument("--gh", default="gh")
     parser.set_defaults(handler=adopt_issues)
-    parser = gate.add_parser("init", help="legs for this machine's installed backends, servers and models")
+    parser = gate.add_parser(
+        "init", help="legs for this machine's backends, servers and models, on this repository's profile and claims"
+    )
     parser.add_argument("--write", action="store_true", help="append them to ./pyproject.toml")
     parser.set_defaults(handler=init)

@@ -7,21 +7,32 @@ Face cache folder, a pulled Ollama tag) and whether the pair fits the usable mem
 backend with a profile whose models are here and fit gets a required leg; one whose
 server answers but whose models are unknown gets an optional leg; the rest are
 comments saying what is missing.
+
+It writes the gate of the repository it runs in: where ``[tool.specdec]`` names a
+``profile``, the legs are on that profile (its own ``[tool.specdec.profiles.NAME]`` tables),
+never on the shipped ones, and each leg's ``targets`` are the test files of that repository
+that ask for the ``specdec`` fixture (``benchmarks/``, the default, where the repository has
+such a folder, as this one does).
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_specdec.backends import distribution_versions, missing_runtime, registered_backends, server_releases
 from pytest_specdec.backends.base import BackendSpec, ModelPair, load_attribute
+from pytest_specdec.config import profile_pair, read_pyproject
 from pytest_specdec.embedded.models import is_embedded
 from pytest_specdec.embedded.packaged import package_model_bytes
 from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate.legs import DEFAULT_TARGETS
 from pytest_specdec.hardware import machine_class, machine_profile
 from pytest_specdec.store.files import write_atomically
 
@@ -86,13 +97,27 @@ def what_it_does(spec: BackendSpec) -> str:
     return "SD kinds: " + ", ".join(spec.kinds) + claims
 
 
-def look(spec: BackendSpec, usable: float) -> Found:
-    """The backend's runtime, servers and the first profile whose models are here and fit, and what it does."""
-    found = _look(spec, usable)
+def look(
+    spec: BackendSpec, usable: float, profiles: Sequence[str] = (), pyproject: Mapping[str, object] | None = None
+) -> Found:
+    """The backend's runtime, servers and the first of ``profiles`` (default: the shipped real ones) whose models are
+    here and fit, and what it does; ``pyproject``: the repository's ``[tool.specdec]``, whose profiles win."""
+    found = _look(spec, usable, _pairs(spec, profiles or PROFILES, pyproject or {}), own=", ".join(profiles))
     return replace(found, comment=f"{found.comment}; {what_it_does(spec)}")
 
 
-def _look(spec: BackendSpec, usable: float) -> Found:
+def _pairs(spec: BackendSpec, profiles: Sequence[str], pyproject: Mapping[str, object]) -> dict[str, ModelPair]:
+    """Each profile's pair for the backend, where the profile has one (a repository's own tables first)."""
+    pairs = {}
+    for profile in profiles:
+        try:
+            pairs[profile] = profile_pair(profile, spec.name, pyproject)
+        except SpecdecUsageError:
+            continue  # no models for this backend: said by the caller when no profile has any
+    return pairs
+
+
+def _look(spec: BackendSpec, usable: float, pairs: Mapping[str, ModelPair], own: str) -> Found:
     missing = missing_runtime(spec)
     if missing is not None:
         fix = f"pip install 'pytest-specdec[{spec.extra}]'" if spec.extra else f"install {missing}"
@@ -104,10 +129,7 @@ def _look(spec: BackendSpec, usable: float) -> Found:
         if spec.server_releases
         else "in-process: " + ", ".join(f"{k} {v}" for k, v in distribution_versions(spec).items())
     )
-    for profile in PROFILES:
-        pair: ModelPair | None = spec.pairs.get(profile)
-        if pair is None:
-            continue
+    for profile, pair in pairs.items():
         files = dict.fromkeys(m.split("#", 1)[0] for m in (pair.target, pair.draft) if m)  # an early exit: one file
         sizes = [model_bytes(m, present, bool(releases)) for m in files]
         if any(size is None for size in sizes):
@@ -119,11 +141,14 @@ def _look(spec: BackendSpec, usable: float) -> Found:
         fit = f"{needed / GB:.2f} GB fits {usable / GB:.1f} GB usable" if needed else "size reported by the server"
         return Found(spec, None, releases, profile, f"{spec.name}: {said}; profile {profile!r}: {pair.target}"
                      + (f" + {pair.draft}" if pair.draft else "") + f" found, {fit}")  # fmt: skip
-    if not any(p in spec.pairs for p in PROFILES):
+    if not pairs and own:
+        return Found(spec, None, releases, None, f"{spec.name}: {said}; this repository's profile {own!r} has no "
+                     f"models for it ([tool.specdec.profiles.{own}.{spec.name}]) — no leg")  # fmt: skip
+    if not pairs:
         return Found(spec, None, releases, None, f"{spec.name}: {said}; it declares only synthetic or served pairs "
                      f"({', '.join(spec.pairs) or 'none'}), no real model profile ({' or '.join(PROFILES)}) — no leg: "
                      "add [tool.specdec.profiles.NAME] with your models")  # fmt: skip
-    wanted = ", ".join(f"{p}: {spec.pairs[p].target}" for p in PROFILES if p in spec.pairs)
+    wanted = ", ".join(f"{p}: {pair.target}" for p, pair in pairs.items())
     return Found(spec, None, releases, None, f"{spec.name}: {said}; no profile's models found here ({wanted}) — "
                  "pull them, or add [tool.specdec.profiles.NAME] with yours")  # fmt: skip
 
@@ -135,14 +160,65 @@ NO_LEG = (
 )
 
 
-def gate_table() -> tuple[str, int]:
-    """The ``[tool.specdec.gate]`` text for this machine, a comment above each leg, and how many legs it has."""
+TEST_FILE = re.compile(r"^test_.*\.py$|.*_test\.py$")  # pytest's default python_files
+SKIPPED_FOLDERS = frozenset({"node_modules", "venv", "site-packages", "__pycache__", "build", "dist"})
+
+
+def _asks_for_specdec(path: Path) -> bool:
+    """Whether a test file has a test function that takes the ``specdec`` fixture, or takes the shipped claims
+    from ``pytest_specdec.benchmarks`` (parsed, never imported)."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            if any(arg.arg == "specdec" for arg in node.args.args):
+                return True
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_specdec.benchmarks"):
+            return True
+    return False
+
+
+def claim_targets(root: Path) -> tuple[str, ...]:
+    """The repository's claims as a leg's ``targets``: ``benchmarks/`` where that folder holds one (the default, this
+    project's layout), else each test file that asks for the ``specdec`` fixture; ``()``: none.
+
+    >>> claim_targets(Path("/nonexistent"))
+    ()
+    """
+    shipped = root / "benchmarks"
+    if shipped.is_dir() and any(_asks_for_specdec(path) for path in shipped.glob("*.py") if TEST_FILE.match(path.name)):
+        return DEFAULT_TARGETS
+    found: list[str] = []
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in SKIPPED_FOLDERS)
+        tests = (name for name in sorted(files) if name.endswith(".py") and TEST_FILE.match(name))
+        found += [(Path(folder) / name).relative_to(root).as_posix() for name in tests
+                  if _asks_for_specdec(Path(folder) / name)]  # fmt: skip
+    return tuple(found)
+
+
+NO_TARGETS = (
+    "no leg: no test file here asks for the specdec fixture — write a claim (docs/writing-claims.md), then run "
+    "pytest-specdec gate init again"
+)
+
+
+def gate_table(root: Path | None = None) -> tuple[str, int]:
+    """The ``[tool.specdec.gate]`` text for this machine and the repository at ``root`` (default: here), a comment
+    above each leg, and how many legs it has."""
     import shutil
 
     from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
 
+    root = Path.cwd() if root is None else root
+    pyproject = read_pyproject(root)
+    own = pyproject.get("profile")
+    profiles = (str(own),) if own else ()
+    targets = claim_targets(root)
     usable = machine_profile().usable_bytes
-    found = [look(spec, usable) for _, spec in sorted(registered_backends().items())]  # each says what it lacks
+    found = [look(spec, usable, profiles, pyproject) for _, spec in sorted(registered_backends().items())]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     lines = [
         f"# written by `pytest-specdec gate init` on {machine_class()}, {stamp}",
@@ -155,12 +231,16 @@ def gate_table() -> tuple[str, int]:
         ("" if shutil.which("brew") else "# (no Homebrew here) ") + f'upgrade-servers = "{UPGRADE_SERVERS}"',
     ]
     legs = 0
+    if not targets:
+        return "\n".join([*lines, "", f"# {NO_TARGETS}"]) + "\n", 0
     for item in found:
         lines += ["", f"# {item.comment}"]
         if item.profile is None:
             continue
         legs += 1
         lines += [f"[tool.specdec.gate.legs.{item.spec.name}]", "required = true", f'profile = "{item.profile}"']
+        if targets != DEFAULT_TARGETS:
+            lines.append(f"targets = {json.dumps(list(targets))}  # the test files here that ask for specdec")
         if item.spec.serve is not None and not any("running" in label for label in item.releases):
             lines.append("serve = true  # no running server answered: the gate starts one")
     if not legs:

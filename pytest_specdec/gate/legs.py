@@ -45,6 +45,7 @@ from pytest_specdec.config import read_pyproject
 from pytest_specdec.errors import SpecdecUsageError
 
 EMBEDDED_PROFILES = ("embedded", "embedded-1b")
+DEFAULT_TARGETS = ("benchmarks/",)  # a leg's tests when it names none: this project's layout
 PROFILE_VARIABLE = "SPECDEC_GATE_PROFILE"  # the workflow's profile input
 RUNNER_VARIABLE = "SPECDEC_GATE_RUNNER"  # the runner label a leg's job runs for (empty: the one runner)
 # A runner's label: GitHub's label characters, never "--" (it separates runner and leg in artifact names).
@@ -73,7 +74,7 @@ class LegConfig:
     profile: str | None = None
     model: str = ""
     pytest_args: str = ""
-    targets: tuple[str, ...] = ("benchmarks/",)
+    targets: tuple[str, ...] = DEFAULT_TARGETS
     packages: tuple[str, ...] | None = None  # None: the backend's own; () installs and upgrades nothing
     serve: ServeRecipe | None = None
 
@@ -209,7 +210,7 @@ def _leg(backend: str, table: object) -> LegConfig:
         profile=None if profile is None else str(_typed(profile, str, where, "profile")),
         model=str(_typed(table.get("model", ""), str, where, "model")),
         pytest_args=str(_typed(table.get("pytest-args", ""), str, where, "pytest-args")),
-        targets=_strings(table.get("targets", ["benchmarks/"]), where, "targets"),
+        targets=_strings(table.get("targets", list(DEFAULT_TARGETS)), where, "targets"),
         packages=_strings(table["packages"], where, "packages") if "packages" in table else None,
         serve=_recipe(backend, table, where),
     )

