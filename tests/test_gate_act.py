@@ -224,6 +224,8 @@ def act(
     # The nights' own processes are not measured for coverage (the gate's steps are, in tests/gate):
     # tracing every night's venv, pip and pytest would multiply the suite's time.
     quiet = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}
+    if hashed:  # nor a checkout on the path (a worktree's egg-info would read as pytest-specdec installed)
+        quiet.pop("PYTHONPATH", None)
     done = subprocess.run(
         command, cwd=workspace / "repo", capture_output=True, text=True, check=False, timeout=1200, env=quiet
     )

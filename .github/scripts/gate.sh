@@ -105,22 +105,43 @@ locked_venv() {  # $1: venv, $2: lock — every package of the lock, hashes chec
   rm -f "$build_lock"
   pip_in "$1" --require-hashes --no-deps --no-build-isolation -r "$2"
 }
-project_into() {  # $1: venv — the project from the checkout: nothing resolved, nothing downloaded
-  if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
+project_kind() {  # specdec: this checkout is pytest-specdec; package: a repository with a package of its own; none
+  "$base_python" -c 'import pathlib, tomllib
+path = pathlib.Path("pyproject.toml")
+project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}) if path.is_file() else {}
+name = str(project.get("name", "")).lower().replace("_", "-")
+print("specdec" if name == "pytest-specdec" else "package" if name else "none")'
+}
+project_into() {  # $1: venv, $2: alert (the hosted jobs: pytest-specdec only) — nothing resolved, nothing downloaded
+  # pytest-specdec's own checkout is the project; any other repository gets pytest-specdec from its lock, and
+  # its own package (measuring venvs only) from the checkout, its dependencies and build backend from the lock.
+  [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ] || return 0
+  local kind
+  kind="$(project_kind)"
+  if [ "$kind" = "specdec" ] || { [ "$kind" = "package" ] && [ "${2:-}" != "alert" ]; }; then
     pip_in "$1" --no-deps --no-index --no-build-isolation -e .
   fi
+  if ! "$1/bin/python" -c 'import pytest_specdec' 2> /dev/null; then
+    echo "gate.sh: pytest-specdec is not in the venv: the lock must pin it (pytest-specdec==VERSION --hash=sha256:...) — see docs/self-hosted-runner.md, 'Add the gate to your project'" >&2
+    return 1
+  fi
 }
-hashed_venv() {  # $1: venv, $2: lock
-  locked_venv "$1" "$2" && project_into "$1"
+hashed_venv() {  # $1: venv, $2: lock, $3: alert for the hosted jobs' venv
+  locked_venv "$1" "$2" && project_into "$1" "${3:-}"
 }
 resolving_venv() {  # $1: venv — no lock could be installed: the upgrade resolves tonight's releases
   new_venv "$1"
   echo "gate.sh: upgrade (no hashed lock was installed): the newest releases, recorded with hashes by the lock step"
-  if [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ]; then
-    # The build backend too, so that the lock step records it and tomorrow's --no-build-isolation finds it.
-    # shellcheck disable=SC2046
-    pip_in "$1" -e ".[all]" $("$1/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')
-  fi
+  [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ] || return 0
+  case "$(project_kind)" in
+    specdec)
+      # The build backend too, so that the lock step records it and tomorrow's --no-build-isolation finds it.
+      # shellcheck disable=SC2046
+      pip_in "$1" -e ".[all]" $("$1/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')
+      ;;
+    package) pip_in "$1" pytest-specdec -e . ;;  # by name (before its first release: SPECDEC_GATE_PIP_ARGS finds the wheel)
+    *) pip_in "$1" pytest-specdec ;;
+  esac
 }
 
 case "$step" in
@@ -250,7 +271,7 @@ copy_split(Path(sys.argv[1]), Path(sys.argv[2]))' "baselines/$machine/$BACKEND.j
   alert-setup)
     # The hosted jobs' own hashed lock (ubuntu-24.04's Python 3.12; SPECDEC_GATE_ALERT_LOCK: the act tests').
     need_python
-    hashed_venv .alert-venv "${SPECDEC_GATE_ALERT_LOCK:-.github/alert-lock.txt}"
+    hashed_venv .alert-venv "${SPECDEC_GATE_ALERT_LOCK:-.github/alert-lock.txt}" alert
     ;;
   verdict)
     .alert-venv/bin/python -m pytest_specdec.cli gate verdict --artifacts "$ARTIFACTS" --gh "$gh_cli" --legs "${LEGS:-}" --runner "${RUNNER:-}"

@@ -5,8 +5,10 @@ Prints the lock's path (nothing when there is none) and says on stderr why that 
 interpreter's platform (or it has none: a lock written on this machine class); else another
 machine class's lock for the same platform (the shipped one for macOS arm64 and Python 3.12,
 on a first night); else none, and the upgrade step resolves tonight's releases. The machine
-class comes from pytest_specdec/hardware.py, read by path: importing the package would need
-what is not installed yet.
+class comes from pytest-specdec's hardware.py, read by path (importing the package would need
+what is not installed yet): the checkout's ``pytest_specdec/hardware.py`` in pytest-specdec's own
+repository, else ``specdec_hardware.py`` beside this script, which ``pytest-specdec gate init``
+writes from the wheel in any other repository.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from pathlib import Path
 from types import ModuleType
 
 LOCK_NAME = "gate-lock.txt"
+COPY = "specdec_hardware.py"  # pytest_specdec/hardware.py as the wheel has it, outside pytest-specdec's own repository
 
 
 def hardware() -> ModuleType:
     """pytest_specdec/hardware.py (standard library only), loaded by path."""
-    path = Path(__file__).resolve().parents[2] / "pytest_specdec" / "hardware.py"
+    here = Path(__file__).resolve()
+    found = [p for p in (here.parents[2] / "pytest_specdec" / "hardware.py", here.with_name(COPY)) if p.is_file()]
+    if not found:
+        raise SystemExit(f"gate.sh: no {COPY} beside {here.name} — run 'pytest-specdec gate init --workflows'")
+    path = found[0]
     spec = importlib.util.spec_from_file_location("specdec_hardware", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"gate.sh: cannot read {path}")

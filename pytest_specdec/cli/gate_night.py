@@ -125,17 +125,26 @@ def adopt_issues(args: argparse.Namespace) -> int:
 
 
 def init(args: argparse.Namespace) -> int:
-    """Print (or append to pyproject.toml) legs for what this machine has installed."""
+    """Print (or append to pyproject.toml) legs for what this machine has installed; with ``--write`` also the
+    gate's workflows and scripts (those missing), with ``--workflows`` only those (replacing older ones)."""
     from pytest_specdec.gate.init import NO_LEG, append_to_pyproject, gate_table
+    from pytest_specdec.gate.workflow_files import write_gate_files
 
-    text, legs = gate_table()
+    root = Path.cwd()
+    if args.workflows:
+        for line in write_gate_files(root, replace=True).lines():
+            print(f"specdec gate: {line}")
+        return 0
+    text, legs = gate_table(root)
     if not args.write:
         print(text, end="")
         return 0 if legs else 1
     if not legs:
         print(f"specdec gate: {NO_LEG}; nothing was written to pyproject.toml")
         return 1
-    print(f"specdec gate: {append_to_pyproject(Path.cwd() / 'pyproject.toml', text)} ({legs} leg(s))")
+    print(f"specdec gate: {append_to_pyproject(root / 'pyproject.toml', text)} ({legs} leg(s))")
+    for line in write_gate_files(root, replace=False).lines():
+        print(f"specdec gate: {line}")
     return 0
 
 
@@ -165,5 +174,9 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser = gate.add_parser(
         "init", help="legs for this machine's backends, servers and models, on this repository's profile and claims"
     )
-    parser.add_argument("--write", action="store_true", help="append them to ./pyproject.toml")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--write", action="store_true",
+                      help="append them to ./pyproject.toml and write the gate's workflows and scripts under .github/")  # fmt: skip
+    what.add_argument("--workflows", action="store_true",
+                      help="only (re)write the gate's workflows and scripts from this pytest-specdec")  # fmt: skip
     parser.set_defaults(handler=init)
