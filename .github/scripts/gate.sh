@@ -13,7 +13,8 @@
 #   summary  the leg's state, findings, release changes and report → $GITHUB_STEP_SUMMARY
 #   accept   measure with --specdec-update-baselines; the accepted results go out as candidates.json
 # The plan job (hosted): legs     the configured legs as JSON for the matrix ($LEG: one of them, or all), the
-#                                 runners of the fleet with their legs ($RUNNER: one label, or all), and
+#                                 runners of the fleet with their legs ($RUNNER: one label, or all), the
+#                                 runs-on labels ([tool.specdec.gate] runs-on, and $RUNNER's own), and
 #                                 publish=true when [tool.specdec.gate] publish-site = true
 # The verdict job (hosted, the write token, never the upgraded packages; reads only the artifacts):
 #   alert-setup   a venv with the project alone, from .github/alert-lock.txt (hashed)
@@ -162,7 +163,9 @@ wanted = os.environ.get("LEG", "") or "all"
 chosen = legs if wanted == "all" else [leg for leg in legs if leg == wanted]
 print("legs=" + json.dumps(chosen))
 print("publish=" + json.dumps(gate.get("publish-site", False) is True))
-fleet, only, labels = gate.get("runners") or {}, os.environ.get("RUNNER", "") or "all", ["self-hosted", "macOS", "ARM64"]
+fleet, only = gate.get("runners") or {}, os.environ.get("RUNNER", "") or "all"
+labels = gate.get("runs-on") or ["self-hosted", "macOS", "ARM64"]  # the measuring jobs' runner (gate init --runner)
+print("runs-on=" + json.dumps([*labels, only] if only != "all" else labels))  # one runner's: the accept workflow
 planned = [
     {"runner": label, "legs": json.dumps([leg for leg in table.get("legs", []) if leg in chosen]),
      "runs-on": json.dumps([*labels, label])}

@@ -135,7 +135,7 @@ def init(args: argparse.Namespace) -> int:
         for line in write_gate_files(root, replace=True).lines():
             print(f"specdec gate: {line}")
         return 0
-    text, legs = gate_table(root)
+    text, legs = gate_table(root, args.runner)
     if not args.write:
         print(text, end="")
         return 0 if legs else 1
@@ -150,6 +150,8 @@ def init(args: argparse.Namespace) -> int:
 
 def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: argparse.ArgumentParser) -> None:
     """The night's commands under ``pytest-specdec gate``; ``leg`` holds the per-leg arguments."""
+    from pytest_specdec.gate.init import runner_kinds
+
     parser = gate.add_parser("night", parents=[leg], help="the leg's night.json (ends the measuring job)")
     parser.set_defaults(handler=night)
     parser = gate.add_parser("verdict", help="read every leg's night.json, decide the colour, open issues")
@@ -179,4 +181,6 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
                       help="append them to ./pyproject.toml and write the gate's workflows and scripts under .github/")  # fmt: skip
     what.add_argument("--workflows", action="store_true",
                       help="only (re)write the gate's workflows and scripts from this pytest-specdec")  # fmt: skip
+    parser.add_argument("--runner", choices=sorted(runner_kinds()), default="",
+                        help="where the measuring jobs run (default: this machine's kind)")  # fmt: skip
     parser.set_defaults(handler=init)

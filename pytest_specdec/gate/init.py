@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from pytest_specdec.config import profile_pair, read_pyproject
 from pytest_specdec.embedded.models import is_embedded
 from pytest_specdec.embedded.packaged import package_model_bytes
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.gate.legs import DEFAULT_TARGETS
+from pytest_specdec.gate.legs import DEFAULT_RUNS_ON, DEFAULT_TARGETS
 from pytest_specdec.hardware import machine_class, machine_profile
 from pytest_specdec.store.files import write_atomically
 
@@ -199,15 +200,47 @@ def claim_targets(root: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+@dataclass(frozen=True)
+class RunnerKind:
+    """Where the measuring jobs run: the labels they ask for, and what the gate reads there (a comment above
+    ``runs-on`` in the table init writes)."""
+
+    labels: tuple[str, ...]
+    checks: str
+
+
+def runner_kinds() -> dict[str, RunnerKind]:
+    """The runners ``gate init --runner`` knows, by name; a Linux runner's architecture label is this machine's."""
+    arch = "ARM64" if platform.machine().lower() in ("arm64", "aarch64") else "X64"
+    return {
+        "self-hosted-mac": RunnerKind(DEFAULT_RUNS_ON, "a Mac of yours: before each comparison the plugin reads "
+                                      "pmset (on battery, Low Power Mode or throttled: not measured) and the load of "
+                                      "other processes (a busy machine is said)"),
+        "self-hosted-linux": RunnerKind(("self-hosted", "Linux", arch), "a Linux machine of yours: no power or "
+                                        "thermal reading (pmset is macOS's); the load of other processes is read "
+                                        "before each comparison and a busy machine is said"),
+        "hosted": RunnerKind(("macos-14",), "GitHub's hosted macOS arm64: a virtual machine shared with others, "
+                             "fresh each night, no GPU of its own (Metal, where there, is paravirtual: ci.yml's bench job says which), only what pip installs (no Ollama "
+                             "or LM Studio app); its neighbours' noise widens the intervals, so more nights read "
+                             "inconclusive, while a wrong verdict stays as rare as the design's 98 % intervals make "
+                             "it; its machine class is the virtual machine's, never a chip's"),
+    }  # fmt: skip
+
+
+def default_runner() -> str:
+    """``self-hosted-mac`` on a Mac, else ``self-hosted-linux``: init runs on the runner it configures."""
+    return "self-hosted-mac" if platform.system() == "Darwin" else "self-hosted-linux"
+
+
 NO_TARGETS = (
     "no leg: no test file here asks for the specdec fixture — write a claim (docs/writing-claims.md), then run "
     "pytest-specdec gate init again"
 )
 
 
-def gate_table(root: Path | None = None) -> tuple[str, int]:
-    """The ``[tool.specdec.gate]`` text for this machine and the repository at ``root`` (default: here), a comment
-    above each leg, and how many legs it has."""
+def gate_table(root: Path | None = None, runner: str = "") -> tuple[str, int]:
+    """The ``[tool.specdec.gate]`` text for this machine, the repository at ``root`` (default: here) and the kind of
+    ``runner`` (default: this machine's, :func:`runner_kinds`), a comment above each leg, and how many legs it has."""
     import shutil
 
     from pytest_specdec.backends.homebrew import UPGRADE_SERVERS
@@ -220,9 +253,13 @@ def gate_table(root: Path | None = None) -> tuple[str, int]:
     usable = machine_profile().usable_bytes
     found = [look(spec, usable, profiles, pyproject) for _, spec in sorted(registered_backends().items())]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
+    kind = runner or default_runner()
+    where = runner_kinds()[kind]
     lines = [
-        f"# written by `pytest-specdec gate init` on {machine_class()}, {stamp}",
+        f"# written by `pytest-specdec gate init --runner {kind}` on {machine_class()}, {stamp}",
         "[tool.specdec.gate]",
+        f"# the measuring jobs' runner, {kind}: {where.checks}",
+        f"runs-on = {json.dumps(list(where.labels))}",
         "window-minutes = 300  # a night's time on the runner; claims beyond it are dropped, and said so",
         "ungated-nights = 3  # nights results may wait for acceptance before the night is red",
         "undecided-nights = 3  # nights a claim may stay undecided before an issue opens",

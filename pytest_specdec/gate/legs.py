@@ -46,6 +46,8 @@ from pytest_specdec.errors import SpecdecUsageError
 
 EMBEDDED_PROFILES = ("embedded", "embedded-1b")
 DEFAULT_TARGETS = ("benchmarks/",)  # a leg's tests when it names none: this project's layout
+# The measuring jobs' runner labels when [tool.specdec.gate] names none (gate.sh's plan step has the same default).
+DEFAULT_RUNS_ON = ("self-hosted", "macOS", "ARM64")
 PROFILE_VARIABLE = "SPECDEC_GATE_PROFILE"  # the workflow's profile input
 RUNNER_VARIABLE = "SPECDEC_GATE_RUNNER"  # the runner label a leg's job runs for (empty: the one runner)
 # A runner's label: GitHub's label characters, never "--" (it separates runner and leg in artifact names).
@@ -95,6 +97,7 @@ class GateConfig:
     own_models: frozenset[str] = frozenset()  # backends with a model in [tool.specdec.<backend>]
     profile_input: str = ""  # the workflow's profile input for this run (SPECDEC_GATE_PROFILE): wins over every leg's
     runners: Mapping[str, RunnerConfig] = field(default_factory=dict)  # a fleet, by label (empty: one runner)
+    runs_on: tuple[str, ...] = DEFAULT_RUNS_ON  # the measuring jobs' runner labels (a fleet adds each runner's own)
 
     def runner_legs(self, label: str) -> tuple[str, ...]:
         """The legs one runner measures (``""``, or a label of no fleet: every configured leg)."""
@@ -126,7 +129,7 @@ def _distributions(backend: str) -> tuple[str, ...]:
 
 
 GATE_KEYS = {"allow-embedded", "upgrade-servers", "alert-on-erosion", "legs", "window-minutes", "ungated-nights",
-             "undecided-nights", "publish-site", "runners", "acceptance-drop"}  # fmt: skip
+             "undecided-nights", "publish-site", "runners", "acceptance-drop", "runs-on"}  # fmt: skip
 RUNNER_KEYS = {"legs", "machine-class"}
 LEG_KEYS = {"required", "profile", "model", "pytest-args", "targets", "packages", "serve", "serve-env", "ready",
             "url-option"}  # fmt: skip
@@ -272,7 +275,18 @@ def read_gate_config(rootdir: Path) -> GateConfig:
         own_models=own,
         profile_input=os.environ.get(PROFILE_VARIABLE, "").strip(),
         runners=_runners(table.get("runners", {}), configured),
+        runs_on=_runs_on(table),
     )
+
+
+def _runs_on(table: Mapping[str, object]) -> tuple[str, ...]:
+    labels = _strings(table.get("runs-on", list(DEFAULT_RUNS_ON)), "[tool.specdec.gate]", "runs-on")
+    if not labels or not all(label.strip() for label in labels):
+        raise SpecdecUsageError(
+            f"[tool.specdec.gate] runs-on = {list(labels)!r} must name the runner's labels, e.g. "
+            f"{list(DEFAULT_RUNS_ON)!r} (pytest-specdec gate init --runner KIND writes them)"
+        )
+    return labels
 
 
 def self_hosted() -> bool:

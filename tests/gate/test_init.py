@@ -75,6 +75,29 @@ def test_init_in_an_app_repository_writes_legs_on_its_profile_and_its_claims(tmp
     assert (leg.profile, leg.targets) == ("mine", ("benchmarks_of_mine_test.py", "tests/sd/test_sd_claims.py"))
 
 
+@pytest.mark.parametrize(
+    ("runner", "labels", "said"),
+    [
+        ("self-hosted-mac", ["self-hosted", "macOS", "ARM64"], "reads pmset (on battery, Low Power Mode or throttled"),
+        ("hosted", ["macos-14"], "more nights read inconclusive, while a wrong verdict stays as rare"),
+        ("", ["self-hosted", "Linux", "X64"], "no power or thermal reading (pmset is macOS's)"),
+    ],
+)
+def test_init_writes_the_runners_labels_and_what_is_read_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str, labels: list[str], said: str
+) -> None:
+    from pytest_specdec.gate import init
+
+    monkeypatch.setattr(init.platform, "system", lambda: "Linux")  # the default kind is this machine's
+    monkeypatch.setattr(init.platform, "machine", lambda: "x86_64")
+    (tmp_path / "test_claim.py").write_text(APP_CLAIM, encoding="utf-8")
+    text, _ = gate_table(tmp_path, runner)
+    assert tomllib.loads(text)["tool"]["specdec"]["gate"]["runs-on"] == labels
+    assert said in text
+    (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")
+    assert read_gate_config(tmp_path).runs_on == tuple(labels)
+
+
 def test_init_without_a_claim_in_the_repository_writes_no_leg(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(APP_PYPROJECT, encoding="utf-8")
     (tmp_path / "test_unit.py").write_text("def test_addition():\n    assert 1 + 1 == 2\n", encoding="utf-8")

@@ -56,6 +56,8 @@ def test_legs_are_read_with_their_servers(tmp_path: Path) -> None:
         ("[tool.specdec.gate]\npublish-site = 'yes'\n", "publish-site = 'yes' must be a bool"),
         ("[tool.specdec.gate]\nacceptance-drop = 10\n", "acceptance-drop = 10 must be a fraction in [0, 1)"),
         ("[tool.specdec.gate]\nacceptance-drop = 'big'\n", "acceptance-drop = 'big' must be a fraction"),
+        ("[tool.specdec.gate]\nruns-on = 'macos-14'\n", "runs-on = 'macos-14' must be a list of strings"),
+        ("[tool.specdec.gate]\nruns-on = []\n", "runs-on = [] must name the runner's labels, e.g. ['self-hosted'"),
     ],
 )
 def test_bad_gate_tables_are_one_line(tmp_path: Path, text: str, message: str) -> None:
