@@ -49,17 +49,14 @@ import pytest
 from gate.released_backend import build_wheel, build_wrapped_mlx_lm
 from gate.wheelhouse import wheelhouse
 
+from pytest_specdec.gate.local_night import act_command, stand_in_actions
 from pytest_specdec.gate.watchdog import quiet_key
 
 REPO = Path(__file__).resolve().parents[1]
 ACT = shutil.which("act") or str(Path(sys.executable).with_name("act"))
 MACHINE = "Act-Runner"
-STANDIN = REPO / "tests" / "act"
-CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
-UPLOAD = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02"
-DOWNLOAD = "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093"
-UPLOAD_PAGES = "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9"
-DEPLOY_PAGES = "actions/deploy-pages@cd2ce8fcbc39b97be8ca5fce6e763baed58fa128"
+RUNNER_LABELS = ("self-hosted", "macOS", "ARM64", "Linux", "X64")  # the shipped runs-on, and gate init's on Linux
+STANDIN = REPO / "pytest_specdec" / "gate" / "standins"  # what `pytest-specdec gate try` runs a night with
 MLX_BUDGET = "-k 'claim_d and code' --specdec-min-trials=6 --specdec-max-trials=6 --specdec-max-tokens=24"
 # realtime: the simulated backend sleeps through its decode time, so this process's clock
 # sees what its counters report (the same-night A/B cross-checks the two).
@@ -188,8 +185,7 @@ def act(
         state = workspace / "gh-state.json"
         data = json.loads(state.read_text()) if state.exists() else {}
         state.write_text(json.dumps({**data, "runs": json.loads(runs)}))
-    inputs = ["--input", f"leg={leg}", "--input", f"upgrade={str(upgrade).lower()}"]
-    inputs += ["--input", f"runner={runner}"] if runner else []  # one runner of a fleet
+    inputs = {"leg": leg, "upgrade": str(upgrade).lower(), **({"runner": runner} if runner else {})}
     environment = {
         "SPECDEC_GATE_BASE_PYTHON": sys.executable,
         "SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"),
@@ -210,17 +206,8 @@ def act(
     if hashed:
         del environment["SPECDEC_GATE_SHARED_SITE"], environment["SPECDEC_GATE_PROJECT"]
         environment["SPECDEC_GATE_PIP_ARGS"] += f" --find-links {workspace / 'wheelhouse'}"
-    command = [
-        ACT, "workflow_dispatch", "-W", f".github/workflows/{workflow}",
-        "-P", "self-hosted=-self-hosted", "-P", "macOS=-self-hosted", "-P", "ARM64=-self-hosted",
-        "-P", "ubuntu-24.04=-self-hosted", *inputs,
-        "--local-repository", f"{CHECKOUT}={standin}",
-        "--local-repository", f"{UPLOAD}={standin / 'upload-artifact'}",
-        "--local-repository", f"{DOWNLOAD}={standin / 'download-artifact'}",
-        "--local-repository", f"{UPLOAD_PAGES}={standin / 'upload-pages-artifact'}",
-        "--local-repository", f"{DEPLOY_PAGES}={standin / 'deploy-pages'}",
-        *[item for key, value in environment.items() for item in ("--env", f"{key}={value}")],
-    ]  # fmt: skip
+    actions = stand_in_actions(workspace / "repo" / ".github" / "workflows", workflow, standin)
+    command = act_command(ACT, workflow, inputs, RUNNER_LABELS, actions, environment=environment)
     # The nights' own processes are not measured for coverage (the gate's steps are, in tests/gate):
     # tracing every night's venv, pip and pytest would multiply the suite's time.
     quiet = {key: value for key, value in os.environ.items() if not key.startswith("COVERAGE_")}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -144,3 +145,22 @@ def test_a_changed_byte_in_the_apps_lock_is_a_red_tampering_night_that_installs_
     unhashed = [line for line in night.stdout.splitlines() if "gate.sh: pip install" in line
                 and "--require-hashes" not in line]  # fmt: skip
     assert unhashed == [], "nothing unhashed is installed in place of the lock"
+
+
+def test_gate_try_runs_the_apps_night_here_and_leaves_its_checkout_as_it_was(tmp_path: Path) -> None:
+    """``pytest-specdec gate try``: the night the workflows would run, on this machine, before pushing."""
+    repo = app_workspace(tmp_path) / "repo"
+    (repo / "notes.txt").write_text("not committed yet\n", encoding="utf-8")  # a local night sees it too
+    before = [git(repo, *args) for args in (("status", "--porcelain"), ("branch", "--list"), ("log", "--oneline"))]
+    command = [sys.executable, "-m", "pytest_specdec.cli", "gate", "try", "--pytest-args", FOUR_PAIRS]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False,
+                          env={**os.environ, "SPECDEC_MACHINE_CLASS": MACHINE})  # fmt: skip
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert "specdec gate: llama-server: measured" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-2:] == [
+        "specdec gate try: the night is green",
+        f"specdec gate try: would create pull request: specdec: accept the gate's baselines on {MACHINE}",
+    ]
+    after = [git(repo, *args) for args in (("status", "--porcelain"), ("branch", "--list"), ("log", "--oneline"))]
+    assert after == before, "the night ran in a throw-away clone"
+    assert not (repo / "baselines").exists()

@@ -148,6 +148,26 @@ def init(args: argparse.Namespace) -> int:
     return 0
 
 
+def try_locally(args: argparse.Namespace) -> int:
+    """One night of the repository's gate on this machine (act, stand-in GitHub pieces); 0 when it is green."""
+    from pytest_specdec.gate.legs import read_gate_config
+    from pytest_specdec.gate.local_night import try_night
+
+    root = Path.cwd()
+    config = read_gate_config(root)
+    inputs = {"leg": args.leg, "upgrade": str(args.upgrade).lower()}
+    if args.workflow == "specdec-gate.yml":
+        inputs["runner"] = args.runner or "all"
+    elif args.runner:
+        inputs["runner"] = args.runner
+    print(f"specdec gate: trying {args.workflow} here (act, stand-in GitHub pieces; nothing reaches GitHub)")
+    tried = try_night(root, args.workflow, inputs, [*config.runs_on, *config.runners], install=args.install,
+                      environment={"SPECDEC_GATE_PYTEST_ARGS": args.pytest_args})  # fmt: skip
+    for line in tried.lines():
+        print(f"specdec gate try: {line}")
+    return 0 if "the night is green" in tried.lines()[0] else 1
+
+
 def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: argparse.ArgumentParser) -> None:
     """The night's commands under ``pytest-specdec gate``; ``leg`` holds the per-leg arguments."""
     from pytest_specdec.gate.init import runner_kinds
@@ -184,3 +204,12 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser.add_argument("--runner", choices=sorted(runner_kinds()), default="",
                         help="where the measuring jobs run (default: this machine's kind)")  # fmt: skip
     parser.set_defaults(handler=init)
+    parser = gate.add_parser("try", help="one night of this repository's gate here, under act, before pushing")
+    parser.add_argument("--workflow", default="specdec-gate.yml", help="the workflow to run (specdec-accept.yml too)")
+    parser.add_argument("--leg", default="all", help="one configured leg (default: all)")
+    parser.add_argument("--runner", default="", help="one runner of a fleet, by its label (default: all)")
+    parser.add_argument("--upgrade", action="store_true", help="upgrade the backends first, as a nightly run does")
+    parser.add_argument("--install", action="store_true",
+                        help="install from the locks as a runner does (default: this environment's packages)")  # fmt: skip
+    parser.add_argument("--pytest-args", default="", help="extra pytest arguments, e.g. a shorter night")
+    parser.set_defaults(handler=try_locally)

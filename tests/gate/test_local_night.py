@@ -1,0 +1,51 @@
+"""``pytest-specdec gate try``'s parts that need no act: what it refuses, in one line, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_specdec.cli import main
+from pytest_specdec.errors import SpecdecUsageError
+from pytest_specdec.gate import local_night
+from pytest_specdec.gate.local_night import act_command, stand_in_actions
+
+STANDINS = Path(local_night.__file__).with_name("standins")
+CHECKOUT = "actions/checkout@" + "1" * 40
+
+
+def test_each_pinned_action_of_the_night_maps_to_its_stand_in_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "night.yml").write_text(f"steps:\n  - uses: {CHECKOUT} # v4\n  - uses: ./.github/workflows/leg.yml\n")
+    (tmp_path / "leg.yml").write_text("steps:\n  - uses: actions/upload-artifact@" + "2" * 40 + "\n")
+    (tmp_path / "ci.yml").write_text("steps:\n  - uses: actions/setup-python@" + "4" * 40 + "\n")  # not the night's
+    mapped = stand_in_actions(tmp_path, "night.yml", STANDINS)
+    assert mapped == ["--local-repository", f"{CHECKOUT}={STANDINS}",
+                      "--local-repository", f"actions/upload-artifact@{'2' * 40}={STANDINS / 'upload-artifact'}"]  # fmt: skip
+    (tmp_path / "leg.yml").write_text("steps:\n  - uses: actions/cache@" + "3" * 40 + "\n")
+    with pytest.raises(SpecdecUsageError, match=r"^actions/cache has no stand-in for a local night"):
+        stand_in_actions(tmp_path, "night.yml", STANDINS)
+
+
+def test_every_label_and_the_hosted_image_run_on_this_host() -> None:
+    command = act_command("act", "specdec-gate.yml", {"leg": "all"}, ["self-hosted", "Linux"], [],
+                          environment={"A": "1"})  # fmt: skip
+    assert command == ["act", "workflow_dispatch", "-W", ".github/workflows/specdec-gate.yml",
+                       "-P", "self-hosted=-self-hosted", "-P", "Linux=-self-hosted", "-P", "ubuntu-24.04=-self-hosted",
+                       "--input", "leg=all", "--env", "A=1"]  # fmt: skip
+
+
+def test_try_without_the_workflows_or_without_act_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert main(["gate", "try"]) == 2
+    assert ".github/workflows/specdec-gate.yml is not here — run 'pytest-specdec gate init --write'" in (
+        capsys.readouterr().err
+    )
+    assert main(["gate", "init", "--workflows"]) == 0
+    monkeypatch.setattr(local_night.sys, "executable", str(tmp_path / "python"))  # no act beside it
+    monkeypatch.setattr(local_night.shutil, "which", lambda name: None)
+    assert main(["gate", "try"]) == 2
+    assert local_night.NO_ACT in capsys.readouterr().err
