@@ -210,3 +210,15 @@ def test_the_first_measured_row_runs_as_written_and_prints_its_figure(installed:
     assert re.search(r"1 passed, 3 deselected", done.stdout), done.stdout[-2000:]
     row = r"^llama-server .* copy .*\d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\]"  # the figure the row quotes, as printed
     assert re.search(row, done.stdout, re.M), done.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_the_context_sweep_block_runs_as_written_and_says_where_sd_pays_off(installed: Path, tmp_path: Path) -> None:
+    """About 10 minutes here: Gemma 3 270M on the real llama-server behind 0, 2K and 8K tokens of context."""
+    (line,) = readme_block("readme-context")
+    done = run_line(line, installed, tmp_path)
+    assert done.returncode == 0, done.stdout[-4000:]
+    said = " ".join(done.stdout.split())  # the sweep's summary, its lines joined
+    assert re.search(r"ctx=0 \(\d+–\d+ prompt tokens\) decode \d+\.\d\dx \[", said), done.stdout[-4000:]
+    assert re.search(r"ctx=8K \(\d+–\d+ prompt tokens\) decode \d+\.\d\dx \[", said)
+    assert (tmp_path / "context.png").is_file()
