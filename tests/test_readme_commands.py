@@ -183,6 +183,14 @@ def test_the_scoreboard_command_builds_the_site_from_the_baselines(installed: Pa
     assert "NVIDIA-H200" in index, "this repository's own baselines on the front page"
 
 
+def test_the_first_example_is_a_test_that_runs_as_written(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "test_first.py").write_text(fenced("readme-first"), encoding="utf-8")
+    done = run_line("pytest test_first.py --backend=simulated -p no:cacheprovider", installed, tmp_path)
+    assert done.returncode in (0, 1), done.stdout[-3000:]  # the claim may fail: it is measured, not assumed
+    verdict = r"test_mlx_draft \(SD ≤ 1\.3x\): (holds|refuted|inconclusive) on code"  # its line under the table
+    assert re.search(verdict, done.stdout), done.stdout[-3000:]
+
+
 def test_the_sampled_end_to_end_example_runs_as_written(installed: Path, tmp_path: Path) -> None:
     (tmp_path / "test_as_i_run_it.py").write_text(fenced("readme-sampled"), encoding="utf-8")
     done = run_line("pytest test_as_i_run_it.py --backend=simulated -p no:cacheprovider", installed, tmp_path)
