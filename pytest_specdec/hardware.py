@@ -111,7 +111,10 @@ class ChipSpec:
     gpu_cores: int | None = None
 
 
-def _chip_table() -> tuple[ChipSpec, ...]:
+@cache
+def chip_table() -> tuple[ChipSpec, ...]:
+    """Every row of ``chips.toml``, read on first use (this module is also loaded by path before the package is
+    installed, by the gate's lock chooser, which needs only the machine class)."""
     import tomllib
     from importlib.resources import files
 
@@ -119,9 +122,12 @@ def _chip_table() -> tuple[ChipSpec, ...]:
     return tuple(ChipSpec(r["name"], float(r["bandwidth_gbs"]), r["source"], r.get("gpu_cores")) for r in rows)
 
 
-CHIPS = _chip_table()
-# The part a chip's name alone means (a binned part is its own row of CHIPS, with its GPU core count).
-PEAK_BANDWIDTH_GBS: dict[str, float] = {c.name: c.bandwidth_gbs for c in CHIPS if c.gpu_cores is None}
+@cache
+def peak_bandwidths() -> dict[str, float]:
+    """Peak GB/s by chip name: the part a chip's name alone means (a binned part is its own row, with its GPU cores)."""
+    return {c.name: c.bandwidth_gbs for c in chip_table() if c.gpu_cores is None}
+
+
 APPLE_CHIP = re.compile(r"\bapple (m\d+)(?: (pro|max|ultra))?\b")
 
 
@@ -141,12 +147,12 @@ def chip_spec(chip: str, gpu_cores: int | None = None) -> ChipSpec | None:
     if apple:
         generation, tier = apple.groups()
         wanted = f"Apple {generation.upper()}" + (f" {tier.capitalize()}" if tier else "")
-        names = [wanted] if wanted in PEAK_BANDWIDTH_GBS else []
+        names = [wanted] if wanted in peak_bandwidths() else []
     else:
-        names = [n for n in sorted(PEAK_BANDWIDTH_GBS, key=len, reverse=True) if n.lower() in normalized][:1]
+        names = [n for n in sorted(peak_bandwidths(), key=len, reverse=True) if n.lower() in normalized][:1]
     if not names:
         return None
-    rows = [c for c in CHIPS if c.name == names[0]]
+    rows = [c for c in chip_table() if c.name == names[0]]
     return next((c for c in rows if c.gpu_cores == gpu_cores and gpu_cores is not None), None) or next(
         c for c in rows if c.gpu_cores is None
     )
@@ -284,8 +290,10 @@ NOT_READ = "power and thermal state not read (pmset is macOS's); the load line s
 
 def environment_fitness() -> EnvironmentFitness:
     """On macOS, read pmset; elsewhere nothing is refused, and the reason says that nothing was read."""
-    if platform.system() != "Darwin" or not shutil.which("pmset"):
+    if platform.system() != "Darwin":
         return EnvironmentFitness(True, NOT_READ, {})
+    if not shutil.which("pmset"):
+        return EnvironmentFitness(True, NOT_READ.replace("pmset is macOS's", "no pmset on PATH"), {})
     return parse_pmset(_run(["pmset", "-g", "batt"]), _run(["pmset", "-g"]), _run(["pmset", "-g", "therm"]))
 
 

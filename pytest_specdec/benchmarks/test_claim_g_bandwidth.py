@@ -14,7 +14,7 @@ import pytest
 from pytest_specdec.backends.base import KnowsWeightBytes
 from pytest_specdec.benchmarks.kit import claim_marker_kwargs
 from pytest_specdec.fixture import SpecdecFixture
-from pytest_specdec.hardware import PEAK_BANDWIDTH_GBS
+from pytest_specdec.hardware import peak_bandwidths
 from pytest_specdec.roofline import roofline_tps
 from pytest_specdec.stats import speedup_interval
 
@@ -25,7 +25,7 @@ PLAIN_PAIRS = 24
 
 @pytest.mark.claim(**claim_marker_kwargs("g"))
 def test_apple_bandwidth_range(specdec: SpecdecFixture) -> None:
-    apple = {name: gbs for name, gbs in PEAK_BANDWIDTH_GBS.items() if name.startswith("Apple")}
+    apple = {name: gbs for name, gbs in peak_bandwidths().items() if name.startswith("Apple")}
     outside = sorted(name for name, gbs in apple.items() if not 200 <= gbs <= 400)
     specdec.note(
         f"Apple chips outside 200–400 GB/s: {', '.join(outside)} (range {min(apple.values()):g}–{max(apple.values()):g})"

@@ -21,6 +21,7 @@ from pytest_specdec.store.files import write_atomically
 
 STEPS = ("install", "upgrade", "lock", "measure", "summary", "confirm")
 BEFORE, AFTER, CHANGES = "versions-before.json", "versions-after.json", "release-changes.json"
+KEEP_SERVERS = "SPECDEC_GATE_KEEP_SERVERS"  # "1": a local night (gate try) never runs upgrade-servers
 UNLOCKABLE = "old-env.txt"  # why last night's environment could not be rebuilt tonight (read by confirm)
 
 
@@ -104,7 +105,9 @@ def upgrade(args: argparse.Namespace) -> int:
     before = releases.read_versions(args.out / BEFORE) or _versions(args, packages)
     if packages:
         _pip(args.python, "--upgrade", *packages)
-    if config.upgrade_servers:
+    if config.upgrade_servers and os.environ.get(KEEP_SERVERS) == "1":
+        print("specdec gate: upgrade-servers not run (gate try without --upgrade leaves this machine's servers)")
+    elif config.upgrade_servers:
         _upgrade_servers(args, config.upgrade_servers)
     after = _versions(args, packages)
     releases.write_versions(args.out / AFTER, after)

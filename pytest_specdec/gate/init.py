@@ -265,7 +265,14 @@ def gate_table(root: Path | None = None, runner: str = "") -> tuple[str, int]:
         "undecided-nights = 3  # nights a claim may stay undecided before an issue opens",
         "# how server releases enter: Homebrew's ollama and llama.cpp to their newest, last night's keg kept for the "
         "same-night A/B",
-        ("" if shutil.which("brew") else "# (no Homebrew here) ") + f'upgrade-servers = "{UPGRADE_SERVERS}"',
+        (
+            "# (hosted: no server app is measured there) "
+            if kind == "hosted"
+            else ""
+            if shutil.which("brew")
+            else "# (no Homebrew here) "
+        )
+        + f'upgrade-servers = "{UPGRADE_SERVERS}"',
     ]
     legs = 0
     if not targets:
@@ -273,6 +280,9 @@ def gate_table(root: Path | None = None, runner: str = "") -> tuple[str, int]:
     for item in found:
         lines += ["", f"# {item.comment}"]
         if item.profile is None:
+            continue
+        if kind == "hosted" and item.spec.serve is not None:
+            lines.append(f"# (hosted: no {item.spec.name} leg — its server is an app the hosted runner does not have)")
             continue
         legs += 1
         lines += [f"[tool.specdec.gate.legs.{item.spec.name}]", "required = true", f'profile = "{item.profile}"']

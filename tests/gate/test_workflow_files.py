@@ -60,14 +60,14 @@ def test_the_lock_chooser_reads_the_machine_class_in_a_repository_without_the_pa
     lock = tmp_path / "baselines" / "Mine" / "gate-lock.txt"
     lock.write_text(f"# platform: {lock_platform()}\n", encoding="utf-8")
     environment = {**os.environ, "SPECDEC_MACHINE_CLASS": "Mine"}
-    environment.pop("PYTHONPATH", None)  # the copy beside the script, never the package
-    done = subprocess.run([sys.executable, "-I", ".github/scripts/lock_for_here.py", "baselines"], cwd=tmp_path,
+    environment.pop("PYTHONPATH", None)  # the copy beside the script, never the package: -S, no site-packages
+    done = subprocess.run([sys.executable, "-I", "-S", ".github/scripts/lock_for_here.py", "baselines"], cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=environment)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "baselines/Mine/gate-lock.txt"
     assert "this machine class's lock" in done.stderr
     (tmp_path / ".github" / "scripts" / HARDWARE_COPY).unlink()
-    gone = subprocess.run([sys.executable, "-I", ".github/scripts/lock_for_here.py"], cwd=tmp_path,
+    gone = subprocess.run([sys.executable, "-I", "-S", ".github/scripts/lock_for_here.py"], cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=environment)  # fmt: skip
     assert gone.returncode == 1
     assert f"no {HARDWARE_COPY} beside lock_for_here.py — run 'pytest-specdec gate init --workflows'" in gone.stderr

@@ -77,7 +77,7 @@ def test_bandwidth_table(chip: str, cores: int | None, expected: float) -> None:
 def test_a_chip_the_table_lacks_is_unknown_never_its_nearest_name() -> None:
     """Apple M5 Ultra once read as M5 (153 GB/s), and an M6 Pro would read as M6: a generation and tier match
     whole, or not at all; every row names its source."""
-    from pytest_specdec.hardware import CHIPS, chip_spec
+    from pytest_specdec.hardware import chip_spec, chip_table
 
     assert peak_bandwidth_gbs("Apple M6 Pro") is None
     assert peak_bandwidth_gbs("Apple M10") is None, "M10 is not M1"
@@ -85,8 +85,8 @@ def test_a_chip_the_table_lacks_is_unknown_never_its_nearest_name() -> None:
     spec = chip_spec("Apple M5 Ultra")
     assert spec is not None
     assert "2 x 614" in spec.source
-    assert all(row.source.strip() for row in CHIPS)
-    assert len({(row.name, row.gpu_cores) for row in CHIPS}) == len(CHIPS), "one row per chip and bin"
+    assert all(row.source.strip() for row in chip_table())
+    assert len({(row.name, row.gpu_cores) for row in chip_table()}) == len(chip_table()), "one row per chip and bin"
 
 
 AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=1)\t100%; charged; 0:00 remaining present: true"

@@ -120,7 +120,7 @@ project_into() {  # $1: venv, $2: alert (the hosted jobs: pytest-specdec only) �
   local kind
   kind="$(project_kind)"
   if [ "$kind" = "specdec" ] || { [ "$kind" = "package" ] && [ "${2:-}" != "alert" ]; }; then
-    pip_in "$1" --no-deps --no-index --no-build-isolation -e .
+    pip_in "$1" --no-deps --no-index --no-build-isolation -e . || return 1  # also inside `if !`, where -e is off
   fi
   if ! "$1/bin/python" -c 'import pytest_specdec' 2> /dev/null; then
     echo "gate.sh: pytest-specdec is not in the venv: the lock must pin it (pytest-specdec==VERSION --hash=sha256:...) — see docs/self-hosted-runner.md, 'Add the gate to your project'" >&2
@@ -134,15 +134,15 @@ resolving_venv() {  # $1: venv — no lock could be installed: the upgrade resol
   new_venv "$1"
   echo "gate.sh: upgrade (no hashed lock was installed): the newest releases, recorded with hashes by the lock step"
   [ "${SPECDEC_GATE_PROJECT:-}" != "preinstalled" ] || return 0
-  case "$(project_kind)" in
-    specdec)
-      # The build backend too, so that the lock step records it and tomorrow's --no-build-isolation finds it.
-      # shellcheck disable=SC2046
-      pip_in "$1" -e ".[all]" $("$1/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"])')
-      ;;
-    package) pip_in "$1" pytest-specdec -e . ;;  # by name (before its first release: SPECDEC_GATE_PIP_ARGS finds the wheel)
-    *) pip_in "$1" pytest-specdec ;;
-  esac
+  # pytest-specdec by name in any other repository (before its first release SPECDEC_GATE_PIP_ARGS finds the
+  # wheel); the checkout's build backend too, so that the lock step records it and tomorrow's
+  # --no-build-isolation finds it (PEP 518's default where pyproject.toml names none).
+  local kind build
+  kind="$(project_kind)"
+  if [ "$kind" = "none" ]; then pip_in "$1" pytest-specdec; return; fi
+  build="$("$1/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb")).get("build-system", {}).get("requires", ["setuptools>=40.8.0"]))')"
+  # shellcheck disable=SC2086
+  if [ "$kind" = "specdec" ]; then pip_in "$1" -e ".[all]" $build; else pip_in "$1" pytest-specdec -e . $build; fi
 }
 
 case "$step" in
@@ -155,8 +155,8 @@ case "$step" in
   legs)
     # runners: one entry per runner of the fleet ([tool.specdec.gate.runners.LABEL]; without one, the one
     # runner "" with every leg), each with its legs and runs-on as JSON text, for the per-runner night.
-    python3 - <<'PY'
-import json, os, tomllib
+    "$base_python" - <<'PY'
+import json, os, sys, tomllib
 gate = tomllib.load(open("pyproject.toml", "rb")).get("tool", {}).get("specdec", {}).get("gate", {})
 legs = sorted(gate.get("legs", {}))
 wanted = os.environ.get("LEG", "") or "all"
@@ -164,7 +164,10 @@ chosen = legs if wanted == "all" else [leg for leg in legs if leg == wanted]
 print("legs=" + json.dumps(chosen))
 print("publish=" + json.dumps(gate.get("publish-site", False) is True))
 fleet, only = gate.get("runners") or {}, os.environ.get("RUNNER", "") or "all"
-labels = gate.get("runs-on") or ["self-hosted", "macOS", "ARM64"]  # the measuring jobs' runner (gate init --runner)
+labels = gate.get("runs-on", ["self-hosted", "macOS", "ARM64"])  # the measuring jobs' runner (gate init --runner)
+if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x.strip() for x in labels):
+    sys.exit(f"gate.sh: [tool.specdec.gate] runs-on = {labels!r} must name the runner's labels, e.g. "
+             "['self-hosted', 'macOS', 'ARM64'] (pytest-specdec gate init --runner KIND writes them)")
 print("runs-on=" + json.dumps([*labels, only] if only != "all" else labels))  # one runner's: the accept workflow
 planned = [
     {"runner": label, "legs": json.dumps([leg for leg in table.get("legs", []) if leg in chosen]),
