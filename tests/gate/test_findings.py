@@ -37,7 +37,7 @@ from pytest_specdec.store.records import Provenance, Role, RunRecord
 
 from .conftest import write_pyproject
 
-GH = Path(__file__).resolve().parents[1] / "act" / "gh"
+GH = Path(__file__).resolve().parents[2] / "pytest_specdec" / "gate" / "standins" / "gh"
 
 
 def specdec(repo: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_specdec.gate.watchdog import check_nights, last_night, quiet_key
 
-GH = Path(__file__).resolve().parents[1] / "act" / "gh"
+GH = Path(__file__).resolve().parents[2] / "pytest_specdec" / "gate" / "standins" / "gh"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
