@@ -275,11 +275,9 @@ def gate_table(root: Path | None = None, runner: str = "") -> tuple[str, int]:
         + f'upgrade-servers = "{UPGRADE_SERVERS}"',
     ]
     legs = 0
-    if not targets:
-        return "\n".join([*lines, "", f"# {NO_TARGETS}"]) + "\n", 0
-    for item in found:
+    for item in found:  # each backend's line, what it lacks said, even where no claim asks for a leg
         lines += ["", f"# {item.comment}"]
-        if item.profile is None:
+        if item.profile is None or not targets:
             continue
         if kind == "hosted" and item.spec.serve is not None:
             lines.append(f"# (hosted: no {item.spec.name} leg — its server is an app the hosted runner does not have)")
@@ -291,7 +289,7 @@ def gate_table(root: Path | None = None, runner: str = "") -> tuple[str, int]:
         if item.spec.serve is not None and not any("running" in label for label in item.releases):
             lines.append("serve = true  # no running server answered: the gate starts one")
     if not legs:
-        lines += ["", f"# {NO_LEG}"]
+        lines += ["", f"# {NO_TARGETS if not targets else NO_LEG}"]
     return "\n".join(lines) + "\n", legs
 
 
