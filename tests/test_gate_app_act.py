@@ -34,8 +34,8 @@ CLAIM = """\
 import pytest
 
 
-@pytest.mark.speedup(min=1.5)
-def test_prompt_lookup_pays_off_on_copied_text(specdec):
+@pytest.mark.speedup(min=0.5)
+def test_prompt_lookup_never_halves_the_speed_on_copied_text(specdec):
     specdec.compare("copy")
 """
 FOUR_PAIRS = "--specdec-min-trials=4 --specdec-max-trials=4"
@@ -77,9 +77,10 @@ def test_the_apps_gate_from_the_wheel_is_green_then_red_on_a_flipped_baseline(tm
     merge_pull_request(workspace, calls)
     accepted = repo / "baselines" / MACHINE / "llama-server.json"
     data = json.loads(accepted.read_text(encoding="utf-8"))
-    for entry in data["entries"].values():  # the accepted verdict, turned by hand: SD did not pay off
+    for entry in data["entries"].values():  # the accepted verdict, turned by hand: SD halved the speed
         result = entry["result"]
-        result["speedup"].update(estimate=1.1, low=1.0, high=1.2)
+        assert result["judgement"]["conclusion"] == "holds", "min=0.5 holds on every machine, CI's 1.02x too"
+        result["speedup"].update(estimate=0.4, low=0.3, high=0.45)
         judgement = result["judgement"]
         judgement["bounds"] = [dict(bound, verdict="refuted") for bound in judgement["bounds"]]
         judgement["conclusion"] = "refuted"
@@ -90,7 +91,7 @@ def test_the_apps_gate_from_the_wheel_is_green_then_red_on_a_flipped_baseline(tm
     assert second.returncode != 0
     opened = [c for c in calls if c[:2] == ["issue", "create"]]
     assert titles(calls) == [  # no release moved: the accepted result, not tonight's release, is in question
-        f"specdec: re-baseline needed — test_prompt_lookup_pays_off_on_copied_text on {MACHINE} (llama-server)"
+        f"specdec: re-baseline needed — test_prompt_lookup_never_halves_the_speed_on_copied_text on {MACHINE} (llama-server)"
     ]
     assert len(opened) == 1
 
