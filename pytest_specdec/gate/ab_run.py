@@ -50,6 +50,22 @@ CARRY_DOUBLINGS = 2  # a flip still unsettled doubles the night's cap on each la
 AB_SHARE = 0.5  # of the leg's share of the night's window, what the old-versus-new runs may take
 
 
+def doubled_cap(look: int, doublings: int, unit_s: float, allowance_s: float | None) -> tuple[int, bool]:
+    """``look`` pairs doubled ``doublings`` times, within ``allowance_s`` at ``unit_s`` a pair (never fewer
+    than one look), and whether the doubled cap fitted whole: the rule of every "more pairs" a night takes.
+
+    >>> doubled_cap(96, 3, 0.0, None)
+    (768, True)
+    >>> doubled_cap(96, 3, 2.0, 600.0)
+    (300, False)
+    """
+    wanted = look * 2**doublings
+    if allowance_s is None or unit_s <= 0:
+        return wanted, True
+    affordable = max(look, int(allowance_s / unit_s))
+    return min(wanted, affordable), affordable >= wanted
+
+
 def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) -> tuple[int, str]:
     """The most pairs tonight's old-versus-new run of a flip seen on ``nights_before`` earlier nights may take.
 
@@ -57,22 +73,20 @@ def ab_pairs(nights_before: int, quadruple_s: float, allowance_s: float | None) 
     is settled (:func:`~pytest_specdec.gate.ab_call.settles`). The first night's cap is ``2**NIGHT_DOUBLINGS``
     times one look; each later night in a row doubles it, up to ``2**CARRY_DOUBLINGS`` more; never more than
     the leg's allowance holds (``quadruple_s``: four generations, read from tonight's rates), and never fewer
-    than one look's. ``studies/release_change.py`` measured the rule at these caps.
+    than one look's (:func:`doubled_cap`). ``studies/release_change.py`` measured the rule at these caps.
 
     >>> ab_pairs(0, 0.0, None)
     (768, 'up to 768 pairs')
     >>> ab_pairs(1, 2.0, 600.0)[0]
     300
     """
-    wanted = AB_PAIRS * 2 ** (NIGHT_DOUBLINGS + min(max(nights_before, 0), CARRY_DOUBLINGS))
-    if allowance_s is None or quadruple_s <= 0:
-        return wanted, f"up to {wanted} pairs"
-    affordable = max(AB_PAIRS, int(allowance_s / quadruple_s))
-    if affordable >= wanted:
-        return wanted, f"up to {wanted} pairs"
-    return affordable, (
-        f"up to {affordable} pairs (the {wanted} this flip's night {nights_before + 1} may take do not fit the "
-        f"leg's share of window-minutes tonight)"
+    doublings = NIGHT_DOUBLINGS + min(max(nights_before, 0), CARRY_DOUBLINGS)
+    pairs, fits = doubled_cap(AB_PAIRS, doublings, quadruple_s, allowance_s)
+    if fits:
+        return pairs, f"up to {pairs} pairs"
+    return pairs, (
+        f"up to {pairs} pairs (the {AB_PAIRS * 2**doublings} this flip's night {nights_before + 1} may take do not "
+        "fit the leg's share of window-minutes tonight)"
     )
 
 

@@ -12,6 +12,7 @@ test's failure message.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -38,6 +39,7 @@ from pytest_specdec.gate.budget import (
 )
 from pytest_specdec.gate.findings import RE_RUN, LegCause, State, trailing
 from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig, LegConfig, check_profile, leg_server
+from pytest_specdec.gate.more_pairs import measure_undecided_again
 from pytest_specdec.gate.runner_state import keep_history, nights, state_root
 from pytest_specdec.hardware import machine_class
 from pytest_specdec.store.baseline_files import copy_split
@@ -212,6 +214,8 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
             said = "no comparison was measured (every benchmark skipped itself)"
             return _unmeasurable(out, leg, said, LegCause.NOTHING_MEASURED)
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
+    # undecided against a decisive baseline: measured again tonight, with more pairs
+    run = measure_undecided_again(config, run, out, functools.partial(_run_tests, leg, python, arguments))
     candidates = BaselineStore(Path("baselines"), run.machine_class).path(backend, candidates=True)
     if candidates.is_file():  # tonight's results without an accepted baseline, for the accept pull request
         copy_split(candidates, out / CANDIDATES)
@@ -336,23 +340,39 @@ def _on_accepted_releases(
     return found
 
 
+def _run_tests(
+    leg: LegConfig,
+    python: str,
+    arguments: Sequence[str],
+    nodeids: Sequence[str],
+    out: Path,
+    *,
+    more: Sequence[str] = (),
+) -> None:
+    """Run ``nodeids`` again with the leg's server, ``more`` arguments last; a server that cannot start is said,
+    and nothing is measured."""
+    out.mkdir(parents=True, exist_ok=True)
+    # A node id from results.json becomes a pytest argument: only ids of tests the leg collects
+    # are passed (one starting with "-" would be an option).
+    collected = set(collect(pytest_command(python, leg.backend, out, arguments, leg.targets)))
+    for refused in sorted(set(nodeids) - collected):
+        sys.stdout.write(f"specdec gate: refused to run {refused!r} again: not a test this leg collects\n")
+    nodeids = sorted(set(nodeids) & collected)
+    if not nodeids:
+        return
+    try:
+        with leg_server(leg, out / "server-logs") as pointing:
+            _run(pytest_command(python, leg.backend, out, [*pointing, *arguments, *more], nodeids), out)
+    except BackendUnavailable as error:
+        sys.stdout.write(f"specdec gate: could not start again ({error}) — the first reading stands\n")
+
+
 def _rerun(
     leg: LegConfig, first: Sequence[ComparisonRecord], python: str, arguments: Sequence[str], out: Path
 ) -> tuple[list[ComparisonRecord], list[ComparisonRecord]]:
     """Re-run each flipped comparison once (with the leg's server): the flips that flip again, and those the
     re-run did not measure (both stand)."""
-    # A node id from results.json becomes a pytest argument: only ids of tests the leg collects
-    # are passed (one starting with "-" would be an option).
-    collected = set(collect(pytest_command(python, leg.backend, out, arguments, leg.targets)))
-    nodeids = sorted({r.nodeid for r in first} & collected)
-    for refused in sorted({r.nodeid for r in first} - collected):
-        sys.stdout.write(f"specdec gate: refused to re-run {refused!r}: not a test this leg collects\n")
-    try:
-        if nodeids:
-            with leg_server(leg, out / "server-logs") as pointing:
-                _run(pytest_command(python, leg.backend, out, [*pointing, *arguments], nodeids), out)
-    except BackendUnavailable as error:
-        sys.stdout.write(f"specdec gate: the re-run could not start ({error}) — the flips stand\n")
+    _run_tests(leg, python, arguments, sorted({r.nodeid for r in first}), out)
     rerun = load_run(out / "results.json") if (out / "results.json").is_file() else None
     remeasured = {(baseline_key(r), r.baseline_arm) for r in (rerun.comparisons if rerun else ())}
     again = {(baseline_key(r), r.baseline_arm) for r in (rerun.flips if rerun else ())}

@@ -79,7 +79,7 @@ def test_a_node_id_from_results_that_the_leg_does_not_collect_is_never_passed_to
     results = tmp_path / "results.json"
     results.write_text(dumps(results_document(evil)))
     confirmed = confirm(GateConfig(), results, tmp_path / "confirm", sys.executable, [])
-    assert "refused to re-run '--basetemp=/etc': not a test this leg collects" in capsys.readouterr().out
+    assert "refused to run '--basetemp=/etc' again: not a test this leg collects" in capsys.readouterr().out
     assert [r.nodeid for r in confirmed] == ["--basetemp=/etc"], "never re-measured, so the flip stands"
     assert not (tmp_path / "confirm" / "results.json").exists(), "pytest was not run with it"
 
