@@ -57,24 +57,11 @@ from pytest_specdec.store.night_statistics import UNKNOWN, RunSpread
 BOUND = 1.2
 
 
-def night(
-    old_speedup: float, new_speedup: float, rng: np.random.Generator, cap: int, cv: float, *, shift: float = 0.0
-) -> tuple[Call, int, float]:
-    """One night on a machine that misbehaves the way real ones do: the call on max=1.2, the pairs it took, and
-    the night's level — what both releases' speedups were multiplied by, its shift and its prompts' effects
-    (these prompts' total-time reading, as ``studies/error_rates.py`` reads them).
-
-    ``shift``: the night's own level, SD's speedup for both releases ``× exp(N(0, shift))`` (a level shift
-    between nights, as real machines show; ``studies/run_spread.py``), read by the gate with that spread
-    known (as from many nights): the old release's reading against the accepted verdict must stand beyond it.
-
-    The old-versus-new run looks at :data:`AB_PAIRS` pairs and each doubling up to ``cap``, stopping
-    when the figures settle the flip (:func:`~pytest_specdec.gate.ab_call.settles`), as the gate runs it.
-    """
-    first = 4 * (min(AB_PAIRS, cap) + 1)
-    machine = {
+def machine(rng: np.random.Generator, cv: float, first: int) -> dict[str, str]:
+    """A night's machine, as real ones misbehave, for a run whose first look takes ``first`` generations."""
+    return {
         "noise": f"{cv:.4f}",
-        # 10-20 % throttling over one look's 96 pairs, as when a night was one look; a night that looks on
+        # 10-20 % throttling over one look's 96 pairs, as when a night was one look: a night that looks on
         # keeps throttling at that rate (the parameter unchanged per generation)
         "drift": f"{rng.uniform(0.10, 0.20) / first:.6f}",
         "wander": "0.01",
@@ -84,12 +71,38 @@ def night(
         "step_at": str(int(rng.integers(first // 4, 3 * first // 4))),
         "step": "-0.25",
     }
+
+
+def night(
+    old_speedup: float,
+    new_speedup: float,
+    rng: np.random.Generator,
+    cap: int,
+    cv: float,
+    *,
+    shift: float = 0.0,
+    level: float | None = None,
+    bound: float = BOUND,
+) -> tuple[Call, int, float]:
+    """One night on a machine that misbehaves the way real ones do: the call on ``max=bound``, the pairs it took, and
+    the night's level — what both releases' speedups were multiplied by, its shift and its prompts' effects
+    (these prompts' total-time reading, as ``studies/error_rates.py`` reads them).
+
+    ``shift``: the night's own level (``level``, where the caller's nights carry one), SD's speedup for both
+    releases ``× exp(N(0, shift))`` (a level shift between nights, as real machines show; ``studies/run_spread.py``), read by the gate with that spread
+    known (as from many nights): the old release's reading against the accepted verdict must stand beyond it.
+
+    The old-versus-new run looks at :data:`AB_PAIRS` pairs and each doubling up to ``cap``, stopping
+    when the figures settle the flip (:func:`~pytest_specdec.gate.ab_call.settles`), as the gate runs it.
+    """
+    options = machine(rng, cv, 4 * (min(AB_PAIRS, cap) + 1))
     seed = int(rng.integers(1 << 30))
-    level = float(np.exp(rng.normal(0.0, shift))) if shift else 1.0
+    if level is None:  # the night's own level, drawn here unless the caller's nights carry one
+        level = float(np.exp(rng.normal(0.0, shift))) if shift else 1.0
 
     def release(speedup: float, offset: int) -> SimulatedBackend:
-        options = {**machine, "speedup": str(speedup), "seed": str(seed + offset), "prompt_seed": str(seed)}
-        return SimulatedBackend(ModelPair("t", "d"), options)
+        chosen = {**options, "speedup": str(speedup), "seed": str(seed + offset), "prompt_seed": str(seed)}
+        return SimulatedBackend(ModelPair("t", "d"), chosen)
 
     new = release(new_speedup * level, 1)
     pair = InProcessReleases(release(old_speedup * level, 0), new)
@@ -101,9 +114,9 @@ def night(
     # of the study (no metric cross-check: it is tested where a server's counters really change).
     spread = RunSpread(shift, 30, 29) if shift else UNKNOWN
     ab = run_release_ab(
-        pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", BOUND, Verdict.HOLDS, spread)
+        pair, plan, clock=lambda: 0.0, settled=lambda ab: settles(ab, "max", bound, Verdict.HOLDS, spread)
     )
-    return blame(ab, "max", BOUND, Verdict.HOLDS, spread).call, ab.pairs, level * prompts_factor(new, plan)
+    return blame(ab, "max", bound, Verdict.HOLDS, spread).call, ab.pairs, level * prompts_factor(new, plan)
 
 
 def prompts_factor(backend: SimulatedBackend, plan: ComparisonPlan) -> float:
