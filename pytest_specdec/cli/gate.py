@@ -158,7 +158,8 @@ def lock(args: argparse.Namespace) -> int:
     from pytest_specdec.gate import lockfile
 
     platform = lockfile.interpreter_platform(args.python)
-    pins = lockfile.environment_pins(args.python, os.environ.get("SPECDEC_GATE_PIP_ARGS", ""))
+    installed = lockfile.platform_pins(args.baselines, platform)  # what set-up installed by hash: kept as it ran
+    pins = lockfile.environment_pins(args.python, os.environ.get("SPECDEC_GATE_PIP_ARGS", ""), installed)
     pins = lockfile.mark_build(pins, args.baselines, platform)  # the '# build' marks of this platform's locks
     lockfile.write_pins(args.out / "gate-lock.txt", pins, platform)
     print(f"specdec gate: locked {len(pins)} package(s) with their hashes in {args.out / 'gate-lock.txt'}")

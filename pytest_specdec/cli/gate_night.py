@@ -127,7 +127,7 @@ def adopt_issues(args: argparse.Namespace) -> int:
 def init(args: argparse.Namespace) -> int:
     """Print (or append to pyproject.toml) legs for what this machine has installed; with ``--write`` also the
     gate's workflows and scripts (those missing), with ``--workflows`` only those (replacing older ones)."""
-    from pytest_specdec.gate.init import NO_LEG, NO_TARGETS, append_to_pyproject, gate_table
+    from pytest_specdec.gate.init import NO_LEG, NO_TARGETS, append_to_pyproject, gate_table, lock_steps
     from pytest_specdec.gate.workflow_files import write_gate_files
 
     root = Path.cwd()
@@ -145,8 +145,24 @@ def init(args: argparse.Namespace) -> int:
         )
         return 1
     print(f"specdec gate: {append_to_pyproject(root / 'pyproject.toml', text)} ({legs} leg(s))")
-    for line in write_gate_files(root, replace=False).lines():
+    for line in [*write_gate_files(root, replace=False).lines(), *lock_steps(root, args.runner)]:
         print(f"specdec gate: {line}")
+    return 0
+
+
+def resolve(args: argparse.Namespace) -> int:
+    """Resolve a hashed lock for a platform (``--for measure``: a runner's venv; ``alert``: the hosted jobs')."""
+    from pytest_specdec.gate.resolve_lock import Request, lock
+    from pytest_specdec.store.files import write_atomically
+
+    request = Request(args.platform, args.what, Path.cwd(), args.specdec_wheel, args.extras, tuple(args.find_links))
+    problem = request.problem()
+    if problem:
+        raise SpecdecUsageError(problem)
+    text, count = lock(request)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(args.out, text)
+    print(f"specdec gate: {args.out}: {count} package(s) for {args.platform}, each with its hash")
     return 0
 
 
@@ -175,6 +191,7 @@ def try_locally(args: argparse.Namespace) -> int:
 def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: argparse.ArgumentParser) -> None:
     """The night's commands under ``pytest-specdec gate``; ``leg`` holds the per-leg arguments."""
     from pytest_specdec.gate.init import runner_kinds
+    from pytest_specdec.hardware import lock_platform
 
     parser = gate.add_parser("night", parents=[leg], help="the leg's night.json (ends the measuring job)")
     parser.set_defaults(handler=night)
@@ -208,6 +225,17 @@ def register(gate: argparse._SubParsersAction[argparse.ArgumentParser], leg: arg
     parser.add_argument("--runner", choices=sorted(runner_kinds()), default="",
                         help="where the measuring jobs run (default: this machine's kind)")  # fmt: skip
     parser.set_defaults(handler=init)
+    parser = gate.add_parser("resolve", help="a hashed lock for a runner's platform, resolved by pip (needs the index)")
+    parser.add_argument("--platform", default=lock_platform(),
+                        help="darwin-arm64-py3.12, linux-x86_64-py3.12 or this interpreter's (default)")  # fmt: skip
+    parser.add_argument("--for", dest="what", choices=["measure", "alert"], default="measure",
+                        help="measure: a runner's venv; alert: the hosted jobs' (.github/alert-lock.txt)")  # fmt: skip
+    parser.add_argument("--specdec-wheel", type=Path, help="pin pytest-specdec by this wheel's hash (before PyPI)")
+    parser.add_argument("--extras", default="all", help="pytest-specdec's extras in a measuring lock (default: all)")
+    parser.add_argument("--find-links", type=Path, action="append", default=[],
+                        help="resolve from this folder of wheels alone, offline (repeatable)")  # fmt: skip
+    parser.add_argument("--out", type=Path, required=True, help="the lock file to write")
+    parser.set_defaults(handler=resolve)
     parser = gate.add_parser("try", help="one night of this repository's gate here, under act, before pushing")
     parser.add_argument("--workflow", default="specdec-gate.yml", help="the workflow to run (specdec-accept.yml too)")
     parser.add_argument("--leg", default="all", help="one configured leg (default: all)")

@@ -232,6 +232,26 @@ def default_runner() -> str:
     return "self-hosted-mac" if platform.system() == "Darwin" else "self-hosted-linux"
 
 
+def lock_steps(root: Path, runner: str) -> list[str]:
+    """What to run next for each hashed lock the repository lacks: the hosted jobs' (without it their set-up
+    fails) and the runner's (without it the first night installs by name, and its accept pull request locks it).
+    """
+    from pytest_specdec.hardware import lock_platform, machine_class
+
+    measure = lock_platform() if (runner or default_runner()) == "self-hosted-linux" else "darwin-arm64-py3.12"
+    runner_lock = Path("baselines") / machine_class() / "gate-lock.txt"
+    wheel = "--specdec-wheel WHEEL "  # until pytest-specdec is on PyPI (the guide's step 3)
+    steps = []
+    if not (root / ".github" / "alert-lock.txt").is_file():
+        steps.append(f"next: .github/alert-lock.txt (the hosted jobs' hashed lock) is missing: pytest-specdec gate "
+                     f"resolve --for alert --platform linux-x86_64-py3.12 {wheel}--out .github/alert-lock.txt")  # fmt: skip
+    if not (root / runner_lock).is_file():
+        steps.append(f"next: {runner_lock} (the runner's hashed lock) is missing — the first night installs by name "
+                     f"unless you write it: pytest-specdec gate resolve --for measure --platform {measure} {wheel}"
+                     f"--out {runner_lock}")  # fmt: skip
+    return steps
+
+
 NO_TARGETS = (
     "no leg: no test file here asks for the specdec fixture — write a claim (docs/writing-claims.md), then run "
     "pytest-specdec gate init again"

@@ -35,9 +35,9 @@ LINE = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)"
     r"(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)(?P<build>\s+#\s*build)?$"
 )
-# pip is the interpreter's own (ensurepip) and the project is the reviewed checkout; the build backend
-# (setuptools) is locked: the project is installed with --no-build-isolation from it.
-NEVER_LOCKED = {"pip", "pytest-specdec"}
+# pip is the interpreter's own (ensurepip); the build backend (setuptools) is locked: the project is installed
+# with --no-build-isolation from it. pytest-specdec is locked too, except in its own checkout (the project).
+NEVER_LOCKED = {"pip"}
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,17 @@ def pin_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def platform_pins(baselines: Path, platform: str) -> dict[str, Pin]:
+    """Every pin of the locks of ``platform`` under ``baselines``, by :func:`pin_name` (the last lock's, where
+    two pin one package)."""
+    return {pin_name(pin.name): pin for lock in sorted(baselines.glob("*/gate-lock.txt"))
+            if platform_of(lock) == platform for pin in read_pins(lock).values()}  # fmt: skip
+
+
 def mark_build(pins: dict[str, Pin], baselines: Path, platform: str) -> dict[str, Pin]:
     """``pins`` with ``build`` set on every package a lock of ``platform`` under ``baselines`` marks ``# build``
     (the environment that ran cannot tell a build tool from the rest; the locks it was made from can)."""
-    marked = {pin_name(pin.name) for lock in sorted(baselines.glob("*/gate-lock.txt")) if platform_of(lock) == platform
-              for pin in read_pins(lock).values() if pin.build}  # fmt: skip
+    marked = {name for name, pin in platform_pins(baselines, platform).items() if pin.build}
     return {key: replace(pin, build=pin.build or pin_name(pin.name) in marked) for key, pin in pins.items()}
 
 
@@ -148,8 +154,14 @@ def frozen_requirements(frozen: str) -> list[tuple[str, str]]:
     return [(match[1], match[2]) for match in found if match is not None]
 
 
-def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
-    """Every distribution installed in ``python``'s own environment, with the hash of the file pip fetches for it."""
+def environment_pins(python: str, pip_args: str = "", kept: dict[str, Pin] | None = None) -> dict[str, Pin]:
+    """Every distribution installed in ``python``'s own environment, with the hash of the file pip fetches for it.
+
+    An editable install (the repository's own package, or pytest-specdec in its own checkout) is the reviewed
+    checkout, never locked. A distribution ``kept`` pins at the installed version keeps that pin: what set-up
+    installed by hash (pytest-specdec from a wheel its index may not serve again) is what ran.
+    """
+    kept = {pin_name(pin.name): pin for pin in (kept or {}).values()}
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         capture_output=True, text=True, check=True,
@@ -160,6 +172,10 @@ def environment_pins(python: str, pip_args: str = "") -> dict[str, Pin]:
     with tempfile.TemporaryDirectory(prefix="specdec-lock-") as folder:
         for name, version in wanted:
             if name.lower() in NEVER_LOCKED:
+                continue
+            before = kept.get(pin_name(name))
+            if before is not None and before.version == version:
+                pins[name.lower()] = replace(before, build=False)
                 continue
             target = Path(folder) / name
             _pip(python, pip_args, "download", "-q", "--no-deps", "-d", str(target), f"{name}=={version}")

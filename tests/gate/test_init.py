@@ -246,3 +246,21 @@ def test_the_shipped_upgrade_servers_is_the_one_init_writes() -> None:
 
     shipped = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["specdec"]["gate"]
     assert shipped["upgrade-servers"] == UPGRADE_SERVERS
+
+
+def test_init_names_the_command_for_each_hashed_lock_the_repository_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_specdec.gate.init import lock_steps
+
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", "My-Mac")
+    hosted, runner = lock_steps(tmp_path, "self-hosted-mac")
+    assert hosted.endswith("pytest-specdec gate resolve --for alert --platform linux-x86_64-py3.12 "
+                           "--specdec-wheel WHEEL --out .github/alert-lock.txt")  # fmt: skip
+    assert "baselines/My-Mac/gate-lock.txt (the runner's hashed lock) is missing" in runner
+    assert "--for measure --platform darwin-arm64-py3.12 --specdec-wheel WHEEL" in runner
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "alert-lock.txt").write_text("# platform: linux-x86_64-py3.12\n", encoding="utf-8")
+    (tmp_path / "baselines" / "My-Mac").mkdir(parents=True)
+    (tmp_path / "baselines" / "My-Mac" / "gate-lock.txt").write_text("", encoding="utf-8")
+    assert lock_steps(tmp_path, "self-hosted-mac") == [], "nothing to say where both locks are there"
