@@ -132,8 +132,12 @@ def set_leg_args(repo: Path, args: str) -> None:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clone with the gate configured for the test backend, a lock pinning 1.0, and a remote."""
+    return gate_workspace(tmp_path_factory.mktemp("gate"))
+
+
+def gate_workspace(root: Path) -> Path:
+    """:func:`workspace`'s, under ``root``: release 1.0 (0.8x) locked, 1.1 (1.25x) on the index, claim r."""
     pytest.importorskip("mlx_lm")
-    root = tmp_path_factory.mktemp("gate")
     index = root / "index"
     index.mkdir()
     build_wheel(index, "1.0", 0.8)
