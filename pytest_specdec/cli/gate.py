@@ -103,8 +103,8 @@ def upgrade(args: argparse.Namespace) -> int:
     config = legs.read_gate_config(Path.cwd())
     packages = config.packages(args.backend)
     before = releases.read_versions(args.out / BEFORE) or _versions(args, packages)
-    if packages:
-        _pip(args.python, "--upgrade", *packages)
+    if packages:  # eager: a library under the engine (MLX under mlx-vlm) moves too, though still satisfied
+        _pip(args.python, "--upgrade", "--upgrade-strategy", "eager", *packages)
     if config.upgrade_servers and os.environ.get(KEEP_SERVERS) == "1":
         print("specdec gate: upgrade-servers not run (gate try without --upgrade leaves this machine's servers)")
     elif config.upgrade_servers:

@@ -48,9 +48,51 @@ def package_versions(names: Sequence[str]) -> dict[str, str]:
     return found
 
 
+def with_libraries(names: Sequence[str]) -> list[str]:
+    """``names`` and every installed distribution they require, all the way down (markers read for this
+    interpreter, extras left out): the libraries under an engine that can move its answer (MLX under
+    mlx-vlm), which the upgrade step moves too (pip's eager strategy).
+
+    >>> "numpy" in with_libraries(["scipy"])
+    True
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    found = {canonicalize_name(name): name for name in names}
+    todo = list(names)
+    while todo:
+        try:
+            requires = metadata.requires(todo.pop()) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            key = canonicalize_name(requirement.name)
+            if key not in found:
+                found[key] = requirement.name
+                todo.append(requirement.name)
+    installed = list(names) + sorted(n for k, n in found.items() if n not in names and _installed(n))
+    return installed
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def collect_versions(packages: Sequence[str], backend: str = "") -> dict[str, str]:
-    """Packages and the leg's servers in one mapping, ready to be compared before and after."""
-    return {**package_versions(packages), **server_releases(backend)}
+    """The leg's packages, every library under them, and the leg's servers in one mapping, ready to be compared
+    before and after."""
+    return {**package_versions(with_libraries(packages)), **server_releases(backend)}
 
 
 def release_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -71,8 +71,11 @@ def build_wheel(
     counter_scale: float = 1.0,
     first_run_speedup: float | None = None,
     by_machine: Mapping[str, float] | None = None,
+    requires: Sequence[str] = (),
 ) -> Path:
     """A pure-Python wheel of specdec-testbackend, written by hand (no build tools needed).
+
+    ``requires``: the distributions it depends on (a library under the engine, :func:`build_library`).
 
     ``by_machine``: the release's speedup on the machine classes it names (``SPECDEC_MACHINE_CLASS``), as a
     release that pays off on one chip and not on another.
@@ -89,7 +92,8 @@ def build_wheel(
             first_run_speedup="" if first_run_speedup is None else first_run_speedup,
             by_machine=dict(by_machine or {}),
         ),
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: specdec-testbackend\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {name}\n" for name in requires),
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{info}/entry_points.txt": "[pytest_specdec.backends]\ntestbackend = specdec_testbackend:SPEC\n",
     }
@@ -131,6 +135,16 @@ def build_wrapped_mlx_lm(folder: Path, mode: str = "dropdraft") -> tuple[Path, s
     wheel_text = "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files |= {f"{info}/METADATA": metadata_text.encode(), f"{info}/WHEEL": wheel_text.encode()}
     return _write_wheel(folder / f"mlx_lm-{version}-py3-none-any.whl", info, files), version
+
+
+def build_library(folder: Path, name: str, version: str) -> Path:
+    """An empty pure-Python library's wheel: something an engine depends on, released on its own."""
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    files = {f"{module}/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test_gate_act\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+    return _write_wheel(folder / f"{module}-{version}-py3-none-any.whl", info, files)
 
 
 def _write_wheel(path: Path, info: str, files: Mapping[str, bytes | str]) -> Path:

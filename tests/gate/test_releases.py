@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.released_backend import build_wheel
+from gate.released_backend import build_library, build_wheel
 from pytest_specdec.backends import server_releases as server_versions
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.lockfile import Pin, platform_of, read_pins
@@ -149,6 +149,33 @@ def test_setup_pins_upgrade_moves_and_lock_records(tmp_path: Path) -> None:
         "specdec-testbackend": Pin("specdec-testbackend", "1.1", (hashlib.sha256(newer.read_bytes()).hexdigest(),))
     }
     assert platform_of(out / "gate-lock.txt") == lock_platform(), "the lock names the platform it installs on"
+
+
+def test_the_upgrade_moves_a_library_under_the_engine_and_names_it(tmp_path: Path) -> None:
+    """pip's eager strategy: a library the engine needs moves though the old one still satisfies it (MLX under
+    mlx-vlm, Blaizzy/mlx-vlm#2133), and the night's release changes name it, the engine unchanged."""
+    index = tmp_path / "index"
+    index.mkdir()
+    engine = build_wheel(index, "1.0", 0.8, requires=["specdec-testlib>=1.0"])
+    library = build_library(index, "specdec-testlib", "1.0")
+    build_library(index, "specdec-testlib", "1.1")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_pyproject(repo, '[tool.specdec.gate.legs.testbackend]\npackages = ["specdec-testbackend"]\n')
+    lock = repo / "baselines" / "M" / "gate-lock.txt"
+    lock.parent.mkdir(parents=True)
+    pins = [Pin(name, "1.0", (hashlib.sha256(wheel.read_bytes()).hexdigest(),))
+            for name, wheel in (("specdec-testbackend", engine), ("specdec-testlib", library))]  # fmt: skip
+    lock.write_text("".join(f"{pin.line}\n" for pin in pins))
+    gate = gate_sh(repo, index)
+    installed = gate("setup")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    before = json.loads((repo / "out" / "versions-before.json").read_text())
+    assert (before["specdec-testbackend"], before["specdec-testlib"]) == ("1.0", "1.0"), "the library is recorded"
+    upgraded = gate("upgrade", upgrade=True)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "--upgrade-strategy eager" in upgraded.stdout
+    assert json.loads((repo / "out" / "release-changes.json").read_text()) == ["specdec-testlib 1.0 → 1.1"]
 
 
 @pytest.mark.parametrize("why", ["a file that is not what was reviewed", "a release gone from the index"])
