@@ -170,7 +170,7 @@ def _asks_for_specdec(path: Path) -> bool:
     from ``pytest_specdec.benchmarks`` (parsed, never imported)."""
     try:
         tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, OSError):  # not Python, or not readable (a dangling link): not a claim file
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):

@@ -88,16 +88,25 @@ def act_command(
 
 
 def throwaway_clone(repository: Path, into: Path) -> Path:
-    """``repository`` as a clone under ``into``, with its uncommitted and untracked (not ignored) files copied in."""
+    """``repository`` as a clone under ``into``, as its work tree is: uncommitted and untracked (not ignored) files
+    copied in, symbolic links as links, files deleted but not committed deleted."""
     clone = into / "repo"
     subprocess.run(["git", "clone", "-q", str(repository), str(clone)], check=True, capture_output=True)
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=repository, check=True,
-                            capture_output=True, text=True).stdout.splitlines()  # fmt: skip
-    for name in listed:
-        source = repository / name
-        if source.is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, clone / name)
+
+    def listed(*options: str) -> list[str]:
+        return subprocess.run(["git", "ls-files", "-z", *options], cwd=repository, check=True,
+                              capture_output=True, text=True).stdout.split("\0")  # fmt: skip
+
+    deleted = set(listed("-d"))
+    for name in filter(None, listed("-co", "--exclude-standard")):
+        source, target = repository / name, clone / name
+        if name in deleted:
+            target.unlink(missing_ok=True)
+        elif source.is_symlink() or source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            shutil.copy2(source, target, follow_symlinks=False)
     return clone
 
 

@@ -53,6 +53,7 @@ def test_init_in_an_app_repository_writes_legs_on_its_profile_and_its_claims(tmp
              "tests/test_broken.py": "def test_(:\n", "benchmarks_of_mine_test.py": APP_CLAIM}  # fmt: skip
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "tests" / "test_dangling.py").symlink_to("absent.py")  # unreadable: not a claim file, no traceback
     text, count = gate_table(tmp_path)
     legs = tomllib.loads(text)["tool"]["specdec"]["gate"]["legs"]
     assert count == len(legs) >= 1

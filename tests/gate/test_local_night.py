@@ -56,3 +56,29 @@ def test_try_without_the_workflows_or_without_act_is_one_line(
     monkeypatch.setattr(local_night.shutil, "which", lambda name: None)
     assert main(["gate", "try"]) == 2
     assert local_night.NO_ACT in capsys.readouterr().err
+
+
+def test_the_throwaway_clone_is_the_work_tree_as_it_is(tmp_path: Path) -> None:
+    """Uncommitted edits and untracked files copied, a symbolic link kept a link, a deleted file deleted; ignored
+    files left out."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "kept.py").write_text("committed\n")
+    (repo / "gone.py").write_text("committed, then deleted\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], cwd=repo, check=True)
+    (repo / "kept.py").write_text("edited\n")
+    (repo / "gone.py").unlink()
+    (repo / "new.py").write_text("untracked\n")
+    (repo / "link.py").symlink_to("kept.py")
+    (repo / "noise.log").write_text("ignored\n")
+    clone = local_night.throwaway_clone(repo, tmp_path / "night")
+    assert (clone / "kept.py").read_text() == "edited\n"
+    assert (clone / "new.py").read_text() == "untracked\n"
+    assert not (clone / "gone.py").exists(), "deleted in the work tree: deleted in the clone"
+    assert (clone / "link.py").is_symlink()
+    assert str((clone / "link.py").readlink()) == "kept.py"
+    assert not (clone / "noise.log").exists()
