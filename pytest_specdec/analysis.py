@@ -28,6 +28,7 @@ from pytest_specdec.backends.base import (
     KnowsSpeculation,
     MeasuresStepCosts,
     ModelPair,
+    NotRun,
 )
 from pytest_specdec.embedded.prompts import probe_prompts, prompts_for
 from pytest_specdec.errors import BackendRuntimeError
@@ -251,8 +252,9 @@ class Analysis:
 
     def engagement(
         self, backend: Backend, comparison: Comparison, progress: Callable[[Progress], None] = lambda _: None
-    ) -> tuple[str | None, list[str]]:
-        """Why the arms cannot differ (``None`` when they can), and the lines that show it.
+    ) -> tuple[str | None, list[str], NotRun | None]:
+        """Why the arms cannot differ (``None`` when they can), the lines that show it, and the class of the
+        engine's own reason where it gave one (:class:`~pytest_specdec.backends.base.NotRun`).
 
         Counted drafts decide where the backend reports them: the SD arm must draft,
         the plain arm must not. Otherwise the server's own answers (static evidence) can
@@ -263,35 +265,41 @@ class Analysis:
         """
         plan = comparison.plan
         if not plan.treatment.speculative:
-            return None, []
+            return None, [], None
         evidence = backend.speculation_evidence() if isinstance(backend, KnowsSpeculation) else None
+        why = evidence.why if evidence is not None else None
+
+        def not_run(detail: str) -> str:  # the engine's class, where it said one, then its words
+            said = f" — the engine says: {why.value}" if why else ""
+            return f"not measurable: SD not engaged{said} ({detail})"
+
         if comparison.engaged is False:
             if evidence is not None and evidence.sd_arm is False:  # the server is not speculating at all
-                return f"not measurable: SD not engaged ({evidence.reason})", []
+                return not_run(evidence.reason), [], why
             said = f"; {evidence.reason}" if evidence is not None and evidence.sd_arm else ""
-            return f"not measurable: SD not engaged (the {plan.treatment.label} arm drafted 0 tokens{said})", []
+            return not_run(f"the {plan.treatment.label} arm drafted 0 tokens{said}"), [], why
         drafted = None if plan.baseline.speculative else baseline_drafted(comparison.pairs)
         if drafted:
             return (
                 f"not measurable: both arms speculate (the {plan.baseline.label} arm drafted {drafted} tokens)",
                 [],
+                None,
             )
         if comparison.engaged is True:
-            return None, []
+            return None, [], None
         if evidence is not None and (evidence.sd_arm is False or evidence.plain_arm is True):
-            return f"not measurable: SD not engaged ({evidence.reason})", []
+            if evidence.plain_arm is True:
+                return f"not measurable: SD not engaged ({evidence.reason})", [], None
+            return not_run(evidence.reason), [], why
         probe = self._probe(backend, plan, progress)
         lines = [probe.describe()]
         if probe.plain_speculates:
-            return "not measurable: both arms look speculative (" + probe.describe() + ")", lines
+            return "not measurable: both arms look speculative (" + probe.describe() + ")", lines, None
         if probe.sd_live:
-            return None, lines
-        why = evidence.reason if evidence is not None else "the backend reports no drafted tokens"
+            return None, lines, None
+        reason = evidence.reason if evidence is not None else "the backend reports no drafted tokens"
         c = probe.contrast
-        return (
-            f"not measurable: SD not engaged (no sign of SD: contrast {c.estimate:.2f} [{c.low:.2f}, {c.high:.2f}]; {why})",
-            lines,
-        )
+        return not_run(f"no sign of SD: contrast {c.estimate:.2f} [{c.low:.2f}, {c.high:.2f}]; {reason}"), lines, why
 
     def theory(self, backend: Backend, comparison: Comparison) -> TheoryRecord | None:
         """α from accepted/drafted, c and r_v where the backend can time its steps."""

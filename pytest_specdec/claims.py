@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions, marker_keywords
-from pytest_specdec.backends.base import Fingerprint, ModelPair
+from pytest_specdec.backends.base import Fingerprint, ModelPair, NotRun
 from pytest_specdec.config import Settings
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.machine_load import MachineLoad
@@ -203,19 +203,22 @@ def judge_outcome(
     expect: Expectations,
     *,
     unmeasurable: str | None = None,
+    not_run: NotRun | None = None,
     reference: bool = False,
 ) -> Judgement:
     """The lossless check, then whether the arms can differ, then the bounds: one :class:`Judgement`.
 
     A comparison whose output check fails, or whose arms cannot differ
-    (``unmeasurable``: SD not engaged, or both arms speculate), gets no verdict at all.
+    (``unmeasurable``: SD not engaged, or both arms speculate; ``not_run``: the class of the engine's own reason),
+    gets no verdict at all.
     A ``reference`` comparison is judged and shown but never gates (e.g. SD against the
     server's own plain mode when the verdict is against a faster plain runtime).
     """
     role = _role(expect, settings.profile, reference)
-    return _judgement(
+    judged = _judgement(
         comparison, expect, role, strict=settings.strict, release=fingerprint.release, unmeasurable=unmeasurable
     )
+    return replace(judged, not_run=not_run) if judged.conclusion is Conclusion.NOT_MEASURABLE else judged
 
 
 def _judgement(

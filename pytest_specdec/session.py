@@ -27,6 +27,7 @@ from pytest_specdec.backends.base import (
     Fingerprint,
     KnowsDefaultDraftLength,
     ModelPair,
+    NotRun,
 )
 from pytest_specdec.backends.pool import BackendPool
 from pytest_specdec.claims import Expectations, judge_outcome, record_outcome, stop_rule
@@ -283,12 +284,15 @@ class SpecdecSession:
                 )
             raise
         load = probe.finish()  # the pairs' and checks' time, not the engagement probe's
-        unmeasurable, engagement_notes = self.analysis.engagement(backend, comparison, progress)
+        unmeasurable, engagement_notes, not_run = self.analysis.engagement(backend, comparison, progress)
         swapped_after = swap_ins()
         if swapped_before is not None and swapped_after is not None and swapped_after > swapped_before:
-            unmeasurable = (
-                f"not measurable: the machine swapped ({swapped_after - swapped_before} pages swapped in during the "
-                "comparison) — the models did not fit beside what else runs; close it, or measure a smaller pair"
+            not_run, unmeasurable = (
+                None,
+                (
+                    f"not measurable: the machine swapped ({swapped_after - swapped_before} pages swapped in during the "
+                    "comparison) — the models did not fit beside what else runs; close it, or measure a smaller pair"
+                ),
             )
         record = self.ledger.check(
             self._record(
@@ -299,6 +303,7 @@ class SpecdecSession:
                 comparison,
                 load=load,
                 unmeasurable=unmeasurable,
+                not_run=not_run,
                 engagement_notes=engagement_notes,
             )
         )
@@ -316,6 +321,7 @@ class SpecdecSession:
         *,
         load: MachineLoad | None = None,
         unmeasurable: str | None = None,
+        not_run: NotRun | None = None,
         engagement_notes: Sequence[str] = (),
         cut_short: bool = False,
     ) -> ComparisonRecord:
@@ -323,9 +329,8 @@ class SpecdecSession:
         is judged and recorded as its pairs stand, never explained further (that would run the engine again)."""
         plan = comparison.plan
         fingerprint = backend.fingerprint()
-        judgement = judge_outcome(
-            self.settings, fingerprint, comparison, expect, unmeasurable=unmeasurable, reference=spec.reference
-        )
+        judgement = judge_outcome(self.settings, fingerprint, comparison, expect, unmeasurable=unmeasurable,
+                                  not_run=not_run, reference=spec.reference)  # fmt: skip
         scope = _scope(self.settings.profile, comparison, fingerprint, spec.prompt_set,
                        base_model=self.pool.is_base_model(backend), weight_bytes=self.pool.weight_bytes(backend),
                        arm_options=self.pool.arm_options(backend))  # fmt: skip

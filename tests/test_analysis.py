@@ -15,6 +15,7 @@ from pytest_specdec.backends.base import (
     GenerationStats,
     GenerationStream,
     ModelPair,
+    NotRun,
     SpeculationEvidence,
     TokenBurst,
 )
@@ -65,6 +66,11 @@ PLAIN_TOO = EngagementProbe(ratio(2.1, 1.8, 2.4), ratio(2.0, 1.7, 2.3), ratio(1.
 
 
 def engagement(server: Server, probe: EngagementProbe | None) -> tuple[str | None, list[str]]:
+    reason, lines, _ = classed_engagement(server, probe)
+    return reason, lines
+
+
+def classed_engagement(server: Server, probe: EngagementProbe | None) -> tuple[str | None, list[str], NotRun | None]:
     plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 2, 2, 0.95)
     comparison = run_comparison(server, plan)  # type: ignore[arg-type]
     analysis = Analysis()
@@ -112,6 +118,17 @@ def test_static_evidence_that_an_arm_cannot_differ_decides_without_a_probe() -> 
     assert lines == []
 
 
+def test_the_engines_own_class_of_why_sd_did_not_run_is_said_and_kept() -> None:
+    """An engine that says why (llama-server's /slots: asked to speculate, no drafter set up) gives the class."""
+    said = SpeculationEvidence(False, False, "the SD server is not speculating", NotRun.DRAFTER_NOT_LOADED)
+    reason, _, why = classed_engagement(Knowing(said), None)
+    assert reason == (
+        "not measurable: SD not engaged — the engine says: drafter not loaded (the SD server is not speculating)"
+    )
+    assert why is NotRun.DRAFTER_NOT_LOADED
+    assert classed_engagement(Knowing(TOGGLES), UNCLEAR)[2] is None, "an engine that says nothing: no class"
+
+
 def test_a_plain_arm_that_counted_drafts_means_both_arms_speculate() -> None:
     reason, _ = engagement(Server(None, plain_drafts=5), None)
     assert reason == "not measurable: both arms speculate (the plain arm drafted 10 tokens)"
@@ -129,7 +146,7 @@ def test_the_backends_that_count_drafts_never_need_the_probe() -> None:
 
     backend = SimulatedBackend(ModelPair("t", "d"), options)
     plan = ComparisonPlan("code", prompts_for("code"), Arm("plain"), Arm("sd", True, 3), 8, 2, 2, 0.95)
-    assert Analysis().engagement(backend, run_comparison(backend, plan)) == (None, [])
+    assert Analysis().engagement(backend, run_comparison(backend, plan)) == (None, [], None)
 
 
 def test_the_probe_shows_progress_after_each_pair() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pytest_specdec.backends.kinds import SpeculationKind
@@ -88,17 +89,36 @@ class GenerationStats:
     output_units: str = "token"
 
 
+class NotRun(StrEnum):
+    """Why SD did not run, in the class the engine's own answer puts it (its words stay in the reason beside it).
+
+    Only an engine that says so sets one; where it says nothing, the plugin's observed engagement (drafted
+    counts, the probe) is the word, and no class is given.
+    """
+
+    DRAFTER_NOT_LOADED = "drafter not loaded"  # asked to speculate, the engine set no drafter up
+    NOTHING_TO_DRAFT = "nothing to draft"  # speculating, yet its lookup found no draft in these prompts
+    DEPTH_ZERO = "drafting depth 0"  # a drafter loaded with no draft length
+    PAUSED_FOR_TOOLS = "paused for tools"  # the request's tools send it down the ordinary path
+    NON_GREEDY = "non-greedy request"  # the engine drafts for greedy requests only
+    NO_MTP_TENSORS = "no MTP tensors"  # the checkpoint carries no MTP head for the engine to load
+    REASONING_ONLY = "reasoning tokens only"  # the budget went to hidden reasoning
+    REFUSED = "batch or concurrency refused"  # the engine does not speculate on batched or concurrent requests
+
+
 @dataclass(frozen=True)
 class SpeculationEvidence:
     """What a server's own answers say about each arm, before anything is measured.
 
     ``True``: the arm is known to speculate; ``False``: known not to; ``None``: the
-    server does not say (the engagement probe must tell).
+    server does not say (the engagement probe must tell). ``why``: the class of the engine's own reason why
+    the SD arm does not speculate, where it gives one (:class:`NotRun`).
     """
 
     sd_arm: bool | None
     plain_arm: bool | None
     reason: str
+    why: NotRun | None = None
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,10 @@ def _plain_words(record: ComparisonRecord) -> str:
         said = record.judgement.failure or ""
         if "the machine swapped" in said:
             return "the machine swapped: not a measurement"
-        return "both arms speculate" if "both arms speculate" in said else "SD never engaged"
+        if "both arms speculate" in said:
+            return "both arms speculate"
+        why = record.judgement.not_run
+        return f"SD never engaged: the engine says {why.value}" if why else "SD never engaged"
     about = _about(record)
     if s.low > 1.0:
         return f"SD pays off here ({s.estimate:.2f}x vs 1x{about})"

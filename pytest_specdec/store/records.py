@@ -39,6 +39,7 @@ from typing import Any
 
 from pytest_specdec.axes import DEFAULT_CONDITIONS, Conditions
 from pytest_specdec.axes.num_draft import NUM_DRAFT
+from pytest_specdec.backends.base import NotRun
 from pytest_specdec.machine_load import MachineLoad
 from pytest_specdec.stats import Interval, Verdict
 from pytest_specdec.store.design import Design
@@ -191,6 +192,7 @@ class Judgement:
     bounds: tuple[BoundRecord, ...] = ()
     failure: str | None = None  # why the comparison itself fails: lossless, not engaged, refuted, strict
     warning: str | None = None  # inconclusive within the budget
+    not_run: NotRun | None = None  # not engaged: the class of the engine's own reason, where it gave one
 
     @property
     def gating(self) -> bool:

@@ -19,7 +19,7 @@ pytest.importorskip("llama_cpp", reason="the stand-ins generate with llama-cpp-p
 pytest.importorskip("ollama", reason="the Ollama backend needs the ollama client (extra [ollama])")
 
 from pytest_specdec.analysis import probe_engagement
-from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, Backend, GenerationRequest, ModelPair, NotRun
 from pytest_specdec.backends.http_client import QUOTED, server_message
 from pytest_specdec.backends.llama_server.adapter import LlamaServerBackend
 from pytest_specdec.backends.llama_server.knobs import draft_length, mtp_heads
@@ -421,6 +421,7 @@ def test_a_server_whose_draft_set_up_failed_is_not_speculating_in_the_evidence(
     assert stats.drafted == 0  # type: ignore[attr-defined]
     assert (evidence.sd_arm, evidence.plain_arm) == (False, False)
     assert "is not speculating (GET /slots: speculative=false)" in evidence.reason
+    assert evidence.why is NotRun.DRAFTER_NOT_LOADED, "asked to speculate, the server set no drafter up"
 
 
 def test_each_spec_type_gets_its_own_flag_for_gamma() -> None:

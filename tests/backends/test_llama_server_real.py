@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from generations import generated
 
-from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair
+from pytest_specdec.backends.base import Arm, GenerationRequest, ModelPair, NotRun
 from pytest_specdec.backends.sampling import Sampling
 from pytest_specdec.backends.server_process import ServerProcess, pid_dir
 from pytest_specdec.embedded.prompts import prompts_for
@@ -155,6 +155,7 @@ def test_a_server_that_is_not_speculating_is_told_apart_from_nothing_to_draft(ge
         drafting.close()
     assert said.sd_arm is False
     assert "draft-eagle3 γ=3 server is not speculating (GET /slots: speculative=false" in said.reason
+    assert said.why is NotRun.DRAFTER_NOT_LOADED
     assert (drafting_said.sd_arm, drafting_said.plain_arm) == (True, False)
 
 

@@ -149,3 +149,35 @@ def test_a_missing_model_is_model_not_available_and_a_bad_option_is_pytests_refu
         assert "absent.gguf does not exist" in fact["line"]
     else:
         assert fact["cause"] == "pytest refused the run", "an option the user mistyped is not a missing model"
+
+
+def test_sd_not_running_for_the_engines_own_reason_is_classed_in_the_row_the_issue_and_the_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine that says why its SD did not run (here the simulated engine, told the class): the class is kept in
+    the result, and the row, the gate's issue and the scoreboard say it."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("SPECDEC_MACHINE_CLASS", MACHINE)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_claim.py").write_text(CLAIM, encoding="utf-8")
+    write_pyproject(tmp_path, GATE.format(option="engaged=true"))
+    accepted = tmp_path / "accepted" / "specdec-simulated"
+    assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(accepted)).returncode == 0
+    assert specdec(tmp_path, "accept-candidates", "--artifacts", str(accepted.parent)).returncode == 0
+    write_pyproject(tmp_path, GATE.format(option="engaged=false --specdec-backend-option 'not_run=paused for tools'"))
+    out = tmp_path / "artifacts" / "specdec-simulated"
+    assert specdec(tmp_path, "measure", "--backend", "simulated", "--out", str(out)).returncode == 0
+    (result,) = json.loads((out / "results.json").read_text())["comparisons"]
+    assert result["judgement"]["not_run"] == "paused for tools"
+    assert "SD never engaged: the engine says paused for tools" in (out / "pytest.log").read_text(), "the row"
+    red_night(tmp_path, out, "SD no longer engaged", "claim r")
+    (created,) = [c for c in gh_calls(tmp_path) if c[:2] == ["issue", "create"]]
+    assert "the engine says: paused for tools" in created[created.index("--body") + 1], "the issue"
+    site = subprocess.run([sys.executable, "-m", "pytest_specdec.cli", "site", str(tmp_path / "site"), "--baselines",
+                           str(tmp_path / "baselines"), "--results", str(out / "results.json")],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert site.returncode == 0, site.stdout + site.stderr
+    pages = [p.read_text(encoding="utf-8") for p in (tmp_path / "site").rglob("*.html")]
+    assert any("SD never engaged: the engine says paused for tools" in page for page in pages), "the site"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_specdec.backends.base import SpeculationEvidence
+from pytest_specdec.backends.base import NotRun, SpeculationEvidence
 from pytest_specdec.backends.http_client import HttpService
 from pytest_specdec.backends.server_process import ServerProcess
 from pytest_specdec.errors import BackendRuntimeError
@@ -65,17 +65,21 @@ def said_by_servers(
 ) -> SpeculationEvidence:
     """The evidence both arms' servers give, with the SD server's own log line where it failed to set up
     (``lengths``: what the SD server drafts, from knobs.draft_length)."""
-    if sd_flag is False:
+    why = None
+    if sd_flag is False:  # asked to speculate (its --spec-type), it set no drafter up (tools/server's slot params)
         said = log_line(sd_server, FAILED_SET_UP)
         reason = f"the {sd_label} server is not speculating (GET /slots: speculative=false" + (
             f"; its log: {said})" if said else ")"
         )
+        why = NotRun.DRAFTER_NOT_LOADED
     elif plain_flag is True:
         reason = "the plain server speculates (GET /slots: speculative=true) — start it with --spec-type none"
     elif sd_flag is True and lengths.startswith("upstream"):  # prompts too short or without repeats for its lookup
         reason = f"not engaged at upstream defaults: the server speculates (GET /slots), and at {lengths} it found nothing to draft"
+        why = NotRun.NOTHING_TO_DRAFT
     elif sd_flag is True:
         reason = "the SD server speculates (GET /slots); the arm found nothing to draft"
+        why = NotRun.NOTHING_TO_DRAFT
     else:
         reason = "the servers do not say (GET /slots is off: --no-slots)"
-    return SpeculationEvidence(sd_arm=sd_flag, plain_arm=plain_flag, reason=reason)
+    return SpeculationEvidence(sd_arm=sd_flag, plain_arm=plain_flag, reason=reason, why=why)

@@ -45,6 +45,7 @@ SPEC = BackendSpec(
         OptionSpec("draws", "str", "sampled SD: same (one text per seed) or distribution (other draws, same law)"),
         OptionSpec("realtime", "bool", "sleep through the simulated decode time, so a client's clock sees it"),
         OptionSpec("engaged", "bool", "SD engages at all"),
+        OptionSpec("not_run", "str", "why SD does not run, as an engine that says so (drafter not loaded, ...)"),
         OptionSpec("release", "str", "the release the fingerprint reports"),
         OptionSpec("seed", "int", "random seed"),
         OptionSpec("prompt_seed", "int", "seed of the per-prompt effects (default: seed)"),

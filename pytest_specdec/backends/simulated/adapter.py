@@ -41,6 +41,8 @@ from pytest_specdec.backends.base import (
     GenerationStats,
     GenerationStream,
     ModelPair,
+    NotRun,
+    SpeculationEvidence,
     TokenBurst,
 )
 from pytest_specdec.backends.files import names_digest
@@ -92,6 +94,8 @@ class SimulatedBackend:
         # Logit margin reported where a lossy SD arm diverges (unset: the backend cannot tell).
         self.tie_margin = reader.number("tie_margin", -1.0, low=-1.0)
         self.engaged = reader.flag("engaged", True)
+        said = reader.choice("not_run", "", ("", *(why.value for why in NotRun)))
+        self.not_run = NotRun(said) if said else None  # why its SD does not run, as an engine that says so would
         self.release = reader.text("release", "1.0")
         self.draws = reader.choice("draws", "distribution", ("same", "distribution"))
         self.sd_temperature = reader.number("sd_temperature", 0.0, low=0.0, high=5.0)
@@ -122,6 +126,12 @@ class SimulatedBackend:
             versions={"simulated": self.release},
             device="simulated",
         )
+
+    def speculation_evidence(self) -> SpeculationEvidence:
+        """What the simulated engine says of its arms: nothing, unless told why its SD does not run (``not_run``)."""
+        if self.not_run is None:
+            return SpeculationEvidence(None, False, "the simulated engine counts its drafts")
+        return SpeculationEvidence(False, False, f"the simulated engine says: {self.not_run.value}", self.not_run)
 
     def model_digest(self) -> str:
         """A digest of the model names (there are no files)."""
