@@ -91,7 +91,8 @@ def install(args: argparse.Namespace) -> int:
     upgrade = releases.night_upgrade(releases.night_upgrade_path())
     before = _versions(args, packages)
     if unlockable:  # last night ran the lock's releases, whatever tonight installed in their place
-        before = {name: pins[name.lower()].version if name.lower() in pins else v for name, v in before.items()}
+        locked = {lockfile.pin_name(pin.name): pin.version for pin in pins.values()}
+        before = {name: locked.get(lockfile.pin_name(name), v) for name, v in before.items()}
     releases.write_versions(args.out / BEFORE, releases.servers_before_tonight(before, upgrade))
     return 0
 
@@ -156,9 +157,17 @@ def _upgrade_servers(args: argparse.Namespace, command: str) -> None:
 def lock(args: argparse.Namespace) -> int:
     """Write the environment that ran, every package with its hash, to ``OUT/gate-lock.txt`` (for the accept PR)."""
     from pytest_specdec.gate import lockfile
+    from pytest_specdec.hardware import machine_class
 
     platform = lockfile.interpreter_platform(args.python)
-    installed = lockfile.platform_pins(args.baselines, platform)  # what set-up installed by hash: kept as it ran
+    # What set-up installed by hash, kept as it ran: this machine class's own lock, else (a first lock) those of
+    # another class for the platform, one of which set-up took (lock_for_here.py).
+    own = args.baselines / machine_class() / "gate-lock.txt"
+    installed = (
+        lockfile.read_pins(own)
+        if lockfile.platform_of(own) in (platform, "") and own.is_file()
+        else lockfile.platform_pins(args.baselines, platform)
+    )
     pins = lockfile.environment_pins(args.python, os.environ.get("SPECDEC_GATE_PIP_ARGS", ""), installed)
     pins = lockfile.mark_build(pins, args.baselines, platform)  # the '# build' marks of this platform's locks
     lockfile.write_pins(args.out / "gate-lock.txt", pins, platform)

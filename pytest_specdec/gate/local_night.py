@@ -93,20 +93,23 @@ def throwaway_clone(repository: Path, into: Path) -> Path:
     clone = into / "repo"
     subprocess.run(["git", "clone", "-q", str(repository), str(clone)], check=True, capture_output=True)
 
-    def listed(*options: str) -> list[str]:
-        return subprocess.run(["git", "ls-files", "-z", *options], cwd=repository, check=True,
-                              capture_output=True, text=True).stdout.split("\0")  # fmt: skip
+    def listed(where: Path, *options: str) -> list[str]:
+        return [name for name in subprocess.run(["git", "ls-files", "-z", *options], cwd=where, check=True,
+                                                capture_output=True, text=True).stdout.split("\0") if name]  # fmt: skip
 
-    deleted = set(listed("-d"))
-    for name in filter(None, listed("-co", "--exclude-standard")):
+    for name in listed(clone):  # committed, then deleted or moved away here (staged or not): gone there too
+        if not os.path.lexists(repository / name):
+            (clone / name).unlink(missing_ok=True)
+    for name in listed(repository, "-co", "--exclude-standard"):
         source, target = repository / name, clone / name
-        if name in deleted:
-            target.unlink(missing_ok=True)
-        elif source.is_symlink() or source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            shutil.copy2(source, target, follow_symlinks=False)
+        if not (source.is_symlink() or source.is_file()):
+            continue
+        if target.is_dir() and not target.is_symlink():  # a folder there, a link or a file here
+            shutil.rmtree(target)
+        elif target.is_symlink() or target.exists():
+            target.unlink()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
     return clone
 
 

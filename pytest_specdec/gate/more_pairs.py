@@ -17,6 +17,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -24,6 +25,7 @@ from pytest_specdec.gate.ab_run import AB_SHARE, CARRY_DOUBLINGS, doubled_cap
 from pytest_specdec.gate.findings import trailing
 from pytest_specdec.gate.legs import RUNNER_VARIABLE, GateConfig
 from pytest_specdec.gate.runner_state import nights
+from pytest_specdec.render.report import markdown_report
 from pytest_specdec.store.baselines import baseline_key
 from pytest_specdec.store.files import dumps, load_run, write_atomically
 from pytest_specdec.store.records import Change, ComparisonRecord, Role, RunRecord
@@ -46,21 +48,27 @@ def pair_seconds(record: ComparisonRecord) -> float:
     return sum(record.design.max_tokens / rate for rate in rates) if len(rates) == 2 else 0.0
 
 
-def more_pairs(first: int, nights_before: int, pair_s: float, allowance_s: float | None) -> tuple[int, str]:
+def more_pairs(
+    first: int, nights_before: int, pair_s: float, allowance_s: float | None, block: int = 1
+) -> tuple[int, str]:
     """The cap of a second reading tonight (0: none fits) of a result whose design capped it at ``first`` pairs,
-    undecided on ``nights_before`` earlier nights in a row, one pair taking ``pair_s``; the line that says so.
+    undecided on ``nights_before`` earlier nights in a row, one pair of its test taking ``pair_s``; whole blocks of
+    ``block`` pairs (the plugin rounds a cap down to them); the line that says so.
 
-    >>> more_pairs(72, 0, 0.0, None)
+    >>> more_pairs(72, 0, 0.0, None, 4)
     (144, 'measured again with up to 144 pairs')
     >>> more_pairs(72, 5, 0.0, None)[0]  # two earlier undecided nights count, no more
     576
-    >>> more_pairs(72, 0, 10.0, 600.0)
-    (0, "not measured again: more than its 72 pairs do not fit the leg's share of window-minutes")
+    >>> more_pairs(72, 0, 10.0, 740.0, 4)  # 74 pairs fit: not one whole block more than 72
+    (0, "not measured again: not one block of pairs more than its 72 fits the leg's share of window-minutes")
     """
     doublings = 1 + min(max(nights_before, 0), CARRY_DOUBLINGS)
     pairs, fits = doubled_cap(first, doublings, pair_s, allowance_s)
+    pairs -= pairs % max(1, block)
     if pairs <= first:
-        return 0, f"not measured again: more than its {first} pairs do not fit the leg's share of window-minutes"
+        return 0, (
+            f"not measured again: not one block of pairs more than its {first} fits the leg's share of window-minutes"
+        )
     said = "" if fits else f" (the {first * 2**doublings} its undecided night {nights_before + 1} may take do not fit)"
     return pairs, f"measured again with up to {pairs} pairs{said}"
 
@@ -71,27 +79,42 @@ class Rerun(Protocol):
     def __call__(self, nodeids: Sequence[str], out: Path, *, more: Sequence[str] = ()) -> None: ...
 
 
-def measure_undecided_again(config: GateConfig, run: RunRecord, out: Path, rerun: Rerun) -> RunRecord:
-    """``run`` with each undecided result replaced by its second reading, where one fits and was measured.
+def _left_s(config: GateConfig, run: RunRecord) -> float | None:
+    """What the leg's share of ``window-minutes`` leaves after the first reading (``None``: no window)."""
+    if not config.window_minutes:
+        return None
+    legs = len(config.runner_legs(os.environ.get(RUNNER_VARIABLE, ""))) or 1
+    try:
+        took = (datetime.fromisoformat(run.finished) - datetime.fromisoformat(run.started)).total_seconds()
+    except ValueError:
+        took = 0.0
+    return max(0.0, config.window_minutes * 60.0 / legs * AB_SHARE - max(0.0, took))
 
-    ``rerun`` runs the leg's pytest on those tests (:class:`Rerun`); the merged run is written back to
-    ``out/results.json``.
+
+def measure_undecided_again(config: GateConfig, run: RunRecord, out: Path, rerun: Rerun) -> RunRecord:
+    """``run`` with each test that has an undecided result measured again with more pairs, where they fit.
+
+    Every comparison of a test measured again takes its second reading (the test ran again: its candidates and
+    history are that run's), where the second reading's cap really grew (a test's own ``max_trials`` can hold it
+    where it was). ``rerun`` runs the leg's pytest on those tests (:class:`Rerun`); the merged run is written back
+    to ``out/results.json`` and ``out/report.md``.
     """
     found = undecided(run)
     if not found:
         return run
-    legs = len(config.runner_legs(os.environ.get(RUNNER_VARIABLE, ""))) or 1
-    share = config.window_minutes * 60.0 / legs if config.window_minutes else None
-    allowance = share * AB_SHARE / len(found) if share is not None else None
+    tests = sorted({r.nodeid for r in found})
+    left = _left_s(config, run)
+    allowance = left / len(tests) if left is not None else None
     kept = nights(found[0].backend, run.machine_class)
     caps: dict[str, int] = {}
     for record in found:
-        key = baseline_key(record)
-        before = trailing(tuple(n for n in kept if n.key == key), {Change.UNDECIDED.value})
-        pairs, line = more_pairs(record.design.max_trials or record.trials, before, pair_seconds(record), allowance)
+        before = trailing(tuple(n for n in kept if n.key == baseline_key(record)), {Change.UNDECIDED.value})
+        test_s = sum(pair_seconds(r) for r in run.comparisons if r.nodeid == record.nodeid)
+        first = record.design.max_trials or record.trials
+        pairs, line = more_pairs(first, before, test_s, allowance, record.design.prompt_count or 1)
         sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: undecided; {line}\n")
-        if pairs:  # a test's comparisons share its run: the largest cap any of them may take
-            caps[record.nodeid] = max(caps.get(record.nodeid, 0), pairs)
+        if pairs:  # a test's comparisons share its run: the smallest cap any of them may take
+            caps[record.nodeid] = min(caps.get(record.nodeid, pairs), pairs)
     by_cap: dict[int, list[str]] = {}
     for nodeid, pairs in caps.items():
         by_cap.setdefault(pairs, []).append(nodeid)
@@ -99,16 +122,24 @@ def measure_undecided_again(config: GateConfig, run: RunRecord, out: Path, rerun
     for pairs, nodeids in sorted(by_cap.items()):  # one pytest run per cap
         folder = out / MORE_PAIRS / str(pairs)
         rerun(sorted(nodeids), folder, more=[f"--specdec-max-trials={pairs}"])
-        second = load_run(folder / "results.json") if (folder / "results.json").is_file() else None
-        for record in second.comparisons if second else ():
+        reread = load_run(folder / "results.json") if (folder / "results.json").is_file() else None
+        for record in reread.comparisons if reread else ():
             again[(baseline_key(record), record.baseline_arm)] = record
-    wanted = {(baseline_key(r), r.baseline_arm) for r in found}
-    replaced = tuple(again.get((baseline_key(c), c.baseline_arm), c) if (baseline_key(c), c.baseline_arm) in wanted
-                     else c for c in run.comparisons)  # fmt: skip
-    for record in replaced:
-        if record not in run.comparisons and record.check is not None:
-            sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}] at {record.trials} pairs: "
-                             f"{record.check.message}\n")  # fmt: skip
-    merged = dataclasses.replace(run, comparisons=replaced)
+    replaced: list[ComparisonRecord] = []
+    for record in run.comparisons:
+        second = again.get((baseline_key(record), record.baseline_arm))
+        grew = second is not None and (second.design.max_trials or 0) > (record.design.max_trials or record.trials)
+        if second is not None and not grew and record in found:
+            sys.stdout.write(f"specdec gate: {record.nodeid} [{record.category}]: its test caps its own pairs "
+                             f"(max_trials={second.design.max_trials}): the first reading stands\n")  # fmt: skip
+        if second is not None and grew:
+            if second.check is not None:
+                sys.stdout.write(f"specdec gate: {second.nodeid} [{second.category}] at {second.trials} pairs: "
+                                 f"{second.check.message}\n")  # fmt: skip
+            replaced.append(second)
+        else:
+            replaced.append(record)
+    merged = dataclasses.replace(run, comparisons=tuple(replaced))
     write_atomically(out / "results.json", dumps(merged))
+    write_atomically(out / "report.md", markdown_report(merged))
     return merged

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from pytest_specdec.backends import server_releases
+from pytest_specdec.backends import registered_backends, server_releases
 from pytest_specdec.errors import SpecdecUsageError
 from pytest_specdec.gate.runner_state import read_state_json, state_root
 from pytest_specdec.store.files import read_json, write_atomically
@@ -74,11 +74,10 @@ def with_libraries(names: Sequence[str]) -> list[str]:
             if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
                 continue
             key = canonicalize_name(requirement.name)
-            if key not in found:
-                found[key] = requirement.name
-                todo.append(requirement.name)
-    installed = list(names) + sorted(n for k, n in found.items() if n not in names and _installed(n))
-    return installed
+            if key not in found:  # one spelling for each, whichever requirement named it first
+                found[key] = key
+                todo.append(key)
+    return list(names) + sorted(n for n in found.values() if n not in names and _installed(n))
 
 
 def _installed(name: str) -> bool:
@@ -90,9 +89,12 @@ def _installed(name: str) -> bool:
 
 
 def collect_versions(packages: Sequence[str], backend: str = "") -> dict[str, str]:
-    """The leg's packages, every library under them, and the leg's servers in one mapping, ready to be compared
-    before and after."""
-    return {**package_versions(with_libraries(packages)), **server_releases(backend)}
+    """The leg's packages (with every library under them for an in-process backend, whose arms those libraries
+    run; a server's client libraries do not) and the leg's servers in one mapping, ready to be compared before and
+    after."""
+    spec = registered_backends().get(backend)
+    names = with_libraries(packages) if spec is not None and spec.in_process else list(packages)
+    return {**package_versions(names), **server_releases(backend)}
 
 
 def release_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

@@ -158,15 +158,25 @@ def resolve(request: Request, wanted: list[str], *, binary: bool) -> tuple[dict[
 def build_requirements(item: dict[str, Any], markers: dict[str, str]) -> list[str]:
     """The build requirements of the sdist pip's report names (fetched, its hash checked), for ``markers``."""
     url, digest = item["download_info"]["url"], item["download_info"]["archive_info"]["hashes"]["sha256"]
-    with urllib.request.urlopen(url, timeout=300) as answer:  # https or file, from pip's own report
-        data = answer.read()
+    try:
+        with urllib.request.urlopen(url, timeout=300) as answer:  # https or file, from pip's own report
+            data = answer.read()
+    except OSError as error:
+        raise SpecdecUsageError(
+            f"could not fetch {url} to read its build requirements ({error}) — nothing was written"
+        ) from None
     if hashlib.sha256(data).hexdigest() != digest:
         raise SpecdecUsageError(f"{url}: its sha256 is not the one pip's report gives — nothing was written")
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        member = next((m for m in archive.getmembers()
-                       if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")), None)  # fmt: skip
-        handle = archive.extractfile(member) if member is not None else None
-        system = tomllib.loads(handle.read().decode() if handle is not None else "").get("build-system", {})
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            member = next((m for m in archive.getmembers()
+                           if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")), None)  # fmt: skip
+            handle = archive.extractfile(member) if member is not None else None
+            system = tomllib.loads(handle.read().decode() if handle is not None else "").get("build-system", {})
+    except (tarfile.TarError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise SpecdecUsageError(
+            f"{url}: its build requirements cannot be read ({error}) — nothing was written"
+        ) from None
     requires = list(system.get("requires", ["setuptools>=40.8.0"]))  # PEP 517's default backend
     if str(system.get("build-backend", "")).startswith("scikit_build_core"):
         requires += ["cmake>=3.21", "ninja>=1.5"]  # scikit-build-core's own build-time requests
@@ -226,7 +236,12 @@ def lock(request: Request) -> tuple[str, int]:
              *([f"# build requirements of the sdists: {said}"] if said else [])]  # fmt: skip
     for name in sorted(items):
         item = items[name]
-        digest = item["download_info"]["archive_info"]["hashes"]["sha256"]
+        digest = item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256")
+        if not digest:  # a folder or a version-control URL: no file whose hash a lock could pin
+            raise SpecdecUsageError(
+                f"{name} comes from {item['download_info'].get('url', 'a folder')}, not a file with a hash: "
+                "depend on a released version (or a wheel) so the lock can pin it — nothing was written"
+            )
         lines += [
             f"{name}=={item['metadata']['version']} --hash=sha256:{digest}" + ("  # build" if name in build else ""),
             f"#   requires: {', '.join(sorted(needs_of(item))) or 'nothing'}",

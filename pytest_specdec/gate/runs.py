@@ -214,8 +214,8 @@ def measure(config: GateConfig, backend: str, out: Path, python: str, extra: Seq
             said = "no comparison was measured (every benchmark skipped itself)"
             return _unmeasurable(out, leg, said, LegCause.NOTHING_MEASURED)
         raise SpecdecUsageError(f"pytest exited {done.returncode} without results — see {out / 'pytest.log'}")
-    # undecided against a decisive baseline: measured again tonight, with more pairs
-    run = measure_undecided_again(config, run, out, functools.partial(_run_tests, leg, python, arguments))
+    if "--specdec-update-baselines" not in arguments:  # undecided against a decisive baseline: more pairs tonight
+        run = measure_undecided_again(config, run, out, functools.partial(_run_tests, leg, python, arguments))
     candidates = BaselineStore(Path("baselines"), run.machine_class).path(backend, candidates=True)
     if candidates.is_file():  # tonight's results without an accepted baseline, for the accept pull request
         copy_split(candidates, out / CANDIDATES)

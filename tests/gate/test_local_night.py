@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -66,12 +67,18 @@ def test_the_throwaway_clone_is_the_work_tree_as_it_is(tmp_path: Path) -> None:
     (repo / ".gitignore").write_text("*.log\n")
     (repo / "kept.py").write_text("committed\n")
     (repo / "gone.py").write_text("committed, then deleted\n")
+    (repo / "staged.py").write_text("committed, then git rm\n")
+    (repo / "folder").mkdir()
+    (repo / "folder" / "inside.py").write_text("committed in a folder\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "one"], cwd=repo, check=True)
     (repo / "kept.py").write_text("edited\n")
     (repo / "gone.py").unlink()
+    subprocess.run(["git", "rm", "-q", "staged.py"], cwd=repo, check=True)  # a deletion staged, not committed
+    shutil.rmtree(repo / "folder")
+    (repo / "folder").symlink_to("kept.py")  # a folder replaced by a link
     (repo / "new.py").write_text("untracked\n")
     (repo / "link.py").symlink_to("kept.py")
     (repo / "noise.log").write_text("ignored\n")
@@ -82,3 +89,5 @@ def test_the_throwaway_clone_is_the_work_tree_as_it_is(tmp_path: Path) -> None:
     assert (clone / "link.py").is_symlink()
     assert str((clone / "link.py").readlink()) == "kept.py"
     assert not (clone / "noise.log").exists()
+    assert not (clone / "staged.py").exists(), "a staged deletion too"
+    assert (clone / "folder").is_symlink(), "the link in the folder's place, not inside it"
