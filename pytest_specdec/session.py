@@ -162,7 +162,8 @@ class SpecdecSession:
         more = (Path(settings.run_history),) if settings.run_history else ()
         ledger = BaselineLedger(store, policy, history_sources=more)
         budget = TimeBudget(settings.time_budget_s) if settings.time_budget_s is not None else None
-        return cls(settings, machine_class, ledger, pool, prompt_sets=dict(prompt_sets or {}), budget=budget)
+        return cls(settings, machine_class, ledger, pool, prompt_sets=dict(prompt_sets or {}), budget=budget,
+                   notes=list(ledger.unread))  # fmt: skip
 
     def prompt_choice(self, category: str | None, prompts: object) -> tuple[str, PromptSet | None]:
         """The content class and the user's set that ``compare(category, prompts=...)`` names (``None``: built-in)."""

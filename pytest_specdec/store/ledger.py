@@ -73,16 +73,24 @@ class BaselineLedger:
     records: list[ComparisonRecord] = field(default_factory=list)
     history_sources: tuple[Path, ...] = ()  # more history for the run-to-run spread (the gate's runner's own)
     _nights: dict[str, list[Night]] = field(default_factory=dict, init=False, repr=False)
+    unread: list[str] = field(default_factory=list, init=False)  # a history source not (wholly) read, and the cost
 
     def __post_init__(self) -> None:
         """Read the history once, before anything is measured (a broken file counts no nights; the append at
-        the run's end names what is wrong with it)."""
+        the run's end names what is wrong with the repository's, :attr:`unread` with a source given)."""
         seen: set[tuple[str, str, str, str]] = set()
+        cost = "its nights are not counted in this machine's night-to-night spread"
         for path in (self.store.history_path(), *self.history_sources):
+            given = path in self.history_sources
+            torn: list[str] = []
             try:
-                nights = read_nights(path, []) if path.is_file() else ()
-            except SpecdecUsageError:
+                nights = read_nights(path, torn) if path.is_file() or given else ()
+            except SpecdecUsageError as error:
                 nights = ()
+                if given:
+                    self.unread.append(f"run history: {error} — {cost}")
+            if given:
+                self.unread += [f"run history: {line} — {cost} for that line" for line in torn]
             for night in nights:
                 if night.mark not in seen:
                     seen.add(night.mark)

@@ -217,3 +217,28 @@ def test_every_tested_comparison_counts_in_the_correction_before_the_least_move_
     assert drifted(("code", 1.1, 0.009)) == ["code"]
     assert drifted(("code", 1.1, 0.009), ("copy", 1.01, 0.6)) == [], "the small move is a test too"
     assert drifted(("code", 1.1, 0.004), ("copy", 1.01, 0.001)) == ["code"], "discovered, but under 5 %: no drift"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "no such history file"),
+        ("{not json\n", ":1 is not valid JSON"),
+        ('{"torn', "a torn last line (an interrupted append) was skipped"),
+    ],
+    ids=["missing", "malformed", "torn"],
+)
+def test_a_run_history_that_cannot_be_read_is_one_line_saying_what_it_costs(
+    tmp_path: Path, content: str | None, said: str
+) -> None:
+    """--specdec-run-history (the gate's runner history) is optional: never silent when it is not read."""
+    path = tmp_path / "runner.jsonl"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    kept = BaselineLedger(BaselineStore(tmp_path / "baselines", "M"), LedgerPolicy(), history_sources=(path,))
+    assert len(kept.unread) == 1
+    assert said in kept.unread[0]
+    assert str(path) in kept.unread[0]
+    assert "not counted in this machine's night-to-night spread" in kept.unread[0]
+    quiet = BaselineLedger(BaselineStore(tmp_path / "baselines", "M"), LedgerPolicy())
+    assert quiet.unread == [], "the repository's own history, absent, is no news"
