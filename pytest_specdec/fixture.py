@@ -201,6 +201,12 @@ class SpecdecFixture:
             axis, values = sweep_axis(given, where)
             base = self._expectations().conditions if marked is None else marked
             settings = [from_keywords({axis.keyword: value}, base, where) for value in values]
+            repeated = [value for index, value in enumerate(values) if settings[index] in settings[:index]]
+            if repeated:
+                raise SpecdecUsageError(
+                    f"{where}({axis.keyword}={list(values)!r}) names {repeated[0]!r} twice — each value is measured "
+                    "once: remove the repeat"
+                )
         except SpecdecUsageError as error:
             self._kept_nothing(Unmeasured.REFUSED, f"{where}(): {error}")
         results, skipped = [], []

@@ -153,6 +153,7 @@ def test_ini_and_pyproject_settings_apply(pytester: pytest.Pytester) -> None:
         (("--specdec-min-trials=10", "--specdec-max-trials=4"), "ERROR: --specdec-max-trials 4 is below*"),
         (("--specdec-backend-option=sped=1",), "ERROR: backend 'simulated' has no option 'sped'*"),
         (("--specdec-backend-option=speedup=fast",), "ERROR: backend option speedup='fast'*must be a number*"),
+        (("--specdec-backend-option=speedup=nan",), "ERROR: backend option speedup='nan'*must be a finite number*"),
     ],
 )
 def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: tuple[str, ...], message: str) -> None:

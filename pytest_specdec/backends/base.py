@@ -7,6 +7,7 @@ lossless and engaged checks and the statistics all live in ``measure/``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -401,6 +402,8 @@ class BackendOptions:
             value = float(self._raw[key])
         except ValueError:
             raise self._error(key, "a number") from None
+        if not math.isfinite(value):  # nan compares false with every bound: refused by name, never measured
+            raise self._error(key, "a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
             raise self._error(key, f"a number in [{low}, {high}]")
         return value
