@@ -149,7 +149,10 @@ def test_a_newly_written_files_scope_holds_no_condition(pytester: pytest.Pyteste
         ("specdec.sweep(num_draft=[])", "*sweep(): sweep(num_draft=[]) needs a non-empty list of values*"),
         ("specdec.sweep(top_p=[0.5])", "*sweep(): sweep() sweeps temperature=, not top_p=*"),
         ("specdec.sweep(context=[0, 1.5])", "*sweep(): context=1.5 is not a whole number*"),
-        ("specdec.sweep(temperature=[0.7, 0.7])", "*sweep(): sweep(temperature=*) names 0.7 twice — each value is measured once*"),
+        (
+            "specdec.sweep(temperature=[0.7, 0.7])",
+            "*sweep(): sweep(temperature=*) names 0.7 twice — each value is measured once*",
+        ),
         ("specdec.sweep(context=[64, 64])", "*sweep(): sweep(context=*) names 64 twice — each value is measured once*"),
     ],
 )
