@@ -80,6 +80,11 @@ def read_pins(path: Path) -> dict[str, Pin]:
                 "every package with its hash; rewrite it with the specdec accept workflow"
             )
         hashes = tuple(h.removeprefix("--hash=sha256:") for h in found["hashes"].split())
+        if any(pin_name(pin.name) == pin_name(found["name"]) for pin in pins.values()):
+            raise SpecdecUsageError(
+                f"{path}:{number}: {found['name']} is pinned twice — keep one line per package; rewrite it with the "
+                "specdec accept workflow"
+            )
         pins[found["name"].lower()] = Pin(found["name"], found["version"], hashes, found["build"] is not None)
     return pins
 

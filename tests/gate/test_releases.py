@@ -49,6 +49,14 @@ def test_a_lock_line_without_its_hash_is_refused_with_one_line(tmp_path: Path, l
     assert read_pins(tmp_path / "absent.txt") == {}
 
 
+def test_a_lock_that_pins_one_package_twice_is_refused_with_one_line(tmp_path: Path) -> None:
+    lock = tmp_path / "gate-lock.txt"
+    lock.write_text(f"mlx==0.32.2 --hash=sha256:{HASH}\nmlx-lm==0.31.0 --hash=sha256:{HASH}\n"
+                    f"MLX==0.32.3 --hash=sha256:{HASH}\n")  # fmt: skip
+    with pytest.raises(SpecdecUsageError, match=r"gate-lock.txt:3: MLX is pinned twice — keep one line per package"):
+        read_pins(lock)
+
+
 def test_a_lock_that_is_not_text_is_refused(tmp_path: Path) -> None:
     lock = tmp_path / "gate-lock.txt"
     lock.write_bytes(b"\xff\xfe numpy")

@@ -67,6 +67,15 @@ def test_the_lock_chooser_reads_the_machine_class_in_a_repository_without_the_pa
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "baselines/Mine/gate-lock.txt"
     assert "this machine class's lock" in done.stderr
+    pin = f"numpy==2.4.6 --hash=sha256:{'ab' * 32}\n"
+    lock.write_text(f"# platform: {lock_platform()}\n{pin}{pin.replace('numpy', 'NumPy')}", encoding="utf-8")
+    twice = subprocess.run([sys.executable, "-I", "-S", ".github/scripts/lock_for_here.py", "baselines"],
+                           cwd=tmp_path, capture_output=True, text=True, check=False, env=environment)  # fmt: skip
+    assert twice.returncode == 1, "refused before set-up installs anything"
+    assert (
+        twice.stderr.strip() == "gate.sh: baselines/Mine/gate-lock.txt pins numpy twice — keep one line per "
+        "package (the accept pull request writes it whole)"
+    )
     (tmp_path / ".github" / "scripts" / HARDWARE_COPY).unlink()
     gone = subprocess.run([sys.executable, "-I", "-S", ".github/scripts/lock_for_here.py"], cwd=tmp_path,
                           capture_output=True, text=True, check=False, env=environment)  # fmt: skip

@@ -63,8 +63,25 @@ def choose(baselines: Path, machine: str, here: str) -> tuple[Path | None, str]:
     )
 
 
+def pinned_twice(lock: Path) -> str:
+    """The first package the lock pins on two lines (names as pip compares them), or ``""``."""
+    seen: set[str] = set()
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        name = line.split("==", 1)[0].strip().lower().replace("_", "-").replace(".", "-")
+        if not name or name.startswith("#") or "==" not in line:
+            continue
+        if name in seen:
+            return name
+        seen.add(name)
+    return ""
+
+
 if __name__ == "__main__":
     found, why = choose(Path(sys.argv[1] if len(sys.argv) > 1 else "baselines"), hardware().machine_class(),
                         hardware().lock_platform())  # fmt: skip
+    twice = pinned_twice(found) if found else ""
+    if twice:  # refused before set-up installs anything: pip would stop on it, in its own words, half-way
+        raise SystemExit(f"gate.sh: {found} pins {twice} twice — keep one line per package (the accept pull request "
+                         "writes it whole)")  # fmt: skip
     sys.stderr.write(f"gate.sh: {why}\n")
     print(found or "")
