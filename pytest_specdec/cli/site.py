@@ -12,7 +12,7 @@ def register(commands: Any) -> None:
     site = commands.add_parser(
         "site", help="build the scoreboard: a static site of every verdict, per chip and release"
     )
-    site.add_argument("out", type=Path, help="the folder to write (created; pages in it are replaced)")
+    site.add_argument("out", type=Path, help="the folder to write (created, or an earlier site replaced whole)")
     site.add_argument("--baselines", type=Path, default=Path("baselines"), help="the store (default: baselines/)")
     site.add_argument("--results", type=Path, action="append", default=[],
                       help="a --specdec-json results file: tonight's readings (repeatable)")  # fmt: skip
