@@ -129,10 +129,24 @@ def validate(kind: type[T], data: object, where: str) -> T:
         ) from None
 
 
-def read_json(path: Path) -> object:
-    """Parsed JSON, or a one-line error naming the file."""
+MAX_JSON_BYTES = 64 * 1024 * 1024  # far above any file pytest-specdec writes (a 100 000-pair run: about 20 MB)
+
+
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> object:
+    """Parsed JSON, or a one-line error naming the file: bounded in size and depth, a regular file only (a
+    stranger's submission can be a link to ``/dev/zero`` or nested a million deep)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        if path.exists() and not path.is_file() and not path.is_dir():
+            raise SpecdecUsageError(f"{path} is not a regular file (a device, a pipe) — point at a JSON file")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise SpecdecUsageError(
+                f"{path} is larger than {limit // (1024 * 1024)} MiB: not a file pytest-specdec wrote — left unread"
+            )
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise SpecdecUsageError(f"{path} is nested too deeply to be a file pytest-specdec wrote — left unread") from None
     except FileNotFoundError:
         raise SpecdecUsageError(f"{path}: no such file") from None
     except IsADirectoryError:
