@@ -146,7 +146,9 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> object:
             )
         return json.loads(data.decode("utf-8"))
     except RecursionError:
-        raise SpecdecUsageError(f"{path} is nested too deeply to be a file pytest-specdec wrote — left unread") from None
+        raise SpecdecUsageError(
+            f"{path} is nested too deeply to be a file pytest-specdec wrote — left unread"
+        ) from None
     except FileNotFoundError:
         raise SpecdecUsageError(f"{path}: no such file") from None
     except IsADirectoryError:
