@@ -132,11 +132,26 @@ def _checkout(args: argparse.Namespace) -> Path:
 
 
 def _commit(top: Path, written: list[Path], machine_class: str, submitted: str) -> str:
-    branch = f"submit/{machine_class}-{submitted[:19].replace(':', '').replace('-', '')}"
-    _git("switch", "-c", branch, cwd=top)
-    for path in written:
-        _git("add", "--", str(path), str(path.with_suffix(".md")), cwd=top)
-    _git("commit", "-m", f"Submit {len(written)} result(s) from {machine_class}", cwd=top)
+    """A branch that adds ``written``; on a git error the files and the branch are taken back (one line)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", machine_class).strip(".-") or "machine"
+    branch = f"submit/{name}-{submitted[:19].replace(':', '').replace('-', '')}"
+    before = _git("rev-parse", "--abbrev-ref", "HEAD", cwd=top).strip()
+    try:
+        _git("check-ref-format", "--branch", branch, cwd=top)
+        _git("switch", "-c", branch, cwd=top)
+        for path in written:
+            _git("add", "--", str(path), str(path.with_suffix(".md")), cwd=top)
+        _git("commit", "-m", f"Submit {len(written)} result(s) from {machine_class}", cwd=top)
+    except SpecdecUsageError as error:
+        for path in written:  # nothing of the submission is left behind
+            subprocess.run(["git", "rm", "-q", "--cached", "--ignore-unmatch", "--", str(path),
+                            str(path.with_suffix(".md"))], cwd=top, capture_output=True, check=False)  # fmt: skip
+            path.unlink(missing_ok=True)
+            path.with_suffix(".md").unlink(missing_ok=True)
+        if _git("rev-parse", "--abbrev-ref", "HEAD", cwd=top).strip() == branch:
+            subprocess.run(["git", "switch", "-q", before], cwd=top, capture_output=True, check=False)
+            subprocess.run(["git", "branch", "-q", "-D", branch], cwd=top, capture_output=True, check=False)
+        raise SpecdecUsageError(f"{error} — the submission's files were taken back, nothing committed") from None
     return branch
 
 

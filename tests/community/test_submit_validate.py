@@ -257,6 +257,31 @@ def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path:
     assert f"git push -u origin {branch.strip()}" in done.stdout
 
 
+def test_pr_whose_commit_fails_takes_its_files_and_branch_back(bench_results: Path, tmp_path: Path) -> None:
+    """A git error after the files were written (here: no identity to commit with) leaves nothing behind."""
+    checkout = tmp_path / "fork"
+    checkout.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for step in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:ada/pytest-specdec.git"],
+                 ["commit", "-q", "--allow-empty", "-m", "start"]):  # fmt: skip
+        subprocess.run([*git, *step], cwd=checkout, check=True)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env |= {"HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true"}  # fmt: skip
+    done = run_specdec("submit", str(bench_results), "--pr", cwd=checkout, env=env)
+    assert done.returncode != 0
+    assert "the submission's files were taken back, nothing committed" in done.stderr
+    assert "Traceback" not in done.stderr
+    left = [p for p in (checkout / "community").rglob("*") if p.is_file()] if (checkout / "community").exists() else []
+    assert left == [], "the written files were removed"
+    current = subprocess.run(["git", "branch", "--show-current"], cwd=checkout, capture_output=True, text=True,
+                             check=True).stdout.strip()  # fmt: skip
+    assert current == "main"
+    branches = subprocess.run(["git", "branch", "--list", "submit/*"], cwd=checkout, capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+    assert branches == ""
+
+
 def test_evidence_lists_consistent_submissions_as_paired_and_leaves_out_rejected_ones(
     submitted: tuple[Path, str, Path], tmp_path: Path
 ) -> None:
