@@ -21,7 +21,13 @@ from typing import Any, TypeVar
 
 from pytest_specdec.axes import Conditions
 from pytest_specdec.errors import SpecdecUsageError
-from pytest_specdec.store.records import READABLE_SCHEMAS, SCHEMA_VERSION, RunRecord, migrate_comparison
+from pytest_specdec.store.records import (
+    MEASUREMENT_PROTOCOL,
+    READABLE_SCHEMAS,
+    SCHEMA_VERSION,
+    RunRecord,
+    migrate_comparison,
+)
 
 T = TypeVar("T")
 
@@ -219,5 +225,21 @@ def _migrated(comparison: object) -> object:
 
 
 def load_run(path: Path) -> RunRecord:
-    """A results JSON file written by ``--specdec-json``."""
-    return validate(RunRecord, check_schema(read_json(path), path), str(path))
+    """A results JSON file written by ``--specdec-json``: a comparison measured under a newer protocol than this
+    pytest-specdec's, or with an estimate that is not a number, is one line, never rendered as a verdict."""
+    run = validate(RunRecord, check_schema(read_json(path), path), str(path))
+    for number, record in enumerate(run.comparisons, start=1):
+        if record.protocol > MEASUREMENT_PROTOCOL:
+            raise SpecdecUsageError(
+                f"{path}: comparison {number} was measured under protocol {record.protocol}, newer than this "
+                f"pytest-specdec's {MEASUREMENT_PROTOCOL} — upgrade pytest-specdec ({specdec_version()}) to read it"
+            )
+        shown = [("speedup", record.speedup), ("acceptance", record.acceptance)]
+        bad = [name for name, interval in shown if interval is not None and any(
+            math.isnan(x) for x in (interval.estimate, interval.low, interval.high))]  # fmt: skip
+        if bad:
+            raise SpecdecUsageError(
+                f"{path}: comparison {number}'s {bad[0]} is not a number (nan) — not a file pytest-specdec wrote; "
+                "restore it"
+            )
+    return run
