@@ -230,13 +230,19 @@ def test_not_a_submission_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert "owner/name" in bad.stderr
 
 
-def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path: Path) -> None:
+def a_fork(tmp_path: Path) -> Path:
+    """A checkout of a fork of pytest-specdec (its origin on GitHub), one empty commit on main."""
     checkout = tmp_path / "fork"
     checkout.mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
     for step in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:ada/pytest-specdec.git"],
                  ["commit", "-q", "--allow-empty", "-m", "start"]):  # fmt: skip
         subprocess.run([*git, *step], cwd=checkout, check=True)
+    return checkout
+
+
+def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path: Path) -> None:
+    checkout = a_fork(tmp_path)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@example.org")  # fmt: skip
     done = run_specdec("submit", str(bench_results), "--pr", cwd=checkout, env=env)
@@ -259,12 +265,7 @@ def test_pr_prepares_a_branch_that_adds_the_files(bench_results: Path, tmp_path:
 
 def test_pr_whose_commit_fails_takes_its_files_and_branch_back(bench_results: Path, tmp_path: Path) -> None:
     """A git error after the files were written (here: no identity to commit with) leaves nothing behind."""
-    checkout = tmp_path / "fork"
-    checkout.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
-    for step in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:ada/pytest-specdec.git"],
-                 ["commit", "-q", "--allow-empty", "-m", "start"]):  # fmt: skip
-        subprocess.run([*git, *step], cwd=checkout, check=True)
+    checkout = a_fork(tmp_path)
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env |= {"HOME": str(tmp_path), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true"}  # fmt: skip
